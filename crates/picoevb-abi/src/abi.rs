@@ -1,0 +1,160 @@
+// The ioctl ABI of /dev/picoevbN. The reference part (numbers 0..6) is binary-compatible with NVIDIA's
+// jetson-rdma-picoevb `picoevb-rdma-ioctl.h`; numbers, layouts and flag bits must never change.
+
+/// ioctl type ("magic") byte: 'P'.
+pub const IOC_MAGIC: u32 = b'P' as u32;
+
+const IOC_NRSHIFT: u32 = 0;
+const IOC_TYPESHIFT: u32 = 8;
+const IOC_SIZESHIFT: u32 = 16;
+const IOC_DIRSHIFT: u32 = 30;
+const IOC_WRITE: u32 = 1;
+const IOC_READ: u32 = 2;
+
+/// Encodes an ioctl number like the kernel's `_IOC` (x86-64 and arm64 share this layout).
+pub const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
+    dir << IOC_DIRSHIFT
+        | IOC_MAGIC << IOC_TYPESHIFT
+        | nr << IOC_NRSHIFT
+        | (size as u32) << IOC_SIZESHIFT
+}
+const fn iow(nr: u32, size: usize) -> u32 {
+    ioc(IOC_WRITE, nr, size)
+}
+const fn ior(nr: u32, size: usize) -> u32 {
+    ioc(IOC_READ, nr, size)
+}
+const fn iowr(nr: u32, size: usize) -> u32 {
+    ioc(IOC_READ | IOC_WRITE, nr, size)
+}
+/// The number field of an ioctl command.
+pub const fn ioc_nr(cmd: u32) -> u32 {
+    cmd & 0xff
+}
+/// The size field of an ioctl command.
+pub const fn ioc_size(cmd: u32) -> usize {
+    ((cmd >> IOC_SIZESHIFT) & 0x3fff) as usize
+}
+
+/// `PICOEVB_IOC_PIN_CUDA` argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PinCuda {
+    /// In: start of the CUDA allocation (user virtual address).
+    pub va: u64,
+    /// In: length in bytes.
+    pub size: u64,
+    /// Out: handle for the DMA ioctls.
+    pub handle: u32,
+    /// Tail padding of the C struct; ignored.
+    pub pad: u32,
+}
+
+/// `PICOEVB_IOC_UNPIN_CUDA` argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnpinCuda {
+    /// In: a handle from PIN_CUDA.
+    pub handle: u32,
+}
+
+/// `PICOEVB_IOC_H2C2H_DMA` argument: host/CUDA memory -> FPGA RAM -> host/CUDA memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct H2c2hDma {
+    /// In: source user pointer, or CUDA handle with [`H2C2H_SRC_CUDA`].
+    pub src: u64,
+    /// In: destination user pointer, or CUDA handle with [`H2C2H_DST_CUDA`].
+    pub dst: u64,
+    /// In: bytes to copy.
+    pub len: u64,
+    /// In: `H2C2H_*` flags.
+    pub flags: u64,
+    /// Out: time spent in DMA (pinning and mapping excluded).
+    pub dma_time_ns: u64,
+}
+
+/// `PICOEVB_IOC_CARD_INFO` argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CardInfo {
+    /// Out: bytes of FPGA RAM (64 KiB on the PicoEVB).
+    pub fpga_ram_size: u64,
+}
+
+/// `PICOEVB_IOC_H2C_DMA` argument: host/CUDA memory -> FPGA RAM.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct H2cDma {
+    /// In: source user pointer, or CUDA handle with [`H2C_SRC_CUDA`].
+    pub src: u64,
+    /// In: destination offset in FPGA RAM.
+    pub dst: u64,
+    /// In: bytes to copy.
+    pub len: u64,
+    /// In: `H2C_*` flags.
+    pub flags: u64,
+    /// Out: time spent in DMA.
+    pub dma_time_ns: u64,
+}
+
+/// `PICOEVB_IOC_C2H_DMA` argument: FPGA RAM -> host/CUDA memory. Note `dst` comes first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct C2hDma {
+    /// In: destination user pointer, or CUDA handle with [`C2H_DST_CUDA`].
+    pub dst: u64,
+    /// In: source offset in FPGA RAM.
+    pub src: u64,
+    /// In: bytes to copy.
+    pub len: u64,
+    /// In: `C2H_*` flags.
+    pub flags: u64,
+    /// Out: time spent in DMA.
+    pub dma_time_ns: u64,
+}
+
+/// Set the LEDs: the argument is the value itself (not a pointer), written to the GPIO data register.
+/// LEDs are active-low: 0 lights all three, 7 turns them off.
+pub const IOC_LED: u32 = iow(0, 4);
+/// Pin a CUDA allocation; returns a handle.
+pub const IOC_PIN_CUDA: u32 = iowr(1, core::mem::size_of::<PinCuda>());
+/// Unpin a CUDA handle.
+pub const IOC_UNPIN_CUDA: u32 = iow(2, core::mem::size_of::<UnpinCuda>());
+/// Host -> FPGA -> host copy.
+pub const IOC_H2C2H_DMA: u32 = iowr(3, core::mem::size_of::<H2c2hDma>());
+/// Card information.
+pub const IOC_CARD_INFO: u32 = ior(4, core::mem::size_of::<CardInfo>());
+/// Host -> FPGA RAM.
+pub const IOC_H2C_DMA: u32 = iowr(5, core::mem::size_of::<H2cDma>());
+/// FPGA RAM -> host.
+pub const IOC_C2H_DMA: u32 = iowr(6, core::mem::size_of::<C2hDma>());
+
+/// H2C2H: `src` is a CUDA handle.
+pub const H2C2H_SRC_CUDA: u64 = 1 << 0;
+/// H2C2H: `dst` is a CUDA handle.
+pub const H2C2H_DST_CUDA: u64 = 1 << 1;
+/// H2C: `src` is a CUDA handle.
+pub const H2C_SRC_CUDA: u64 = 1 << 0;
+/// C2H: `dst` is a CUDA handle.
+pub const C2H_DST_CUDA: u64 = 1 << 0;
+/// Valid H2C2H flag bits; any other bit is EINVAL.
+pub const H2C2H_FLAGS: u64 = H2C2H_SRC_CUDA | H2C2H_DST_CUDA;
+/// Valid H2C flag bits.
+pub const H2C_FLAGS: u64 = H2C_SRC_CUDA;
+/// Valid C2H flag bits.
+pub const C2H_FLAGS: u64 = C2H_DST_CUDA;
+
+/// The reference ABI's values, as printed by its header on x86-64 and arm64. Checked at compile time.
+const _: () = {
+    assert!(IOC_LED == 0x4004_5000);
+    assert!(IOC_PIN_CUDA == 0xc018_5001);
+    assert!(IOC_UNPIN_CUDA == 0x4004_5002);
+    assert!(IOC_H2C2H_DMA == 0xc028_5003);
+    assert!(IOC_CARD_INFO == 0x8008_5004);
+    assert!(IOC_H2C_DMA == 0xc028_5005);
+    assert!(IOC_C2H_DMA == 0xc028_5006);
+    assert!(core::mem::size_of::<PinCuda>() == 24);
+    assert!(core::mem::size_of::<H2c2hDma>() == 40);
+    assert!(core::mem::size_of::<C2hDma>() == 40);
+};
