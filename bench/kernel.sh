@@ -12,7 +12,10 @@ FRAG=$REPO/bench/kernel/$ARCH.config
 [ -f "$FRAG" ] || die "no kernel config fragment for $ARCH ($FRAG)"
 
 ROOT=$("$REPO/bench/rootfs.sh")
-key=$(hash_of "$0" "$FRAG" "$REPO/bench/rootfs.sh" <(echo "$KDEB"))
+# Keyed by what the build really depends on: the toolchain versions in the chroot, not the chroot script.
+toolchain=$(in_root "$ROOT" bash -c 'gcc --version | head -1; rustc --version; bindgen --version;
+  dpkg-query -W rust-src libclang-dev binutils')
+key=$(hash_of "$0" "$FRAG" <(echo "$KDEB $toolchain"))
 OUT=$GDR_CACHE/kernel-$ARCH-$key
 if [ -f "$OUT/.gdr-complete" ]; then echo "$OUT"; exit 0; fi
 

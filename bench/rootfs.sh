@@ -7,7 +7,7 @@
 need_root
 
 PKGS_MAIN="build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd python3 rsync
-  rustc rust-src bindgen libclang-dev dwarves busybox-static ca-certificates dpkg-dev"
+  rustc rust-src rustfmt bindgen libclang-dev dwarves busybox-static ca-certificates dpkg-dev"
 PKGS_BPO="qemu-system-x86"
 
 key=$(hash_of "$0" "$REPO/bench/lib.sh")

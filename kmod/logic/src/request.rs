@@ -1,0 +1,232 @@
+//! Checks of ioctl arguments, before anything is pinned or touched: every bad request gets its errno here.
+
+use crate::abi;
+use crate::errno::Errno;
+
+/// Longest H2C2H copy accepted. The reference has no limit; an unbounded pin of user memory is a denial of
+/// service, and 256 MiB is far beyond what a 64 KiB-BRAM card moves usefully in one call.
+pub const MAX_H2C2H_LEN: u64 = 256 << 20;
+
+/// Highest user address a buffer may reach. Both x86-64 (47-bit) and arm64 (48-bit) user spaces fit; the
+/// kernel's own pinning checks the real limit, this only keeps arithmetic from overflowing.
+pub const USER_ADDR_LIMIT: u64 = 1 << 56;
+
+/// Host side of a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Host {
+    /// Ordinary user memory at this virtual address.
+    User(u64),
+    /// A CUDA surface pinned with PIN_CUDA.
+    Cuda(u32),
+}
+
+/// A checked one-direction transfer (H2C or C2H).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneWay {
+    /// Host memory.
+    pub host: Host,
+    /// Offset in FPGA RAM.
+    pub fpga: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// A checked host -> FPGA -> host copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundTrip {
+    /// Source.
+    pub src: Host,
+    /// Destination.
+    pub dst: Host,
+    /// Bytes.
+    pub len: u64,
+}
+
+fn host(field: u64, cuda: bool, len: u64) -> Result<Host, Errno> {
+    if cuda {
+        // Handles are small non-negative ints; anything wider cannot name one.
+        return u32::try_from(field)
+            .ok()
+            .filter(|h| *h <= i32::MAX as u32)
+            .map(Host::Cuda)
+            .ok_or(Errno::EINVAL);
+    }
+    match field.checked_add(len) {
+        Some(end) if end <= USER_ADDR_LIMIT => Ok(Host::User(field)),
+        _ => Err(Errno::EFAULT),
+    }
+}
+
+fn fpga_range(offset: u64, len: u64, ram: u64) -> Result<(), Errno> {
+    if len == 0 || len > ram || offset > ram - len {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+/// Checks PICOEVB_IOC_H2C_DMA against a card with `ram` bytes of FPGA RAM.
+pub fn h2c(req: &abi::H2cDma, ram: u64) -> Result<OneWay, Errno> {
+    if req.flags & !abi::H2C_FLAGS != 0 {
+        return Err(Errno::EINVAL);
+    }
+    fpga_range(req.dst, req.len, ram)?;
+    Ok(OneWay {
+        host: host(req.src, req.flags & abi::H2C_SRC_CUDA != 0, req.len)?,
+        fpga: req.dst,
+        len: req.len,
+    })
+}
+
+/// Checks PICOEVB_IOC_C2H_DMA against a card with `ram` bytes of FPGA RAM.
+pub fn c2h(req: &abi::C2hDma, ram: u64) -> Result<OneWay, Errno> {
+    if req.flags & !abi::C2H_FLAGS != 0 {
+        return Err(Errno::EINVAL);
+    }
+    fpga_range(req.src, req.len, ram)?;
+    Ok(OneWay {
+        host: host(req.dst, req.flags & abi::C2H_DST_CUDA != 0, req.len)?,
+        fpga: req.src,
+        len: req.len,
+    })
+}
+
+/// Checks PICOEVB_IOC_H2C2H_DMA.
+pub fn h2c2h(req: &abi::H2c2hDma) -> Result<RoundTrip, Errno> {
+    if req.flags & !abi::H2C2H_FLAGS != 0 || req.len == 0 || req.len > MAX_H2C2H_LEN {
+        return Err(Errno::EINVAL);
+    }
+    Ok(RoundTrip {
+        src: host(req.src, req.flags & abi::H2C2H_SRC_CUDA != 0, req.len)?,
+        dst: host(req.dst, req.flags & abi::H2C2H_DST_CUDA != 0, req.len)?,
+        len: req.len,
+    })
+}
+
+/// The value PICOEVB_IOC_LED writes to the GPIO data register. The argument is the value itself (the
+/// reference passes it by value); the register is 32 bits wide, so wider arguments are refused rather than
+/// silently truncated.
+pub fn led_value(arg: usize) -> Result<u32, Errno> {
+    u32::try_from(arg).map_err(|_| Errno::EINVAL)
+}
+
+/// Pages spanned by `len` bytes at user address `addr`, and the offset into the first.
+pub fn page_span(addr: u64, len: u64, page_size: u64) -> (u64, u64) {
+    let first = addr & !(page_size - 1);
+    let end = (addr + len).div_ceil(page_size) * page_size;
+    ((end - first) / page_size, addr - first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(src: u64, dst: u64, len: u64, flags: u64) -> Result<OneWay, Errno> {
+        h2c(
+            &abi::H2cDma {
+                src,
+                dst,
+                len,
+                flags,
+                dma_time_ns: 0,
+            },
+            65536,
+        )
+    }
+
+    #[test]
+    fn h2c_accepts_the_whole_ram_and_odd_offsets() {
+        assert_eq!(
+            h(0x1000, 0, 65536, 0),
+            Ok(OneWay {
+                host: Host::User(0x1000),
+                fpga: 0,
+                len: 65536
+            })
+        );
+        assert_eq!(h(0x1001, 65535, 1, 0).map(|o| o.fpga), Ok(65535));
+    }
+
+    #[test]
+    fn h2c_rejects_bad_ranges_and_flags() {
+        assert_eq!(h(0x1000, 0, 0, 0), Err(Errno::EINVAL));
+        assert_eq!(h(0x1000, 1, 65536, 0), Err(Errno::EINVAL));
+        assert_eq!(h(0x1000, 65536, 1, 0), Err(Errno::EINVAL));
+        assert_eq!(h(0x1000, u64::MAX, 2, 0), Err(Errno::EINVAL));
+        assert_eq!(h(0x1000, 0, u64::MAX, 0), Err(Errno::EINVAL));
+        assert_eq!(h(0x1000, 0, 16, 1 << 5), Err(Errno::EINVAL));
+        assert_eq!(h(u64::MAX - 4, 0, 16, 0), Err(Errno::EFAULT));
+    }
+
+    #[test]
+    fn cuda_handles_must_fit_an_int() {
+        assert_eq!(
+            h(7, 0, 16, abi::H2C_SRC_CUDA).map(|o| o.host),
+            Ok(Host::Cuda(7))
+        );
+        assert_eq!(h(1 << 31, 0, 16, abi::H2C_SRC_CUDA), Err(Errno::EINVAL));
+        assert_eq!(h(1 << 32, 0, 16, abi::H2C_SRC_CUDA), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn c2h_reads_dst_first() {
+        let r = c2h(
+            &abi::C2hDma {
+                dst: 0x5000,
+                src: 8,
+                len: 8,
+                flags: 0,
+                dma_time_ns: 0,
+            },
+            65536,
+        );
+        assert_eq!(
+            r,
+            Ok(OneWay {
+                host: Host::User(0x5000),
+                fpga: 8,
+                len: 8
+            })
+        );
+        let r = c2h(
+            &abi::C2hDma {
+                dst: 0x5000,
+                src: 8,
+                len: 8,
+                flags: 2,
+                dma_time_ns: 0,
+            },
+            65536,
+        );
+        assert_eq!(r, Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn h2c2h_bounds() {
+        let rt = |len, flags| {
+            h2c2h(&abi::H2c2hDma {
+                src: 0x1000,
+                dst: 0x2000,
+                len,
+                flags,
+                dma_time_ns: 0,
+            })
+        };
+        assert!(rt(MAX_H2C2H_LEN, 0).is_ok());
+        assert_eq!(rt(MAX_H2C2H_LEN + 1, 0), Err(Errno::EINVAL));
+        assert_eq!(rt(0, 0), Err(Errno::EINVAL));
+        assert_eq!(rt(8, 4), Err(Errno::EINVAL));
+        assert_eq!(
+            rt(8, 3).map(|r| (r.src, r.dst)),
+            Ok((Host::Cuda(0x1000), Host::Cuda(0x2000)))
+        );
+    }
+
+    #[test]
+    fn led_and_page_span() {
+        assert_eq!(led_value(5), Ok(5));
+        assert_eq!(led_value(usize::MAX), Err(Errno::EINVAL));
+        assert_eq!(page_span(0x1fff, 2, 4096), (2, 0xfff));
+        assert_eq!(page_span(0x1000, 4096, 4096), (1, 0));
+        assert_eq!(page_span(0x1001, 65536, 4096), (17, 1));
+    }
+}

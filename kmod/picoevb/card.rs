@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
+
+use crate::engine::{kerr, Engine};
+use crate::pin::UserPin;
+use crate::request::{Host, OneWay, RoundTrip};
+use crate::segments::Cursor;
+use crate::xdma::{self, Dir};
+use crate::{gpio, idblock, ids};
+use kernel::{
+    c_str,
+    device::{Bound, Device},
+    devres::Devres,
+    irq::{self, IrqReturn},
+    pci,
+    prelude::*,
+    revocable::RevocableGuard,
+    sync::aref::ARef,
+    time::{Instant, Monotonic},
+};
+
+pub(crate) type UserBar = pci::Bar<{ ids::BAR_USER_SIZE }>;
+pub(crate) type DmaBar = pci::Bar<{ ids::BAR_DMA_SIZE }>;
+
+/// What the driver learned about the card at probe.
+#[derive(Clone, Copy)]
+pub(crate) struct Identity {
+    /// The gdr ID block was found (else: NVIDIA's reference bitstream).
+    pub(crate) id_block: bool,
+    pub(crate) design_version: u32,
+    pub(crate) build_hash: u32,
+}
+
+#[pin_data]
+pub(crate) struct Card {
+    #[pin]
+    bar_user: Devres<UserBar>,
+    #[pin]
+    bar_dma: Devres<DmaBar>,
+    #[pin]
+    pub(crate) h2c: Engine,
+    #[pin]
+    pub(crate) c2h: Engine,
+    pdev: ARef<pci::Device>,
+    pub(crate) index: u32,
+    pub(crate) ram_size: u64,
+}
+
+impl Card {
+    pub(crate) fn new(pdev: &pci::Device<kernel::device::Core>, index: u32) -> Result<impl PinInit<Self, Error> + '_> {
+        let dev: &Device<Bound> = pdev.as_ref();
+        Ok(try_pin_init!(Self {
+            bar_user <- pdev.iomap_region_sized::<{ ids::BAR_USER_SIZE }>(ids::BAR_USER, c_str!("picoevb")),
+            bar_dma <- pdev.iomap_region_sized::<{ ids::BAR_DMA_SIZE }>(ids::BAR_DMA, c_str!("picoevb")),
+            h2c <- Engine::new(dev, Dir::H2c)?,
+            c2h <- Engine::new(dev, Dir::C2h)?,
+            pdev: pdev.into(),
+            index,
+            ram_size: ids::FPGA_RAM_SIZE,
+        }))
+    }
+
+    pub(crate) fn dev(&self) -> &Device {
+        self.pdev.as_ref()
+    }
+
+    /// The XDMA registers, or ENODEV once the device is gone. Holds an RCU read lock: do not sleep with it.
+    pub(crate) fn dma_regs(&self) -> Result<RevocableGuard<'_, DmaBar>> {
+        self.bar_dma.try_access().ok_or(ENODEV)
+    }
+
+    fn user_regs(&self) -> Result<RevocableGuard<'_, UserBar>> {
+        self.bar_user.try_access().ok_or(ENODEV)
+    }
+
+    fn engine(&self, dir: Dir) -> &Engine {
+        match dir {
+            Dir::H2c => &self.h2c,
+            Dir::C2h => &self.c2h,
+        }
+    }
+
+    /// Checks the XDMA identifiers (a card that is not the design we know must not be driven) and reads the
+    /// gdr ID block if the bitstream has one.
+    pub(crate) fn identify(&self) -> Result<Identity> {
+        let r = self.dma_regs()?;
+        for (target, name) in [
+            (xdma::TARGET_H2C, "H2C0"),
+            (xdma::TARGET_C2H, "C2H0"),
+            (xdma::TARGET_IRQ, "IRQ"),
+            (xdma::TARGET_CONFIG, "config"),
+            (xdma::TARGET_H2C_SGDMA, "H2C0 SGDMA"),
+            (xdma::TARGET_C2H_SGDMA, "C2H0 SGDMA"),
+        ] {
+            let id = r.try_read32(xdma::block(target, 0))?;
+            if !xdma::identifier_matches(id, target) {
+                dev_err!(self.dev(), "XDMA {} block identifier {:#010x} is not an XDMA's\n", name, id);
+                return Err(ENODEV);
+            }
+        }
+        drop(r);
+        let u = self.user_regs()?;
+        let reg = |off: usize| u.try_read32(idblock::BASE + off);
+        if reg(idblock::REG_MAGIC)? != idblock::MAGIC {
+            return Ok(Identity { id_block: false, design_version: 0, build_hash: 0 });
+        }
+        Ok(Identity {
+            id_block: true,
+            design_version: reg(idblock::REG_DESIGN_VERSION)?,
+            build_hash: reg(idblock::REG_BUILD_HASH)?,
+        })
+    }
+
+    /// Puts both engines and the IRQ block into a known idle state (a previous driver may have left them
+    /// running) and routes both channels to vector 0: the design has one MSI vector.
+    pub(crate) fn quiesce(&self) -> Result {
+        for e in [&self.h2c, &self.c2h] {
+            e.stop(self);
+        }
+        let r = self.dma_regs()?;
+        r.try_write32(u32::MAX, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C)?;
+        r.try_write32(u32::MAX, xdma::IRQ_BLOCK + xdma::IRQ_USER_EN_W1C)?;
+        r.try_write32(0, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_VEC)?;
+        Ok(())
+    }
+
+    pub(crate) fn set_leds(&self, value: u32) -> Result {
+        self.user_regs()?.try_write32(value, gpio::GPIO_DATA)
+    }
+
+    /// H2C or C2H between user memory and FPGA RAM. Returns the DMA time in ns.
+    pub(crate) fn one_way(&self, dir: Dir, x: &OneWay) -> Result<u64> {
+        let Host::User(addr) = x.host else {
+            // No GPU-memory provider in this driver version: no CUDA handle can exist.
+            return Err(EINVAL);
+        };
+        let pin = UserPin::new(self.dev(), addr, x.len, dir == Dir::H2c)?;
+        let segs = pin.segments()?;
+        let engine = self.engine(dir);
+        let mut table = engine.lock();
+        let t0 = Instant::<Monotonic>::now();
+        engine.transfer(self, &mut table, &mut Cursor::new(&segs), x.fpga, x.len)?;
+        Ok(t0.elapsed().as_nanos() as u64)
+    }
+
+    /// User memory -> FPGA RAM -> user memory, in RAM-sized windows. Returns the DMA time in ns.
+    pub(crate) fn round_trip(&self, x: &RoundTrip) -> Result<u64> {
+        let (Host::User(src), Host::User(dst)) = (x.src, x.dst) else {
+            return Err(EINVAL);
+        };
+        let src_pin = UserPin::new(self.dev(), src, x.len, true)?;
+        let dst_pin = UserPin::new(self.dev(), dst, x.len, false)?;
+        let (src_segs, dst_segs) = (src_pin.segments()?, dst_pin.segments()?);
+        let (mut src_cur, mut dst_cur) = (Cursor::new(&src_segs), Cursor::new(&dst_segs));
+        // Both engines, always H2C first: the lock order every path uses.
+        let mut h2c_table = self.h2c.lock();
+        let mut c2h_table = self.c2h.lock();
+        let t0 = Instant::<Monotonic>::now();
+        let mut done = 0;
+        while done < x.len {
+            let n = (x.len - done).min(self.ram_size);
+            self.h2c.transfer(self, &mut h2c_table, &mut src_cur, 0, n)?;
+            self.c2h.transfer(self, &mut c2h_table, &mut dst_cur, 0, n)?;
+            done += n;
+        }
+        Ok(t0.elapsed().as_nanos() as u64)
+    }
+}
+
+impl irq::Handler for Card {
+    /// Finds which engine finished (the line may be shared, the one MSI vector serves both engines), reads
+    /// its status (read-to-clear, which also drops a level INTx) and wakes the waiter.
+    fn handle(&self, dev: &Device<Bound>) -> IrqReturn {
+        let Ok(r) = self.bar_dma.access(dev) else {
+            return IrqReturn::None;
+        };
+        let Ok(req) = r.try_read32(xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ) else {
+            return IrqReturn::None;
+        };
+        let mut handled = IrqReturn::None;
+        for e in [&self.h2c, &self.c2h] {
+            let bit = e.dir.irq_bit();
+            if req & bit == 0 {
+                continue;
+            }
+            let status = r.try_read32(e.dir.channel_base() + xdma::CH_STATUS_RC).unwrap_or(0);
+            // Off until the next run arms it again, so a stuck source cannot storm.
+            let _ = r.try_write32(bit, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C);
+            e.signal(status);
+            handled = IrqReturn::Handled;
+        }
+        handled
+    }
+}
+
+/// Errors of the shared logic as kernel errors (re-exported for the ioctl layer).
+pub(crate) fn logic_err(e: crate::errno::Errno) -> Error {
+    kerr(e)
+}

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One XDMA engine (H2C or C2H channel 0): its descriptor table, its completion, and running chains on it
+//! with a timeout and recovery.
+
+use crate::card::Card;
+use crate::chain;
+use crate::errno::Errno;
+use crate::ffi;
+use crate::segments::Cursor;
+use crate::status;
+use crate::xdma::{self, Descriptor, Dir};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::{
+    bindings, dma::CoherentAllocation, io::poll::read_poll_timeout, new_mutex, prelude::*,
+    sync::Mutex, time::Delta, types::Opaque,
+};
+
+/// Descriptors in one table: one page, so no adjacent block can cross 4 KiB; a request that needs more
+/// (a very fragmented buffer) simply runs as several chains.
+pub(crate) const TABLE_LEN: usize = 4096 / xdma::DESC_SIZE;
+
+/// Interrupt sources the engine reports to us: the end of the chain and every error.
+const INT_MASK: u32 = xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED | xdma::STAT_ERRORS;
+
+/// Control word that starts a chain: Run plus logging of every status bit (as NVIDIA's driver).
+const CTRL_START: u32 = xdma::CTRL_RUN | xdma::CTRL_IE_ALL;
+
+/// A `struct completion` signalled by the interrupt handler.
+#[pin_data]
+struct Done {
+    #[pin]
+    inner: Opaque<bindings::completion>,
+}
+
+// SAFETY: a completion is designed to be signalled and waited on from any context and thread.
+unsafe impl Send for Done {}
+// SAFETY: as above.
+unsafe impl Sync for Done {}
+
+impl Done {
+    fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- Opaque::ffi_init(|slot: *mut bindings::completion| {
+                // SAFETY: `slot` points to an uninitialised completion we own.
+                unsafe { bindings::init_completion(slot) };
+            }),
+        })
+    }
+    fn reinit(&self) {
+        // SAFETY: `inner` is an initialised completion; callers hold the engine lock, so nobody waits on it.
+        unsafe { ffi::pevb_completion_reinit(self.inner.get()) };
+    }
+    fn complete(&self) {
+        // SAFETY: `inner` is an initialised completion; complete() is safe from hard IRQ context.
+        unsafe { ffi::pevb_completion_complete(self.inner.get()) };
+    }
+    fn wait(&self, ms: u32) -> bool {
+        // SAFETY: `inner` is an initialised completion that outlives the wait.
+        unsafe { ffi::pevb_completion_wait_ms(self.inner.get(), ms) > 0 }
+    }
+}
+
+/// One DMA engine. Its mutex serialises users of the engine (the other engine runs independently).
+#[pin_data]
+pub(crate) struct Engine {
+    pub(crate) dir: Dir,
+    #[pin]
+    table: Mutex<CoherentAllocation<Descriptor>>,
+    #[pin]
+    done: Done,
+    /// Status the interrupt handler read (read-to-clear) for the chain in flight.
+    status: AtomicU32,
+}
+
+/// Errno values of the shared logic as kernel errors.
+pub(crate) fn kerr(e: Errno) -> Error {
+    Error::from_errno(-e.0)
+}
+
+impl Engine {
+    pub(crate) fn new(
+        dev: &kernel::device::Device<kernel::device::Bound>,
+        dir: Dir,
+    ) -> Result<impl PinInit<Self, Error>> {
+        let table = CoherentAllocation::<Descriptor>::alloc_coherent(dev, TABLE_LEN, GFP_KERNEL)?;
+        Ok(try_pin_init!(Self {
+            dir,
+            table <- new_mutex!(table),
+            done <- Done::new(),
+            status: AtomicU32::new(0),
+        }))
+    }
+
+    /// Called by the interrupt handler with the status it read for this engine.
+    pub(crate) fn signal(&self, status: u32) {
+        self.status.fetch_or(status, Ordering::AcqRel);
+        self.done.complete();
+    }
+
+    /// Locks the engine for a request.
+    pub(crate) fn lock(&self) -> kernel::sync::MutexGuard<'_, CoherentAllocation<Descriptor>> {
+        self.table.lock()
+    }
+
+    /// Moves `len` bytes between the host pieces under `host` and FPGA RAM at `fpga`, as few chains as the
+    /// descriptor table allows (one for any request of the PicoEVB's size). The caller holds `table`.
+    pub(crate) fn transfer(
+        &self,
+        card: &Card,
+        table: &mut CoherentAllocation<Descriptor>,
+        host: &mut Cursor<'_>,
+        fpga: u64,
+        len: u64,
+    ) -> Result {
+        let mut done = 0;
+        while done < len {
+            let base = table.dma_handle();
+            // SAFETY: the engine is idle (we hold its lock and every chain we start is finished or stopped
+            // before we return), so the device does not read the table while we write it.
+            let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
+            let c = chain::build(self.dir, host, len - done, fpga + done, xdma::DESC_LEN_MAX, descs, base)
+                .map_err(kerr)?;
+            self.run(card, &c, c.bytes)?;
+            done += c.bytes;
+        }
+        Ok(())
+    }
+
+    /// Runs one chain to its STOP descriptor, or times out and resets the engine.
+    fn run(&self, card: &Card, c: &chain::Chain, bytes: u64) -> Result {
+        let ch = self.dir.channel_base();
+        let sg = self.dir.sgdma_base();
+        self.status.store(0, Ordering::Release);
+        self.done.reinit();
+        {
+            let r = card.dma_regs()?;
+            r.try_write32(c.first as u32, sg + xdma::SG_DESC_LO)?;
+            r.try_write32((c.first >> 32) as u32, sg + xdma::SG_DESC_HI)?;
+            r.try_write32(c.first_adj, sg + xdma::SG_DESC_ADJ)?;
+            // Drop status a previous (stopped) run may have left.
+            r.try_read32(ch + xdma::CH_STATUS_RC)?;
+            r.try_write32(INT_MASK, ch + xdma::CH_INT_MASK)?;
+            r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)?;
+            // writel orders the descriptor writes in coherent memory before this MMIO write.
+            r.try_write32(CTRL_START, ch + xdma::CH_CONTROL)?;
+        }
+        if !self.done.wait(timeout_ms(bytes)) {
+            let busy = self.stop(card);
+            dev_err!(
+                card.dev(),
+                "{:?} engine: no completion after {} ms{}; engine reset\n",
+                self.dir,
+                timeout_ms(bytes),
+                if busy { " (still busy after halt)" } else { "" }
+            );
+            return Err(ETIMEDOUT);
+        }
+        let st = self.status.load(Ordering::Acquire);
+        let completed = {
+            let r = card.dma_regs()?;
+            let n = r.try_read32(ch + xdma::CH_COMPLETED_COUNT)?;
+            r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
+            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
+            n
+        };
+        if let Err(e) = status::outcome(st) {
+            dev_err!(card.dev(), "{:?} engine: {} (status {:#010x})\n", self.dir, status::describe(st), st);
+            self.stop(card);
+            return Err(kerr(e));
+        }
+        if completed as usize != c.count {
+            dev_err!(card.dev(), "{:?} engine: completed {} of {} descriptors\n", self.dir, completed, c.count);
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    /// Stops the engine the way PG195 and NVIDIA's teardown do: clear Run, halt descriptor fetching, wait
+    /// for busy to drop, clear the status. Returns whether it was still busy.
+    pub(crate) fn stop(&self, card: &Card) -> bool {
+        let ch = self.dir.channel_base();
+        let halt = self.dir.sgdma_common_bit();
+        let quiesce = || -> Result {
+            let r = card.dma_regs()?;
+            r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
+            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
+            r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C)?;
+            r.try_write32(halt, xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1S)?;
+            Ok(())
+        };
+        if quiesce().is_err() {
+            return false;
+        }
+        let busy = read_poll_timeout(
+            || card.dma_regs()?.try_read32(ch + xdma::CH_STATUS),
+            |s: &u32| s & xdma::STAT_BUSY == 0,
+            Delta::from_millis(1),
+            Delta::from_millis(100),
+        )
+        .is_err();
+        if let Ok(r) = card.dma_regs() {
+            let _ = r.try_write32(halt, xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1C);
+            let _ = r.try_read32(ch + xdma::CH_STATUS_RC);
+        }
+        busy
+    }
+}
+
+/// How long a chain of `bytes` may take: far above the Gen2 x1 ceiling (~400 MB/s) even under emulation,
+/// short enough that a lost interrupt is reported in seconds, not never.
+fn timeout_ms(bytes: u64) -> u32 {
+    (2000 + bytes / 4096).min(60_000) as u32
+}

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Declarations of the C helpers in `helpers.c`.
+
+use kernel::bindings;
+use kernel::ffi::{c_int, c_long, c_uint};
+
+/// Opaque pinned-and-mapped user buffer owned by the C side.
+#[repr(C)]
+pub(crate) struct PevbPin {
+    _opaque: [u8; 0],
+}
+
+// `struct device` holds lockdep's zero-sized `lockdep_map` in some configs, which trips `improper_ctypes`.
+#[allow(improper_ctypes)]
+extern "C" {
+    pub(crate) fn pevb_pin_user(
+        dev: *mut bindings::device,
+        uaddr: u64,
+        len: u64,
+        to_device: bool,
+        out: *mut *mut PevbPin,
+    ) -> c_int;
+    pub(crate) fn pevb_pin_sgt(p: *mut PevbPin) -> *mut bindings::sg_table;
+    pub(crate) fn pevb_unpin_user(p: *mut PevbPin);
+    pub(crate) fn pevb_irq_vectors_alloc(pdev: *mut bindings::pci_dev) -> c_int;
+    pub(crate) fn pevb_irq_vectors_free(pdev: *mut bindings::pci_dev);
+    pub(crate) fn pevb_dma_setup(dev: *mut bindings::device, max_seg: c_uint);
+    pub(crate) fn pevb_disable_device(pdev: *mut bindings::pci_dev);
+    pub(crate) fn pevb_completion_reinit(c: *mut bindings::completion);
+    pub(crate) fn pevb_completion_complete(c: *mut bindings::completion);
+    pub(crate) fn pevb_completion_wait_ms(c: *mut bindings::completion, ms: c_uint) -> c_long;
+}
+
+/// The C `struct device *` of a Rust device.
+pub(crate) fn raw_dev<Ctx: kernel::device::DeviceContext>(
+    dev: &kernel::device::Device<Ctx>,
+) -> *mut bindings::device {
+    // `device::Device::as_raw()` is crate-private in 6.18; the type is `#[repr(transparent)]` over
+    // `Opaque<bindings::device>`, so the cast yields the C pointer.
+    core::ptr::from_ref(dev).cast::<bindings::device>().cast_mut()
+}
+
+/// The C `struct pci_dev *` of a Rust PCI device.
+pub(crate) fn raw_pdev<Ctx: kernel::device::DeviceContext>(
+    pdev: &kernel::pci::Device<Ctx>,
+) -> *mut bindings::pci_dev {
+    // As for `raw_dev`: `pci::Device` is `#[repr(transparent)]` over `Opaque<bindings::pci_dev>`.
+    core::ptr::from_ref(pdev).cast::<bindings::pci_dev>().cast_mut()
+}

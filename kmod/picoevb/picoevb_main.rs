@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! picoevb: PCI driver for the PicoEVB FPGA card (Xilinx XDMA + 64 KiB BRAM + LEDs), part of gdr.
+//!
+//! Binds the design's identity (10de:0001, subsystem 10de:0001), maps both BARs, takes MSI (INTx as
+//! fallback), and exposes `/dev/picoevbN` with the reference driver's ioctl ABI. Each DMA request becomes one
+//! XDMA descriptor chain with one interrupt; every wait has a timeout.
+//!
+//! The driver's logic lives in plain `core` Rust shared with the host (`kmod/logic`, `crates/*`), included
+//! below by path and unit-tested there; the files in this folder are only the kernel glue.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::{
+    c_str,
+    device::Core,
+    dma::{Device as _, DmaMask},
+    irq,
+    miscdevice::{MiscDeviceOptions, MiscDeviceRegistration},
+    pci,
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+};
+
+// ---- Shared definitions and logic, the very files the host crates compile ----
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-abi/src/abi.rs"]
+mod abi;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/chain.rs"]
+mod chain;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/errno.rs"]
+mod errno;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/gpio.rs"]
+mod gpio;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/idblock.rs"]
+mod idblock;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/pci.rs"]
+mod ids;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/request.rs"]
+mod request;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/segments.rs"]
+mod segments;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/status.rs"]
+mod status;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/xdma.rs"]
+mod xdma;
+
+// ---- Kernel glue ----
+mod card;
+mod engine;
+mod ffi;
+mod file;
+mod pin;
+
+use card::Card;
+use file::PicoevbFile;
+
+#[cfg(target_endian = "big")]
+compile_error!("XDMA descriptors are little-endian and are written in native byte order");
+
+// SAFETY: `Descriptor` is `#[repr(C)]` of eight `u32`s: no padding, every bit pattern valid.
+unsafe impl kernel::transmute::AsBytes for xdma::Descriptor {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for xdma::Descriptor {}
+// SAFETY: the ABI structs are `#[repr(C)]` of `u64`/`u32` fields with explicit padding: no holes, any bits valid.
+unsafe impl kernel::transmute::AsBytes for abi::H2cDma {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::H2cDma {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::C2hDma {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::C2hDma {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::H2c2hDma {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::H2c2hDma {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::CardInfo {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::CardInfo {}
+
+/// Device node names; the misc layer keeps a pointer to the name, so they are static.
+const NAMES: [&CStr; 8] = [
+    c_str!("picoevb0"),
+    c_str!("picoevb1"),
+    c_str!("picoevb2"),
+    c_str!("picoevb3"),
+    c_str!("picoevb4"),
+    c_str!("picoevb5"),
+    c_str!("picoevb6"),
+    c_str!("picoevb7"),
+];
+
+/// Which `/dev/picoevbN` numbers are in use.
+static SLOTS: AtomicU32 = AtomicU32::new(0);
+
+/// A card number, free again on drop.
+struct Slot(u32);
+
+impl Slot {
+    fn take() -> Result<Self> {
+        let mut cur = SLOTS.load(Ordering::Relaxed);
+        loop {
+            let free = (!cur).trailing_zeros();
+            if free as usize >= NAMES.len() {
+                return Err(EBUSY);
+            }
+            match SLOTS.compare_exchange(cur, cur | 1 << free, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Ok(Self(free)),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        SLOTS.fetch_and(!(1 << self.0), Ordering::AcqRel);
+    }
+}
+
+/// The device's IRQ vectors (MSI or INTx), freed after the handler is gone.
+struct IrqVectors {
+    pdev: kernel::sync::aref::ARef<pci::Device>,
+}
+
+impl Drop for IrqVectors {
+    fn drop(&mut self) {
+        // SAFETY: allocated in probe for this device; the IRQ registration was dropped before this field.
+        unsafe { ffi::pevb_irq_vectors_free(ffi::raw_pdev(&self.pdev)) };
+    }
+}
+
+/// Disables the PCI device when the driver lets go of it (6.18's `enable_device_mem` is not managed).
+struct Enabled {
+    pdev: kernel::sync::aref::ARef<pci::Device>,
+}
+
+impl Drop for Enabled {
+    fn drop(&mut self) {
+        // SAFETY: the device was enabled in probe by this driver and nothing of ours uses it any more.
+        unsafe { ffi::pevb_disable_device(ffi::raw_pdev(&self.pdev)) };
+    }
+}
+
+/// Driver data of one bound card. Fields drop in declaration order: the device node goes first (no new
+/// opens), then the interrupt, then the vectors and the device itself.
+#[pin_data]
+pub(crate) struct PicoevbDriver {
+    #[pin]
+    misc: MiscDeviceRegistration<PicoevbFile>,
+    #[pin]
+    irq: irq::Registration<Arc<Card>>,
+    card: Arc<Card>,
+    _vectors: IrqVectors,
+    _slot: Slot,
+    _enabled: Enabled,
+}
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    MODULE_PCI_TABLE,
+    <PicoevbDriver as pci::Driver>::IdInfo,
+    [(pci::DeviceId::from_id(pci::Vendor::NVIDIA, ids::DEVICE_ID as u32), ())]
+);
+
+impl pci::Driver for PicoevbDriver {
+    type IdInfo = ();
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe(pdev: &pci::Device<Core>, _info: &Self::IdInfo) -> Result<Pin<KBox<Self>>> {
+        if pdev.subsystem_vendor_id() != ids::SUBSYSTEM_VENDOR_ID
+            || pdev.subsystem_device_id() != ids::SUBSYSTEM_ID_PICOEVB
+        {
+            // 10de:0001 is also NVIDIA's HTG-K800 design (2 GiB DDR4), which this driver does not support.
+            return Err(ENODEV);
+        }
+        pdev.enable_device_mem()?;
+        let enabled = Enabled { pdev: pdev.into() };
+        pdev.set_master();
+        // SAFETY: nothing is DMA-mapped for this device yet.
+        unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<64>())? };
+        let dev: &kernel::device::Device<kernel::device::Bound> = pdev.as_ref();
+        // SAFETY: `dev` is a bound device. Segments up to a descriptor's length keep chains short.
+        unsafe { ffi::pevb_dma_setup(ffi::raw_dev(dev), (xdma::DESC_LEN_MAX & !0xfff) as u32) };
+
+        let slot = Slot::take()?;
+        let card = Arc::pin_init(Card::new(pdev, slot.0)?, GFP_KERNEL)?;
+        let id = card.identify()?;
+        card.quiesce()?;
+
+        // SAFETY: `pdev` is bound and has no vectors yet.
+        let msi = unsafe { ffi::pevb_irq_vectors_alloc(ffi::raw_pdev(pdev)) };
+        kernel::error::to_result(msi)?;
+        let vectors = IrqVectors { pdev: pdev.into() };
+
+        let handler = card.clone();
+        let name = NAMES[slot.0 as usize];
+        let drv = KBox::pin_init(
+            try_pin_init!(Self {
+                irq <- pdev.request_irq(0, irq::Flags::SHARED, c_str!("picoevb"), Ok::<_, Error>(handler))?,
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
+                card,
+                _vectors: vectors,
+                _slot: slot,
+                _enabled: enabled,
+            }),
+            GFP_KERNEL,
+        )?;
+        if id.id_block {
+            let (maj, min, patch) = idblock::version_parts(id.design_version);
+            dev_info!(
+                pdev.as_ref(),
+                "/dev/{}: gdr design {}.{}.{} (build {:08x}), {} interrupts, {} KiB FPGA RAM\n",
+                name.to_str().unwrap_or("picoevb"),
+                maj,
+                min,
+                patch,
+                id.build_hash,
+                if msi == 1 { "MSI" } else { "INTx" },
+                ids::FPGA_RAM_SIZE / 1024
+            );
+        } else {
+            dev_info!(
+                pdev.as_ref(),
+                "/dev/{}: reference design (no gdr ID block), {} interrupts\n",
+                name.to_str().unwrap_or("picoevb"),
+                if msi == 1 { "MSI" } else { "INTx" }
+            );
+        }
+        Ok(drv)
+    }
+
+    fn unbind(pdev: &pci::Device<Core>, this: Pin<&Self>) {
+        // Leave the engines stopped for whoever binds next; transfers in flight end with ENODEV/ETIMEDOUT.
+        if this.card.quiesce().is_err() {
+            dev_warn!(pdev.as_ref(), "card unreachable at unbind\n");
+        }
+    }
+}
+
+kernel::module_pci_driver! {
+    type: PicoevbDriver,
+    name: "picoevb",
+    authors: ["gdr developers"],
+    description: "PicoEVB FPGA card: XDMA scatter-gather DMA between user memory and FPGA RAM",
+    license: "GPL",
+}

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Ordinary user memory pinned and DMA-mapped for one request.
+
+use crate::ffi;
+use crate::segments::{self, Segment};
+use kernel::{device::Device, prelude::*, scatterlist::SGTable};
+
+/// A pinned, DMA-mapped user buffer; unmapped and unpinned (dirtied if the device wrote it) on drop.
+pub(crate) struct UserPin {
+    raw: *mut ffi::PevbPin,
+}
+
+impl UserPin {
+    /// Pins `len` bytes at user address `addr` for DMA by `dev`. `to_device`: the device only reads them.
+    pub(crate) fn new(dev: &Device, addr: u64, len: u64, to_device: bool) -> Result<Self> {
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: `dev` is a live device we hold a reference to; `raw` is a valid out-pointer. The helper
+        // checks the range and returns an error for unmapped or (when writable is needed) read-only memory.
+        kernel::error::to_result(unsafe {
+            ffi::pevb_pin_user(ffi::raw_dev(dev), addr, len, to_device, &mut raw)
+        })?;
+        Ok(Self { raw })
+    }
+
+    /// The buffer's bus segments in order, bus-contiguous neighbours merged.
+    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
+        // SAFETY: `self.raw` is a live pin; its sg_table stays mapped until `drop`, which needs `&mut self`.
+        let sgt = unsafe { SGTable::from_raw(ffi::pevb_pin_sgt(self.raw)) };
+        let mut segs = KVec::new();
+        for e in sgt.iter() {
+            segs.push(
+                Segment {
+                    addr: e.dma_address(),
+                    len: e.dma_len() as u64,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        let n = segments::coalesce(&mut segs);
+        segs.truncate(n);
+        Ok(segs)
+    }
+}
+
+impl Drop for UserPin {
+    fn drop(&mut self) {
+        // SAFETY: `self.raw` came from `pevb_pin_user` and is released exactly once, here.
+        unsafe { ffi::pevb_unpin_user(self.raw) };
+    }
+}
