@@ -48,7 +48,10 @@ pub(crate) struct Card {
 }
 
 impl Card {
-    pub(crate) fn new(pdev: &pci::Device<kernel::device::Core>, index: u32) -> Result<impl PinInit<Self, Error> + '_> {
+    pub(crate) fn new(
+        pdev: &pci::Device<kernel::device::Core>,
+        index: u32,
+    ) -> Result<impl PinInit<Self, Error> + '_> {
         let dev: &Device<Bound> = pdev.as_ref();
         Ok(try_pin_init!(Self {
             bar_user <- pdev.iomap_region_sized::<{ ids::BAR_USER_SIZE }>(ids::BAR_USER, c_str!("picoevb")),
@@ -95,7 +98,12 @@ impl Card {
         ] {
             let id = r.try_read32(xdma::block(target, 0))?;
             if !xdma::identifier_matches(id, target) {
-                dev_err!(self.dev(), "XDMA {} block identifier {:#010x} is not an XDMA's\n", name, id);
+                dev_err!(
+                    self.dev(),
+                    "XDMA {} block identifier {:#010x} is not an XDMA's\n",
+                    name,
+                    id
+                );
                 return Err(ENODEV);
             }
         }
@@ -103,7 +111,11 @@ impl Card {
         let u = self.user_regs()?;
         let reg = |off: usize| u.try_read32(idblock::BASE + off);
         if reg(idblock::REG_MAGIC)? != idblock::MAGIC {
-            return Ok(Identity { id_block: false, design_version: 0, build_hash: 0 });
+            return Ok(Identity {
+                id_block: false,
+                design_version: 0,
+                build_hash: 0,
+            });
         }
         Ok(Identity {
             id_block: true,
@@ -160,8 +172,10 @@ impl Card {
         let mut done = 0;
         while done < x.len {
             let n = (x.len - done).min(self.ram_size);
-            self.h2c.transfer(self, &mut h2c_table, &mut src_cur, 0, n)?;
-            self.c2h.transfer(self, &mut c2h_table, &mut dst_cur, 0, n)?;
+            self.h2c
+                .transfer(self, &mut h2c_table, &mut src_cur, 0, n)?;
+            self.c2h
+                .transfer(self, &mut c2h_table, &mut dst_cur, 0, n)?;
             done += n;
         }
         Ok(t0.elapsed().as_nanos() as u64)
@@ -184,7 +198,9 @@ impl irq::Handler for Card {
             if req & bit == 0 {
                 continue;
             }
-            let status = r.try_read32(e.dir.channel_base() + xdma::CH_STATUS_RC).unwrap_or(0);
+            let status = r
+                .try_read32(e.dir.channel_base() + xdma::CH_STATUS_RC)
+                .unwrap_or(0);
             // Off until the next run arms it again, so a stuck source cannot storm.
             let _ = r.try_write32(bit, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C);
             e.signal(status);

@@ -119,8 +119,16 @@ impl Engine {
             // SAFETY: the engine is idle (we hold its lock and every chain we start is finished or stopped
             // before we return), so the device does not read the table while we write it.
             let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
-            let c = chain::build(self.dir, host, len - done, fpga + done, xdma::DESC_LEN_MAX, descs, base)
-                .map_err(kerr)?;
+            let c = chain::build(
+                self.dir,
+                host,
+                len - done,
+                fpga + done,
+                xdma::DESC_LEN_MAX,
+                descs,
+                base,
+            )
+            .map_err(kerr)?;
             self.run(card, &c, c.bytes)?;
             done += c.bytes;
         }
@@ -165,12 +173,24 @@ impl Engine {
             n
         };
         if let Err(e) = status::outcome(st) {
-            dev_err!(card.dev(), "{:?} engine: {} (status {:#010x})\n", self.dir, status::describe(st), st);
+            dev_err!(
+                card.dev(),
+                "{:?} engine: {} (status {:#010x})\n",
+                self.dir,
+                status::describe(st),
+                st
+            );
             self.stop(card);
             return Err(kerr(e));
         }
         if completed as usize != c.count {
-            dev_err!(card.dev(), "{:?} engine: completed {} of {} descriptors\n", self.dir, completed, c.count);
+            dev_err!(
+                card.dev(),
+                "{:?} engine: completed {} of {} descriptors\n",
+                self.dir,
+                completed,
+                c.count
+            );
             return Err(EIO);
         }
         Ok(())

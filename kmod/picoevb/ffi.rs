@@ -38,7 +38,9 @@ pub(crate) fn raw_dev<Ctx: kernel::device::DeviceContext>(
 ) -> *mut bindings::device {
     // `device::Device::as_raw()` is crate-private in 6.18; the type is `#[repr(transparent)]` over
     // `Opaque<bindings::device>`, so the cast yields the C pointer.
-    core::ptr::from_ref(dev).cast::<bindings::device>().cast_mut()
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
 }
 
 /// The C `struct pci_dev *` of a Rust PCI device.
@@ -46,5 +48,7 @@ pub(crate) fn raw_pdev<Ctx: kernel::device::DeviceContext>(
     pdev: &kernel::pci::Device<Ctx>,
 ) -> *mut bindings::pci_dev {
     // As for `raw_dev`: `pci::Device` is `#[repr(transparent)]` over `Opaque<bindings::pci_dev>`.
-    core::ptr::from_ref(pdev).cast::<bindings::pci_dev>().cast_mut()
+    core::ptr::from_ref(pdev)
+        .cast::<bindings::pci_dev>()
+        .cast_mut()
 }

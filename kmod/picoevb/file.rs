@@ -24,7 +24,8 @@ pub(crate) struct PicoevbFile {
 
 /// Reads a `T` from user memory at `arg`, lets `f` update it, writes it back.
 fn inout<T: FromBytes + AsBytes>(arg: usize, f: impl FnOnce(&mut T) -> Result) -> Result {
-    let (mut r, mut w) = UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>()).reader_writer();
+    let (mut r, mut w) =
+        UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>()).reader_writer();
     let mut v: T = r.read()?;
     f(&mut v)?;
     w.write(&v)
@@ -37,8 +38,14 @@ impl MiscDevice for PicoevbFile {
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         // SAFETY: every registration of this type is the `misc` field of a `PicoevbDriver`, and misc_open()
         // holds misc_mtx, so the registration (and the driver data around it) cannot go away meanwhile.
-        let drv = unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
-        KBox::try_pin_init(try_pin_init!(PicoevbFile { card: drv.card.clone() }), GFP_KERNEL)
+        let drv =
+            unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
+        KBox::try_pin_init(
+            try_pin_init!(PicoevbFile {
+                card: drv.card.clone()
+            }),
+            GFP_KERNEL,
+        )
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -46,10 +53,15 @@ impl MiscDevice for PicoevbFile {
         match cmd {
             abi::IOC_LED => card.set_leds(request::led_value(arg).map_err(logic_err)?)?,
             abi::IOC_CARD_INFO => {
-                let info = abi::CardInfo { fpga_ram_size: card.ram_size };
-                UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<abi::CardInfo>())
-                    .writer()
-                    .write(&info)?
+                let info = abi::CardInfo {
+                    fpga_ram_size: card.ram_size,
+                };
+                UserSlice::new(
+                    UserPtr::from_addr(arg),
+                    core::mem::size_of::<abi::CardInfo>(),
+                )
+                .writer()
+                .write(&info)?
             }
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
                 let x = request::h2c(req, card.ram_size).map_err(logic_err)?;

@@ -114,7 +114,8 @@ impl Slot {
             if free as usize >= NAMES.len() {
                 return Err(EBUSY);
             }
-            match SLOTS.compare_exchange(cur, cur | 1 << free, Ordering::AcqRel, Ordering::Relaxed) {
+            match SLOTS.compare_exchange(cur, cur | 1 << free, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return Ok(Self(free)),
                 Err(now) => cur = now,
             }
@@ -170,7 +171,10 @@ kernel::pci_device_table!(
     PCI_TABLE,
     MODULE_PCI_TABLE,
     <PicoevbDriver as pci::Driver>::IdInfo,
-    [(pci::DeviceId::from_id(pci::Vendor::NVIDIA, ids::DEVICE_ID as u32), ())]
+    [(
+        pci::DeviceId::from_id(pci::Vendor::NVIDIA, ids::DEVICE_ID as u32),
+        ()
+    )]
 );
 
 impl pci::Driver for PicoevbDriver {

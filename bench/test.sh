@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The test command (README; .ci/run calls it). Runs, in order:
+#   1. host checks: cargo fmt --check, cargo clippy -D warnings, cargo test (logic, model, ABI, harness)
+#   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh)
+#   3. the emulated bench: FPGA model + QEMU + the real kernel module + the guest test suite
+#   4. the same bench with the model corrupting every transfer, which must make the suite fail
+# and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
+. "$(dirname "$0")/lib.sh"
+need_root
+cd "$REPO"
+declare -i PASSED=0 FAILED=0
+declare -a BROKEN=()
+
+# count NAME PASSED FAILED
+count() { PASSED+=$2; FAILED+=$3; [ "$3" -eq 0 ] || BROKEN+=("$1"); log "$1: $2 passed, $3 failed"; }
+# check NAME CMD... : a whole command as one test.
+check() { local n=$1; shift; if "$@"; then count "$n" 1 0; else count "$n" 0 1; fi; }
+# counted NAME LOG CMD... : a command that closes with "N passed, M failed"; its counts are added. A
+# non-zero exit with no failure counted, or no closing line at all, counts as one failure.
+counted() {
+  local name=$1 log=$2; shift 2
+  local rc=0; "$@" >"$log" 2>&1 || rc=$?
+  grep -E '^(TEST|CHECK|FAIL)' "$log" >&2 || true
+  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+  if [ -z "$line" ]; then tail -n 40 "$log" >&2; count "$name" 0 1; return; fi
+  local p=${line%% passed*} f; f=$(echo "$line" | sed 's/.* passed, \([0-9]*\) failed.*/\1/')
+  [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || { tail -n 40 "$log" >&2; f=1; }
+  count "$name" "$p" "$f"
+}
+
+command -v cargo >/dev/null || die "cargo not found: install Rust with rustup first"
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >&2 || true
+
+check "cargo fmt" cargo fmt --all --check
+check "cargo clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
+rc=0; out=$(cargo test --workspace --quiet 2>&1) || rc=1
+printf '%s\n' "$out" | grep -E '^test result|FAILED|panicked' >&2 || true
+sum() { printf '%s\n' "$out" | awk -v w="$1" '/^test result:/ {for (i = 1; i < NF; i++) if ($(i+1) ~ "^" w) s += $i} END {print s + 0}'; }
+p=$(sum passed); f=$(sum failed)
+[ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || f=1
+count "cargo test" "$p" "$f"
+
+[ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$GDR_CACHE/last-rtl.log" bash fpga-bitstream/sim/run.sh
+
+harness() {
+  "$GDR_HARNESS" run --root "$GDR_ROOT" --kernel "$GDR_KERNEL" --module "$GDR_KO" --guest "$GDR_GUEST" \
+    --model "$GDR_MODEL" "$@"
+}
+# The model corrupts every transfer: the guest's byte checks must catch it, so this suite run must fail
+# (the harness's --expect-failures succeeds only then, with every kernel check still clean).
+must_fail() {
+  harness --mode suite --inject corrupt_data:0 --expect-failures >"$GDR_CACHE/last-must-fail.log" 2>&1 ||
+    { tail -n 40 "$GDR_CACHE/last-must-fail.log" >&2; return 1; }
+}
+
+if vars=$("$REPO/bench/build.sh"); then
+  eval "$vars"
+  check "kernel rustfmt (kmod)" "$REPO/bench/kfmt.sh" --check
+  counted "bench suite" "$GDR_CACHE/last-suite.log" harness --mode suite
+  check "bench: the suite fails when the model corrupts data" must_fail
+else
+  count "bench build" 0 1
+fi
+
+[ ${#BROKEN[@]} -eq 0 ] || log "failing: ${BROKEN[*]}"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
