@@ -2,12 +2,14 @@
 
 //! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
 
+use crate::abi;
 use crate::engine::{kerr, Engine};
 use crate::pin::UserPin;
 use crate::request::{Host, OneWay, RoundTrip};
 use crate::segments::Cursor;
 use crate::xdma::{self, Dir};
 use crate::{gpio, idblock, ids};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str,
     device::{Bound, Device},
@@ -45,6 +47,10 @@ pub(crate) struct Card {
     pdev: ARef<pci::Device>,
     pub(crate) index: u32,
     pub(crate) ram_size: u64,
+    /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
+    caps: AtomicU64,
+    design_version: AtomicU32,
+    build_hash: AtomicU32,
 }
 
 impl Card {
@@ -61,6 +67,9 @@ impl Card {
             pdev: pdev.into(),
             index,
             ram_size: ids::FPGA_RAM_SIZE,
+            caps: AtomicU64::new(0),
+            design_version: AtomicU32::new(0),
+            build_hash: AtomicU32::new(0),
         }))
     }
 
@@ -135,6 +144,30 @@ impl Card {
         r.try_write32(u32::MAX, xdma::IRQ_BLOCK + xdma::IRQ_USER_EN_W1C)?;
         r.try_write32(0, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_VEC)?;
         Ok(())
+    }
+
+    /// Records what probe found, for IOC_ABI_INFO.
+    pub(crate) fn set_identity(&self, id: &Identity, msi: bool) {
+        let mut caps = if msi { abi::CAP_MSI } else { 0 };
+        if id.id_block {
+            caps |= abi::CAP_ID_BLOCK;
+            self.design_version
+                .store(id.design_version, Ordering::Relaxed);
+            self.build_hash.store(id.build_hash, Ordering::Relaxed);
+        }
+        self.caps.store(caps, Ordering::Release);
+    }
+
+    pub(crate) fn abi_info(&self) -> abi::AbiInfo {
+        abi::AbiInfo {
+            abi_version: abi::ABI_VERSION,
+            card_index: self.index,
+            caps: self.caps.load(Ordering::Acquire),
+            fpga_ram_size: self.ram_size,
+            design_version: self.design_version.load(Ordering::Relaxed),
+            build_hash: self.build_hash.load(Ordering::Relaxed),
+            reserved: [0; 4],
+        }
     }
 
     pub(crate) fn set_leds(&self, value: u32) -> Result {

@@ -31,6 +31,13 @@ fn inout<T: FromBytes + AsBytes>(arg: usize, f: impl FnOnce(&mut T) -> Result) -
     w.write(&v)
 }
 
+/// Writes `v` to user memory at `arg`.
+fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
+    UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>())
+        .writer()
+        .write(v)
+}
+
 #[vtable]
 impl MiscDevice for PicoevbFile {
     type Ptr = Pin<KBox<Self>>;
@@ -52,17 +59,13 @@ impl MiscDevice for PicoevbFile {
         let card = &me.card;
         match cmd {
             abi::IOC_LED => card.set_leds(request::led_value(arg).map_err(logic_err)?)?,
-            abi::IOC_CARD_INFO => {
-                let info = abi::CardInfo {
+            abi::IOC_CARD_INFO => write_out(
+                arg,
+                &abi::CardInfo {
                     fpga_ram_size: card.ram_size,
-                };
-                UserSlice::new(
-                    UserPtr::from_addr(arg),
-                    core::mem::size_of::<abi::CardInfo>(),
-                )
-                .writer()
-                .write(&info)?
-            }
+                },
+            )?,
+            abi::IOC_ABI_INFO => write_out(arg, &card.abi_info())?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
                 let x = request::h2c(req, card.ram_size).map_err(logic_err)?;
                 req.dma_time_ns = card.one_way(Dir::H2c, &x)?;

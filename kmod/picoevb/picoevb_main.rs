@@ -87,6 +87,10 @@ unsafe impl kernel::transmute::FromBytes for abi::H2c2hDma {}
 unsafe impl kernel::transmute::AsBytes for abi::CardInfo {}
 // SAFETY: as above.
 unsafe impl kernel::transmute::FromBytes for abi::CardInfo {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::AbiInfo {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::AbiInfo {}
 
 /// Device node names; the misc layer keeps a pointer to the name, so they are static.
 const NAMES: [&CStr; 8] = [
@@ -206,6 +210,7 @@ impl pci::Driver for PicoevbDriver {
         let msi = unsafe { ffi::pevb_irq_vectors_alloc(ffi::raw_pdev(pdev)) };
         kernel::error::to_result(msi)?;
         let vectors = IrqVectors { pdev: pdev.into() };
+        card.set_identity(&id, msi == 1);
 
         let handler = card.clone();
         let name = NAMES[slot.0 as usize];

@@ -158,3 +158,55 @@ const _: () = {
     assert!(core::mem::size_of::<H2c2hDma>() == 40);
     assert!(core::mem::size_of::<C2hDma>() == 40);
 };
+
+// ---- gdr extensions (numbers from 0x40 up; the reference part above never changes) ----
+//
+// Versioning: user space calls IOC_ABI_INFO first. A driver without it (the reference) answers ENOTTY or
+// EINVAL: use only the reference ioctls then. `abi_version` major changes only if an extension changes
+// incompatibly; a minor bump adds ioctls or `caps` bits. Structs only grow at the end, into `reserved`.
+
+/// ABI version this header describes: major [31:16], minor [15:0].
+pub const ABI_VERSION: u32 = 1 << 16;
+/// Major part of an ABI version.
+pub const fn abi_major(v: u32) -> u32 {
+    v >> 16
+}
+
+/// Capability: PIN_CUDA works through the Jetson nvidia_p2p API.
+pub const CAP_CUDA_JETSON: u64 = 1 << 0;
+/// Capability: PIN_CUDA works through the dGPU nvidia_p2p API.
+pub const CAP_CUDA_DGPU: u64 = 1 << 1;
+/// Capability: the card has the gdr ID block; `design_version` and `build_hash` are valid.
+pub const CAP_ID_BLOCK: u64 = 1 << 2;
+/// Capability: the card interrupts by MSI (else INTx).
+pub const CAP_MSI: u64 = 1 << 3;
+/// Capability: pinned host buffers are cached between requests (registration cache).
+pub const CAP_REG_CACHE: u64 = 1 << 4;
+
+/// `PICOEVB_IOC_ABI_INFO` argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AbiInfo {
+    /// Out: [`ABI_VERSION`] of the driver.
+    pub abi_version: u32,
+    /// Out: index N of /dev/picoevbN.
+    pub card_index: u32,
+    /// Out: `CAP_*` bits.
+    pub caps: u64,
+    /// Out: bytes of FPGA RAM.
+    pub fpga_ram_size: u64,
+    /// Out: design version from the ID block (see `picoevb_regs::idblock::version`), 0 without one.
+    pub design_version: u32,
+    /// Out: build hash from the ID block, 0 without one.
+    pub build_hash: u32,
+    /// Reserved, zero.
+    pub reserved: [u64; 4],
+}
+
+/// Driver ABI version, capabilities and card identity.
+pub const IOC_ABI_INFO: u32 = ior(0x40, core::mem::size_of::<AbiInfo>());
+
+const _: () = {
+    assert!(core::mem::size_of::<AbiInfo>() == 64);
+    assert!(IOC_ABI_INFO == 0x8040_5040);
+};
