@@ -1,0 +1,208 @@
+//! The control channel: a UNIX stream socket where tests observe the model and make it misbehave.
+//!
+//! Newline-delimited JSON, one request per line, exactly one response line per request; a connection stays
+//! usable after a bad request. Requests:
+//!
+//! * `{"cmd":"state"}` -> LEDs, GPIO data, scratch, MSI, interrupt and engine counters, DMA maps, faults.
+//! * `{"cmd":"inject","fault":NAME,"count":N,"delay_ms":MS}` -> arm a fault for the next N transfers
+//!   (default 1; 0 = until cleared). `delay_ms` only for `slow`.
+//! * `{"cmd":"clear"}` -> disarm all faults. `{"cmd":"reset_counters"}` -> zero the counters.
+//! * `{"cmd":"unplug"}` -> reserved: `{"ok":false,...}`.
+//!
+//! Errors: `{"ok":false,"error":"..."}`.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::{debug, info, warn};
+use picoevb_regs::xdma::Dir;
+use serde_json::{Value, json};
+
+use crate::device::{Device, Snapshot};
+use crate::faults::FaultKind;
+
+/// Longest request line accepted; protects the model from a client that never sends a newline.
+const MAX_LINE: usize = 64 * 1024;
+
+/// Handles one request line and returns the response line (without the newline).
+pub fn handle_line(device: &Device, line: &str) -> String {
+    let response = match serde_json::from_str::<Value>(line.trim()) {
+        Ok(request) => handle_request(device, &request).unwrap_or_else(|e| error(&e)),
+        Err(e) => error(&format!("bad JSON: {e}")),
+    };
+    response.to_string()
+}
+
+fn error(message: &str) -> Value {
+    json!({ "ok": false, "error": message })
+}
+
+fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
+    let Some(object) = request.as_object() else {
+        return Err("request must be a JSON object".into());
+    };
+    let cmd = match object.get("cmd") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => return Err("\"cmd\" must be a string".into()),
+        None => return Err("missing \"cmd\"".into()),
+    };
+    match cmd {
+        "state" => Ok(state_json(&device.snapshot())),
+        "inject" => {
+            let name = object
+                .get("fault")
+                .and_then(Value::as_str)
+                .ok_or("inject needs \"fault\": a fault name")?;
+            let kind = FaultKind::from_name(name).ok_or_else(|| {
+                let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown fault '{name}' (known: {})", names.join(", "))
+            })?;
+            let count = optional_u64(object.get("count"), "count")?.unwrap_or(1);
+            let delay =
+                optional_u64(object.get("delay_ms"), "delay_ms")?.map(Duration::from_millis);
+            if delay.is_some() && kind != FaultKind::Slow {
+                return Err("\"delay_ms\" only applies to the slow fault".into());
+            }
+            device.inject(kind, count, delay);
+            info!(
+                "control: armed {name} for {}",
+                if count == 0 {
+                    "all transfers".to_string()
+                } else {
+                    format!("{count} transfer(s)")
+                }
+            );
+            Ok(json!({ "ok": true }))
+        }
+        "clear" => {
+            device.clear_faults();
+            Ok(json!({ "ok": true }))
+        }
+        "reset_counters" => {
+            device.reset_counters();
+            Ok(json!({ "ok": true }))
+        }
+        "unplug" => Err("unplug is not supported yet".into()),
+        other => Err(format!(
+            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug)"
+        )),
+    }
+}
+
+fn optional_u64(v: Option<&Value>, name: &str) -> Result<Option<u64>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("\"{name}\" must be a non-negative integer")),
+    }
+}
+
+/// The `state` response.
+pub fn state_json(s: &Snapshot) -> Value {
+    let engine = |d: Dir| {
+        let e = s.engine(d);
+        json!({ "runs": e.runs, "descriptors": e.descriptors, "bytes": e.bytes, "errors": e.errors })
+    };
+    json!({
+        "ok": true,
+        "leds": s.leds(),
+        "gpio_data": s.gpio_data,
+        "scratch": s.scratch,
+        "msi_enabled": s.msi_enabled,
+        "irqs_msi": s.stats.irqs_msi,
+        "irqs_intx": s.stats.irqs_intx,
+        "h2c": engine(Dir::H2c),
+        "c2h": engine(Dir::C2h),
+        "dma_maps": s.dma_maps,
+        "dropped_writes": s.stats.dropped_writes,
+        "faults_injected": s.stats.faults_injected,
+        "pending_faults": s.pending_faults,
+    })
+}
+
+/// Serves one connection until the client closes it.
+pub fn serve_connection(device: &Device, stream: UnixStream) -> io::Result<()> {
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = Read::take(&mut reader, MAX_LINE as u64 + 1).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let response = if line.len() > MAX_LINE && !line.ends_with(b"\n") {
+            // Discard the rest of the over-long line so the next request starts clean.
+            let mut rest = Vec::new();
+            reader.read_until(b'\n', &mut rest)?;
+            error(&format!("request longer than {MAX_LINE} bytes")).to_string()
+        } else {
+            match std::str::from_utf8(&line) {
+                Ok(text) if text.trim().is_empty() => error("empty request").to_string(),
+                Ok(text) => handle_line(device, text),
+                Err(_) => error("request is not UTF-8").to_string(),
+            }
+        };
+        debug!(
+            "control: {} -> {response}",
+            String::from_utf8_lossy(&line).trim()
+        );
+        writer.write_all(response.as_bytes())?;
+        writer.write_all(b"\n")?;
+    }
+}
+
+/// The listening control socket; dropping it removes the socket file (the accept thread ends with the
+/// process).
+pub struct ControlServer {
+    path: PathBuf,
+}
+
+impl ControlServer {
+    /// Binds `path` and accepts clients on a background thread, one thread per connection.
+    pub fn spawn(path: &Path, device: Arc<Device>) -> Result<Self, String> {
+        crate::vfio::remove_stale_socket(path)?;
+        let listener = UnixListener::bind(path)
+            .map_err(|e| format!("cannot listen on control socket {}: {e}", path.display()))?;
+        info!("control socket listening on {}", path.display());
+        std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || accept_loop(listener, device))
+            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn accept_loop(listener: UnixListener, device: Arc<Device>) {
+    for stream in listener.incoming() {
+        match stream {
+            Ok(stream) => {
+                let device = Arc::clone(&device);
+                let spawned = std::thread::Builder::new()
+                    .name("control-client".into())
+                    .spawn(move || {
+                        if let Err(e) = serve_connection(&device, stream) {
+                            debug!("control connection ended: {e}");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    warn!("cannot start a control connection thread: {e}");
+                }
+            }
+            Err(e) => warn!("control socket accept failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! BAR0, the XDMA AXI-Lite master window: address decoding for the two designs.
+//!
+//! * gdr: the AXI GPIO decodes `addr[8:0]` in 0x000..0x7ff; the ID block sits at 0x800.. repeating every 0x40.
+//! * reference (NVIDIA's bitstream): the GPIO decodes `addr[8:0]` across the whole 4 KiB, no ID block.
+
+use picoevb_regs::{gpio, idblock, pci};
+
+use crate::gpio::Gpio;
+use crate::idblock::IdBlock;
+use crate::options::{Design, DeviceOptions};
+
+/// What lives behind BAR0.
+#[derive(Clone, Debug)]
+pub struct UserBar {
+    design: Design,
+    /// The AXI GPIO.
+    pub gpio: Gpio,
+    /// The gdr ID block (kept in the reference design too, but not decoded there).
+    pub id: IdBlock,
+}
+
+/// The block a BAR0 DWORD offset selects.
+enum Target {
+    Gpio(usize),
+    IdBlock(usize),
+}
+
+impl UserBar {
+    /// BAR0 at reset.
+    pub fn new(options: &DeviceOptions) -> Self {
+        Self {
+            design: options.design,
+            gpio: Gpio::default(),
+            id: IdBlock::new(options),
+        }
+    }
+
+    fn decode(&self, offset: usize) -> Target {
+        let offset = offset % pci::BAR_USER_SIZE;
+        match self.design {
+            Design::Gdr if idblock::contains(offset) => Target::IdBlock(offset),
+            _ => Target::Gpio(offset & gpio::DECODE_MASK),
+        }
+    }
+
+    /// Reads the DWORD containing `offset`.
+    pub fn read32(&self, offset: usize) -> u32 {
+        match self.decode(offset & !3) {
+            Target::Gpio(o) => self.gpio.read(o),
+            Target::IdBlock(o) => self.id.read(o),
+        }
+    }
+
+    /// Writes the DWORD at `offset` (DWORD-aligned).
+    pub fn write32(&mut self, offset: usize, value: u32) {
+        match self.decode(offset & !3) {
+            Target::Gpio(o) => self.gpio.write(o, value),
+            Target::IdBlock(o) => self.id.write(o, value),
+        }
+    }
+
+    /// Back to reset values (the design and build constants stay).
+    pub fn reset(&mut self) {
+        self.gpio = Gpio::default();
+        self.id.reset();
+    }
+}

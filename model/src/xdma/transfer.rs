@@ -1,0 +1,427 @@
+//! The engine worker: one thread per engine runs the descriptor list a rising edge of Run latched, so DMA is
+//! asynchronous to the MMIO write that started it (and can be slow, hang or be cancelled).
+//!
+//! Fetch rules (PG195, xdma.md §5.1): fetch `1 + dsc_adj` adjacent descriptors at the first-descriptor
+//! address, then continue at `next` of the last descriptor fetched, with its `Nxt_adj`. Modelling choices
+//! where the hardware is undefined or undocumented:
+//! * an adjacent block that crosses a 4 KiB boundary, or a descriptor address that is not 32-byte aligned, is
+//!   a descriptor error (desc_error UR) and stops the engine;
+//! * a descriptor length of 0, or with bits above the 28-bit field set, is invalid_length;
+//! * every error stops the engine; its status bit is logged only when the matching `ie_*` bit is set;
+//! * in poll mode an error stop also writes back the completed count with `Sts_err` set;
+//! * clearing Run while busy stops the engine at the next descriptor boundary and logs idle_stopped;
+//! * a C2H write to host memory no DMA map covers is dropped (a posted write cannot fail) and counted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::{debug, warn};
+use picoevb_regs::xdma::{self, Descriptor, Dir};
+
+use crate::bram::BEAT_BYTES;
+use crate::device::{Shared, State};
+use crate::guest_memory::Unmapped;
+use crate::xdma::engine::Job;
+
+/// Bytes moved per step; the state lock is released between steps so MMIO stays responsive.
+const CHUNK: usize = 64 * 1024;
+/// AXI clock cycles charged per descriptor for fetch and completion (perf counters only).
+const DESC_OVERHEAD_CYCLES: u64 = 64;
+/// The XDMA's AXI clock for 64-bit Gen2 x1: 125 MHz, i.e. 8 ns per cycle (perf counters only).
+const NS_PER_CYCLE: u128 = 8;
+
+/// How a transfer ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// A descriptor with STOP completed.
+    Stopped,
+    /// Run was cleared while busy.
+    IdleStopped,
+    /// An error: the status bits to log.
+    Error(u32),
+}
+
+/// The transfer was superseded (reset, new Run, shutdown): leave all state alone.
+struct Abandoned;
+
+/// Runs jobs for `dir` until the device shuts down.
+pub(crate) fn worker(shared: Arc<Shared>, dir: Dir) {
+    loop {
+        let job = {
+            let mut st = shared.lock();
+            loop {
+                if st.shutdown {
+                    return;
+                }
+                if let Some(job) = st.xdma.engine_mut(dir).pending.take() {
+                    break job;
+                }
+                st = shared.wait(st, None);
+            }
+        };
+        Transfer::new(&shared, dir, job).run();
+    }
+}
+
+struct Transfer<'a> {
+    shared: &'a Shared,
+    dir: Dir,
+    job: Job,
+    /// The first descriptor fetch of the transfer is where `bad_magic` / `desc_error` strike.
+    first_fetch: bool,
+    /// `corrupt_data` flips the first data byte the transfer moves.
+    corrupt_pending: bool,
+    /// When the data moved so far may be done at the configured bandwidth.
+    paced_until: Instant,
+}
+
+impl<'a> Transfer<'a> {
+    fn new(shared: &'a Shared, dir: Dir, job: Job) -> Self {
+        Self {
+            shared,
+            dir,
+            job,
+            first_fetch: true,
+            corrupt_pending: job.faults.corrupt_data,
+            paced_until: Instant::now(),
+        }
+    }
+
+    fn run(mut self) {
+        match self.walk() {
+            Ok(end) => self.finish(end),
+            Err(Abandoned) => debug!("{:?}: transfer abandoned", self.dir),
+        }
+    }
+
+    fn stale(&self, st: &State) -> bool {
+        st.shutdown || st.xdma.engine(self.dir).seq != self.job.seq
+    }
+
+    fn walk(&mut self) -> Result<End, Abandoned> {
+        if let Some(delay) = self.job.faults.slow
+            && let Some(end) = self.stall_until(Instant::now() + delay)?
+        {
+            return Ok(end);
+        }
+        let mut addr = self.job.first;
+        let mut left = self.job.adjacent + 1;
+        if let Err(bits) = self.check_block(addr, left) {
+            return Ok(End::Error(bits));
+        }
+        loop {
+            if let Some(end) = self.gate()? {
+                return Ok(end);
+            }
+            let desc = match self.fetch(addr) {
+                Ok(d) => d,
+                Err(bits) => return Ok(End::Error(bits)),
+            };
+            let start = Instant::now();
+            let moved = match self.dir {
+                Dir::H2c => self.host_to_card(&desc)?,
+                Dir::C2h => self.card_to_host(&desc)?,
+            };
+            if let Err(bits) = moved {
+                return Ok(End::Error(bits));
+            }
+            if self.complete(&desc, start.elapsed())? {
+                return Ok(End::Stopped);
+            }
+            left -= 1;
+            if left > 0 {
+                addr = addr.wrapping_add(xdma::DESC_SIZE as u64);
+            } else {
+                addr = desc.next();
+                left = xdma::desc_next_adj(desc.control) + 1;
+                if let Err(bits) = self.check_block(addr, left) {
+                    return Ok(End::Error(bits));
+                }
+            }
+        }
+    }
+
+    /// A block of `count` adjacent descriptors at `addr` must be 32-byte aligned and stay in one 4 KiB page.
+    fn check_block(&self, addr: u64, count: u32) -> Result<(), u32> {
+        if !addr.is_multiple_of(xdma::DESC_ALIGN) {
+            warn!(
+                "{:?}: descriptor address {addr:#x} is not 32-byte aligned",
+                self.dir
+            );
+            return Err(xdma::STAT_DESC_ERROR_UR);
+        }
+        let end = addr % xdma::DESC_BLOCK_BOUNDARY + u64::from(count) * xdma::DESC_SIZE as u64;
+        if end > xdma::DESC_BLOCK_BOUNDARY {
+            warn!(
+                "{:?}: block of {count} adjacent descriptors at {addr:#x} crosses a 4 KiB boundary",
+                self.dir
+            );
+            return Err(xdma::STAT_DESC_ERROR_UR);
+        }
+        Ok(())
+    }
+
+    /// Before each descriptor: go on, wait (halted, hung), or stop (Run cleared).
+    fn gate(&self) -> Result<Option<End>, Abandoned> {
+        let mut st = self.shared.lock();
+        loop {
+            if self.stale(&st) {
+                return Err(Abandoned);
+            }
+            if !st.xdma.engine(self.dir).running() {
+                return Ok(Some(End::IdleStopped));
+            }
+            if !(self.job.faults.hang || st.xdma.halted(self.dir)) {
+                return Ok(None);
+            }
+            st = self.shared.wait(st, None);
+        }
+    }
+
+    /// Waits until `deadline` unless Run is cleared first (`slow` fault).
+    fn stall_until(&self, deadline: Instant) -> Result<Option<End>, Abandoned> {
+        let mut st = self.shared.lock();
+        loop {
+            if self.stale(&st) {
+                return Err(Abandoned);
+            }
+            if !st.xdma.engine(self.dir).running() {
+                return Ok(Some(End::IdleStopped));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            st = self.shared.wait(st, Some(deadline - now));
+        }
+    }
+
+    /// Holds the data phase back to the configured bandwidth. Clearing Run does not cut a descriptor short.
+    fn pace(&mut self, bytes: usize) -> Result<(), Abandoned> {
+        let Some(mbps) = self.shared.options.bandwidth_mbps.filter(|&b| b > 0) else {
+            return Ok(());
+        };
+        let nanos = (bytes as u128 * 1000 / u128::from(mbps)).min(u128::from(u64::MAX)) as u64;
+        // Pacing starts from now if the transfer fell behind: no credit is saved up for later bursts.
+        self.paced_until = self.paced_until.max(Instant::now()) + Duration::from_nanos(nanos);
+        let mut st = self.shared.lock();
+        loop {
+            if self.stale(&st) {
+                return Err(Abandoned);
+            }
+            let now = Instant::now();
+            if now >= self.paced_until {
+                return Ok(());
+            }
+            st = self.shared.wait(st, Some(self.paced_until - now));
+        }
+    }
+
+    fn fetch(&mut self, addr: u64) -> Result<Descriptor, u32> {
+        let first = std::mem::replace(&mut self.first_fetch, false);
+        if first && self.job.faults.desc_error {
+            return Err(xdma::STAT_DESC_ERROR_UR);
+        }
+        let mut raw = [0u8; xdma::DESC_SIZE];
+        if let Err(Unmapped(at)) = self.shared.mem.read(addr, &mut raw) {
+            warn!(
+                "{:?}: descriptor fetch at {addr:#x} hit unmapped memory at {at:#x}",
+                self.dir
+            );
+            return Err(xdma::STAT_DESC_ERROR_UR);
+        }
+        let mut d = Descriptor::from_le_bytes(&raw);
+        if first && self.job.faults.bad_magic {
+            d.control &= 0x0000_ffff;
+        }
+        if xdma::desc_magic(d.control) != xdma::DESC_MAGIC {
+            warn!(
+                "{:?}: bad descriptor magic {:#010x} at {addr:#x}",
+                self.dir, d.control
+            );
+            return Err(xdma::STAT_MAGIC_STOPPED);
+        }
+        if d.len == 0 || d.len > xdma::DESC_LEN_FIELD_MAX {
+            warn!(
+                "{:?}: invalid descriptor length {:#x} at {addr:#x}",
+                self.dir, d.len
+            );
+            return Err(xdma::STAT_INVALID_LENGTH);
+        }
+        Ok(d)
+    }
+
+    fn corrupt(&mut self, buf: &mut [u8]) {
+        if self.corrupt_pending && !buf.is_empty() {
+            buf[0] = !buf[0];
+            self.corrupt_pending = false;
+        }
+    }
+
+    /// H2C: host memory -> BRAM.
+    fn host_to_card(&mut self, desc: &Descriptor) -> Result<Result<(), u32>, Abandoned> {
+        let faults = self.job.faults;
+        let len = desc.len as usize;
+        let mut buf = vec![0u8; len.min(CHUNK)];
+        let mut off = 0usize;
+        while off < len {
+            let n = (len - off).min(CHUNK);
+            let piece = &mut buf[..n];
+            let src = desc.src().wrapping_add(off as u64);
+            if faults.read_error {
+                return Ok(Err(xdma::STAT_READ_ERROR_UR));
+            }
+            if let Err(Unmapped(at)) = self.shared.mem.read(src, piece) {
+                warn!("H2C: host read at {src:#x} hit unmapped memory at {at:#x}");
+                return Ok(Err(xdma::STAT_READ_ERROR_UR));
+            }
+            self.corrupt(piece);
+            if faults.write_error {
+                return Ok(Err(xdma::STAT_WRITE_ERROR_DECODE));
+            }
+            {
+                let mut st = self.shared.lock();
+                if self.stale(&st) {
+                    return Err(Abandoned);
+                }
+                let fixed = st.xdma.engine(self.dir).control & xdma::CTRL_NON_INC_ADDR != 0;
+                let dst = if fixed {
+                    desc.dst()
+                } else {
+                    desc.dst().wrapping_add(off as u64)
+                };
+                st.bram.write(dst, piece, fixed);
+            }
+            self.pace(n)?;
+            off += n;
+        }
+        Ok(Ok(()))
+    }
+
+    /// C2H: BRAM -> host memory. Writes to unmapped host memory are dropped and counted.
+    fn card_to_host(&mut self, desc: &Descriptor) -> Result<Result<(), u32>, Abandoned> {
+        let faults = self.job.faults;
+        let len = desc.len as usize;
+        let mut buf = vec![0u8; len.min(CHUNK)];
+        let mut dropped = false;
+        let mut off = 0usize;
+        while off < len {
+            let n = (len - off).min(CHUNK);
+            let piece = &mut buf[..n];
+            if faults.read_error {
+                return Ok(Err(xdma::STAT_READ_ERROR_UR)); // C2H bit 9: AXI decode error
+            }
+            {
+                let st = self.shared.lock();
+                if self.stale(&st) {
+                    return Err(Abandoned);
+                }
+                let fixed = st.xdma.engine(self.dir).control & xdma::CTRL_NON_INC_ADDR != 0;
+                let src = if fixed {
+                    desc.src()
+                } else {
+                    desc.src().wrapping_add(off as u64)
+                };
+                st.bram.read(src, piece, fixed);
+            }
+            self.corrupt(piece);
+            let dst = desc.dst().wrapping_add(off as u64);
+            if faults.write_error {
+                dropped = true;
+            } else if let Err(Unmapped(at)) = self.shared.mem.write(dst, piece) {
+                if !dropped {
+                    warn!(
+                        "C2H: host write at {dst:#x} hit unmapped memory at {at:#x}; dropping it"
+                    );
+                }
+                dropped = true;
+            }
+            self.pace(n)?;
+            off += n;
+        }
+        if dropped {
+            self.shared.lock().stats.dropped_writes += 1;
+        }
+        Ok(Ok(()))
+    }
+
+    /// Descriptor done: count it, log COMPLETED (and write back in poll mode), raise interrupts. Returns
+    /// whether the descriptor had STOP.
+    fn complete(&self, desc: &Descriptor, took: Duration) -> Result<bool, Abandoned> {
+        let mut st = self.shared.lock();
+        if self.stale(&st) {
+            return Err(Abandoned);
+        }
+        let len = u64::from(desc.len);
+        let beats = len.div_ceil(BEAT_BYTES);
+        let cycles = (beats + DESC_OVERHEAD_CYCLES).max((took.as_nanos() / NS_PER_CYCLE) as u64);
+        let stats = &mut st.stats.engines[self.dir.index()];
+        stats.descriptors += 1;
+        stats.bytes += len;
+        let e = st.xdma.engine_mut(self.dir);
+        e.completed = e.completed.wrapping_add(1);
+        e.perf.account(cycles, beats);
+        if desc.control & xdma::DESC_COMPLETED != 0 {
+            e.log(xdma::STAT_DESC_COMPLETED);
+            if e.pollmode() {
+                self.write_back(&mut st, false);
+            }
+        }
+        let stop = desc.control & xdma::DESC_STOP != 0;
+        if stop {
+            st.xdma.engine_mut(self.dir).log(xdma::STAT_DESC_STOPPED);
+        } else {
+            // Mid-list COMPLETED descriptors (cyclic lists) interrupt while the engine keeps running.
+            self.raise(&mut st);
+        }
+        Ok(stop)
+    }
+
+    /// Poll-mode write-back: the DWORD `Sts_err << 31 | completed[23:0]` at the write-back address.
+    fn write_back(&self, st: &mut State, error: bool) {
+        let e = st.xdma.engine(self.dir);
+        let value = u32::from(error) << 31 | (e.completed & 0x00ff_ffff);
+        let addr = e.writeback;
+        if self.shared.mem.write(addr, &value.to_le_bytes()).is_err() {
+            warn!(
+                "{:?}: poll-mode write-back to unmapped {addr:#x} dropped",
+                self.dir
+            );
+            st.stats.dropped_writes += 1;
+        }
+    }
+
+    fn raise(&self, st: &mut State) {
+        if self.job.faults.drop_irq {
+            st.irq_out.suppress(self.dir.irq_bit());
+        }
+        st.update_irqs(&*self.shared.irq);
+    }
+
+    /// The engine stops: log how, clear busy, interrupt.
+    fn finish(&self, end: End) {
+        let mut st = self.shared.lock();
+        if self.stale(&st) {
+            return;
+        }
+        match end {
+            End::Stopped => {}
+            End::IdleStopped => st.xdma.engine_mut(self.dir).log(xdma::STAT_IDLE_STOPPED),
+            End::Error(bits) => {
+                st.stats.engines[self.dir.index()].errors += 1;
+                st.xdma.engine_mut(self.dir).log(bits);
+                if st.xdma.engine(self.dir).pollmode() {
+                    self.write_back(&mut st, true);
+                }
+            }
+        }
+        let e = st.xdma.engine_mut(self.dir);
+        e.status &= !xdma::STAT_BUSY;
+        debug!(
+            "{:?}: stopped ({end:?}), status {:#010x}, {} descriptors",
+            self.dir, e.status, e.completed
+        );
+        self.raise(&mut st);
+        self.shared.wake.notify_all();
+    }
+}

@@ -1,0 +1,11 @@
+//! Drives the PicoEVB model through its register interface the way a driver does (no VM).
+
+mod common;
+
+mod bar0;
+mod control;
+mod dma;
+mod faults;
+mod irq;
+mod pci;
+mod vfio;
