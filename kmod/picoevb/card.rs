@@ -171,7 +171,11 @@ impl Card {
     }
 
     pub(crate) fn set_leds(&self, value: u32) -> Result {
-        self.user_regs()?.try_write32(value, gpio::GPIO_DATA)
+        let r = self.user_regs()?;
+        r.try_write32(value, gpio::GPIO_DATA)?;
+        // Read back: MMIO writes are posted, and the caller may look at the LEDs as soon as we return.
+        r.try_read32(gpio::GPIO_DATA)?;
+        Ok(())
     }
 
     /// H2C or C2H between user memory and FPGA RAM. Returns the DMA time in ns.

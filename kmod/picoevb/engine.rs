@@ -12,8 +12,8 @@ use crate::status;
 use crate::xdma::{self, Descriptor, Dir};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
-    bindings, dma::CoherentAllocation, io::poll::read_poll_timeout, new_mutex, prelude::*,
-    sync::Mutex, time::Delta, types::Opaque,
+    bindings, c_str, dma::CoherentAllocation, io::poll::read_poll_timeout, prelude::*, sync::Mutex,
+    time::Delta, types::Opaque,
 };
 
 /// Descriptors in one table: one page, so no adjacent block can cross 4 KiB; a request that needs more
@@ -84,9 +84,15 @@ impl Engine {
         dir: Dir,
     ) -> Result<impl PinInit<Self, Error>> {
         let table = CoherentAllocation::<Descriptor>::alloc_coherent(dev, TABLE_LEN, GFP_KERNEL)?;
+        // One lock class per engine: H2C2H holds both (H2C first), which lockdep would otherwise take
+        // for recursive locking of one class.
+        let (name, class) = match dir {
+            Dir::H2c => (c_str!("picoevb_h2c"), kernel::static_lock_class!()),
+            Dir::C2h => (c_str!("picoevb_c2h"), kernel::static_lock_class!()),
+        };
         Ok(try_pin_init!(Self {
             dir,
-            table <- new_mutex!(table),
+            table <- Mutex::new(table, name, class),
             done <- Done::new(),
             status: AtomicU32::new(0),
         }))
