@@ -28,3 +28,4 @@ pub use faults::FaultKind;
 pub use guest_memory::{FakeGuestMemory, GuestMemory, Unmapped};
 pub use interrupts::{InterruptSink, IrqLine, RecordingSink};
 pub use options::{Design, DeviceOptions};
+pub use xdma::transfer::corrupt_mask;

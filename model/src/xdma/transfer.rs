@@ -63,13 +63,22 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Dir) {
     }
 }
 
+/// The bits `corrupt_data` flips, different per engine: a round trip through both engines with the fault
+/// armed for every transfer must still come back corrupted, not flipped twice back to the original.
+pub fn corrupt_mask(dir: Dir) -> u8 {
+    match dir {
+        Dir::H2c => 0x55,
+        Dir::C2h => 0xaa,
+    }
+}
+
 struct Transfer<'a> {
     shared: &'a Shared,
     dir: Dir,
     job: Job,
     /// The first descriptor fetch of the transfer is where `bad_magic` / `desc_error` strike.
     first_fetch: bool,
-    /// `corrupt_data` flips the first data byte the transfer moves.
+    /// `corrupt_data` flips bits of the first data byte the transfer moves (see [`corrupt_mask`]).
     corrupt_pending: bool,
     /// When the data moved so far may be done at the configured bandwidth.
     paced_until: Instant,
@@ -253,7 +262,7 @@ impl<'a> Transfer<'a> {
 
     fn corrupt(&mut self, buf: &mut [u8]) {
         if self.corrupt_pending && !buf.is_empty() {
-            buf[0] = !buf[0];
+            buf[0] ^= corrupt_mask(self.dir);
             self.corrupt_pending = false;
         }
     }

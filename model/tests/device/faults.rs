@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use picoevb_model::{FaultKind, IrqLine};
+use picoevb_model::{FaultKind, IrqLine, corrupt_mask};
 use picoevb_regs::xdma::{self, Dir};
 
 use crate::common::*;
@@ -26,7 +26,7 @@ fn corrupt_data_flips_one_byte_per_transfer() {
     let got = r.dev.peek_bram(0, 256);
     let diffs: Vec<usize> = (0..256).filter(|&i| got[i] != data[i]).collect();
     assert_eq!(diffs, [0]);
-    assert_eq!(got[0], !data[0]);
+    assert_eq!(got[0], data[0] ^ corrupt_mask(Dir::H2c));
     r.stop(Dir::H2c);
     // Count 1: the next transfer (C2H) is clean, so the corrupted byte comes back as it is in BRAM.
     assert_eq!(r.single(Dir::C2h, 0, DST, 256), DONE);
@@ -43,7 +43,19 @@ fn corrupt_data_on_c2h() {
     r.dev.inject(FaultKind::CorruptData, 1, None);
     assert_eq!(r.single(Dir::C2h, 0, DST, 256), DONE);
     let got = r.peek(DST, 256);
-    assert_eq!(got[0], !data[0]);
+    assert_eq!(got[0], data[0] ^ corrupt_mask(Dir::C2h));
+    assert_eq!(got[1..], data[1..]);
+}
+
+#[test]
+fn corrupt_data_on_every_transfer_survives_a_round_trip() {
+    let (r, data) = rig_with_data();
+    r.dev.inject(FaultKind::CorruptData, 0, None);
+    assert_eq!(r.single(Dir::H2c, SRC, 0, 256), DONE);
+    r.stop(Dir::H2c);
+    assert_eq!(r.single(Dir::C2h, 0, DST, 256), DONE);
+    let got = r.peek(DST, 256);
+    assert_ne!(got[0], data[0], "the two corruptions cancelled out");
     assert_eq!(got[1..], data[1..]);
 }
 
