@@ -85,12 +85,11 @@ fn link(descs: &mut [Descriptor], base: u64) {
     let count = descs.len();
     let addr = |i: usize| base + (i * xdma::DESC_SIZE) as u64;
     let mut end = block_end(base, 0, count);
-    for i in 0..count {
+    for (i, d) in descs.iter_mut().enumerate() {
         let next = i + 1;
         if next == end && next < count {
             end = block_end(base, next, count);
         }
-        let d = &mut descs[i];
         if next < count {
             let adj = (end - next - 1) as u32;
             d.control = xdma::desc_control(adj, 0);
@@ -128,8 +127,8 @@ mod tests {
                 last_addr / 4096,
                 "adjacent block crosses 4 KiB at {addr:#x}"
             );
-            for i in first..=first + adj {
-                assert_eq!(xdma::desc_magic(descs[i].control), xdma::DESC_MAGIC);
+            for (i, d) in descs.iter().enumerate().skip(first).take(adj + 1) {
+                assert_eq!(xdma::desc_magic(d.control), xdma::DESC_MAGIC);
                 order.push(i);
             }
             let last = &descs[first + adj];

@@ -1,1 +1,113 @@
-fn main() {}
+//! gdr-guest-tests: runs inside the bench guest against /dev/picoevb0 and prints results on the console for
+//! the host harness (`TEST <name> ... ok|FAILED: why`, then `GUEST RESULT: N passed, M failed`).
+
+mod buf;
+mod dev;
+mod loopback;
+mod rng;
+mod rpc;
+mod suite;
+mod tests;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: gdr-guest-tests suite [--filter SUBSTR] [--seed N] [--extended] [--list] [--dev PATH] [--rpc PATH]
+       gdr-guest-tests loopback [--bytes N] [--seed N] [--leds V] [--dev PATH] [--rpc PATH|none]
+       gdr-guest-tests rpc JSON [--rpc PATH]   (one model control request, e.g. '{\"cmd\":\"state\"}')
+  --dev PATH   device node (default /dev/picoevb0)
+  --rpc PATH   serial port to the harness's model relay (default /dev/ttyS1)";
+
+fn parse_num(flag: &str, v: Option<String>) -> Result<u64, String> {
+    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+    let r = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    r.map_err(|e| format!("{flag} {v}: {e}"))
+}
+
+fn run(args: Vec<String>) -> Result<i32, String> {
+    let mut it = args.into_iter();
+    let mode = it.next().ok_or("missing subcommand")?;
+    let request = if mode == "rpc" {
+        Some(it.next().ok_or("rpc needs a JSON request")?)
+    } else {
+        None
+    };
+    let (mut seed, mut filter, mut extended, mut list) = (None, None, false, false);
+    let (mut bytes, mut leds) = (4u64 << 20, 2u64);
+    let mut dev_path = dev::DEFAULT_PATH.to_string();
+    let mut rpc_path = rpc::DEFAULT_TTY.to_string();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--seed" => seed = Some(parse_num(&flag, it.next())?),
+            "--filter" => filter = Some(it.next().ok_or("--filter needs a value")?),
+            "--extended" => extended = true,
+            "--list" => list = true,
+            "--bytes" => bytes = parse_num(&flag, it.next())?,
+            "--leds" => leds = parse_num(&flag, it.next())?,
+            "--dev" => dev_path = it.next().ok_or("--dev needs a value")?,
+            "--rpc" => rpc_path = it.next().ok_or("--rpc needs a value")?,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(0);
+            }
+            _ => return Err(format!("unknown argument {flag:?}")),
+        }
+    }
+    let seed = seed.unwrap_or_else(rng::clock_seed);
+    match mode.as_str() {
+        "suite" => Ok(suite::run(&suite::Options {
+            seed,
+            filter,
+            extended,
+            list,
+            dev_path,
+            rpc_path,
+        })),
+        "loopback" => {
+            let bytes = usize::try_from(bytes).map_err(|_| "--bytes too large")?;
+            if bytes == 0 {
+                return Err("--bytes must be > 0".into());
+            }
+            let leds = u32::try_from(leds).map_err(|_| "--leds must fit 32 bits")?;
+            Ok(loopback::run(&loopback::Options {
+                bytes,
+                seed,
+                leds,
+                dev_path,
+                rpc_path,
+            }))
+        }
+        "rpc" => {
+            let req = request.unwrap_or_default();
+            let req = serde_json::from_str(&req).map_err(|e| format!("rpc {req}: {e}"))?;
+            match rpc::Rpc::open(&rpc_path).and_then(|mut r| r.call(&req)) {
+                Ok(answer) => {
+                    println!("{answer}");
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(1)
+                }
+            }
+        }
+        "-h" | "--help" => {
+            println!("{USAGE}");
+            Ok(0)
+        }
+        _ => Err(format!("unknown subcommand {mode:?}")),
+    }
+}
+
+fn main() -> ExitCode {
+    match run(std::env::args().skip(1).collect()) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("gdr-guest-tests: {e}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Command line of `gdr-bench run`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
+                     [--mode suite|loopback] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
+                     [--memory MB] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
+                     [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
+
+  --root DIR          bench chroot (QEMU 11 inside; busybox at DIR/usr/bin/busybox)
+  --kernel PATH       guest bzImage
+  --module PATH       kernel module to insmod, in the order given (repeatable)
+  --guest PATH        static gdr-guest-tests binary
+  --model PATH        picoevb-model binary
+  --mode MODE         suite (default) or loopback, passed to the guest program
+  --guest-args ARGS   extra guest program arguments, split on whitespace (e.g. \"--seed 5 --filter dma::\")
+  --run-dir DIR       sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*)
+  --timeout SECS      whole-run limit from QEMU start (default 900)
+  --memory MB         guest RAM (default 1024)
+  --inject F[:N]      tell the model to inject fault F into the next N engine runs (0: all) before boot
+  --expect-failures   succeed only if the guest reports at least one failed test (proves the suite can fail)
+  --keep              keep the run directory even on success
+  --append ARGS       extra kernel command line
+  --model-arg ARG     extra model argument (repeatable), e.g. --model-arg=--design --model-arg=reference
+  --repo DIR          repository root (default: where gdr-bench was built from)
+
+       gdr-bench relay --listen SOCK --control CTL
+  only the guest<->model RPC relay, for a QEMU started by hand with -serial unix:SOCK";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Suite,
+    Loopback,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Suite => "suite",
+            Mode::Loopback => "loopback",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunArgs {
+    pub root: PathBuf,
+    pub kernel: PathBuf,
+    pub modules: Vec<PathBuf>,
+    pub guest: PathBuf,
+    pub model: PathBuf,
+    pub mode: Mode,
+    pub guest_args: Vec<String>,
+    pub run_dir: Option<PathBuf>,
+    pub timeout: Duration,
+    pub memory_mb: u32,
+    pub inject: Vec<String>,
+    pub expect_failures: bool,
+    pub keep: bool,
+    pub append: String,
+    pub model_args: Vec<String>,
+    pub repo: PathBuf,
+}
+
+/// The repository this binary was built from: bench/harness/../..
+fn default_repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Parses the arguments after `run`. Accepts `--flag value` and `--flag=value`.
+pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
+    let (mut root, mut kernel, mut guest, mut model) = (None, None, None, None);
+    let mut a = RunArgs {
+        root: PathBuf::new(),
+        kernel: PathBuf::new(),
+        modules: Vec::new(),
+        guest: PathBuf::new(),
+        model: PathBuf::new(),
+        mode: Mode::Suite,
+        guest_args: Vec::new(),
+        run_dir: None,
+        timeout: Duration::from_secs(900),
+        memory_mb: 1024,
+        inject: Vec::new(),
+        expect_failures: false,
+        keep: false,
+        append: String::new(),
+        model_args: Vec::new(),
+        repo: default_repo(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || -> Result<String, String> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("{flag} needs a value")),
+            }
+        };
+        match flag {
+            "--root" => root = Some(PathBuf::from(value()?)),
+            "--kernel" => kernel = Some(PathBuf::from(value()?)),
+            "--module" => a.modules.push(PathBuf::from(value()?)),
+            "--guest" => guest = Some(PathBuf::from(value()?)),
+            "--model" => model = Some(PathBuf::from(value()?)),
+            "--mode" => {
+                a.mode = match value()?.as_str() {
+                    "suite" => Mode::Suite,
+                    "loopback" => Mode::Loopback,
+                    m => return Err(format!("--mode {m}: expected suite or loopback")),
+                }
+            }
+            "--guest-args" => a
+                .guest_args
+                .extend(value()?.split_whitespace().map(String::from)),
+            "--run-dir" => a.run_dir = Some(PathBuf::from(value()?)),
+            "--timeout" => {
+                let v = value()?;
+                let s: u64 = v.parse().map_err(|e| format!("--timeout {v}: {e}"))?;
+                a.timeout = Duration::from_secs(s);
+            }
+            "--memory" => {
+                let v = value()?;
+                a.memory_mb = v.parse().map_err(|e| format!("--memory {v}: {e}"))?;
+                if a.memory_mb < 128 {
+                    return Err("--memory: at least 128 MB".into());
+                }
+            }
+            "--inject" => a.inject.push(value()?),
+            "--expect-failures" => a.expect_failures = true,
+            "--keep" => a.keep = true,
+            "--append" => a.append = value()?,
+            "--model-arg" => a.model_args.push(value()?),
+            "--repo" => a.repo = PathBuf::from(value()?),
+            _ => return Err(format!("unknown argument {arg:?}")),
+        }
+        if inline.is_some() && matches!(flag, "--expect-failures" | "--keep") {
+            return Err(format!("{flag} takes no value"));
+        }
+    }
+    let need = |v: Option<PathBuf>, f: &str| v.ok_or_else(|| format!("{f} is required"));
+    a.root = need(root, "--root")?;
+    a.kernel = need(kernel, "--kernel")?;
+    a.guest = need(guest, "--guest")?;
+    a.model = need(model, "--model")?;
+    if a.modules.is_empty() {
+        return Err("at least one --module is required".into());
+    }
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_all_flags() {
+        let a = parse_run(&args(
+            "--root /r --kernel /k --module a.ko --module=b.ko --guest /g --model /m --mode loopback \
+             --timeout 60 --memory 512 --inject corrupt_data:0 --expect-failures --keep \
+             --model-arg=-v --run-dir /tmp/x",
+        ))
+        .unwrap();
+        assert_eq!(
+            a.modules,
+            vec![PathBuf::from("a.ko"), PathBuf::from("b.ko")]
+        );
+        assert_eq!(
+            (a.mode, a.timeout.as_secs(), a.memory_mb),
+            (Mode::Loopback, 60, 512)
+        );
+        assert_eq!(a.inject, vec!["corrupt_data:0"]);
+        assert!(a.expect_failures && a.keep);
+        assert_eq!(a.model_args, vec!["-v"]);
+        assert_eq!(a.run_dir, Some(PathBuf::from("/tmp/x")));
+    }
+
+    #[test]
+    fn guest_args_split_and_required_flags() {
+        let mut v = args("--root /r --kernel /k --module a.ko --guest /g --model /m --guest-args");
+        v.push("--seed 5  --filter dma::".into());
+        assert_eq!(
+            parse_run(&v).unwrap().guest_args,
+            args("--seed 5 --filter dma::")
+        );
+        assert!(
+            parse_run(&args("--root /r"))
+                .unwrap_err()
+                .contains("required")
+        );
+        assert!(parse_run(&args("--bogus")).is_err());
+    }
+}

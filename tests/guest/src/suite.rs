@@ -1,0 +1,91 @@
+//! Runs the registered tests and prints one result line each, then the summary line the harness parses.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
+
+use crate::dev::Device;
+use crate::rng::Rng;
+use crate::tests::{self, Ctx, RpcSlot};
+
+pub struct Options {
+    pub seed: u64,
+    pub filter: Option<String>,
+    pub extended: bool,
+    pub list: bool,
+    pub dev_path: String,
+    pub rpc_path: String,
+}
+
+thread_local! {
+    /// Message and location of the last panic, captured by the hook so a panicking test becomes a FAILED line.
+    static PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Prints the summary line and returns the process exit code.
+pub fn summary(passed: usize, failed: usize) -> i32 {
+    println!("GUEST RESULT: {passed} passed, {failed} failed");
+    i32::from(failed != 0)
+}
+
+/// One result line; flushed at once so the harness sees progress live.
+pub fn report(name: &str, r: &Result<(), String>) {
+    match r {
+        Ok(()) => println!("TEST {name} ... ok"),
+        // The reason must stay on one line for the harness's parser.
+        Err(e) => println!("TEST {name} ... FAILED: {}", e.replace('\n', " | ")),
+    }
+    let _ = std::io::stdout().flush();
+}
+
+pub fn run(opts: &Options) -> i32 {
+    let selected: Vec<_> = tests::all()
+        .into_iter()
+        .filter(|t| opts.filter.as_deref().is_none_or(|f| t.name.contains(f)))
+        .filter(|t| opts.extended || !t.extended)
+        .collect();
+    if opts.list {
+        for t in &selected {
+            println!("{}{}", t.name, if t.extended { " (extended)" } else { "" });
+        }
+        return 0;
+    }
+    println!("GUEST SEED {}", opts.seed);
+    let dev = match Device::open(&opts.dev_path) {
+        Ok(d) => d,
+        Err(e) => {
+            report(
+                "basic::open_device",
+                &Err(format!("open {}: {e}", opts.dev_path)),
+            );
+            return summary(0, 1);
+        }
+    };
+    let mut rpc = RpcSlot::new(&opts.rpc_path);
+    panic::set_hook(Box::new(|info| {
+        PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()))
+    }));
+    let (mut passed, mut failed) = (0, 0);
+    for t in &selected {
+        let mut ctx = Ctx {
+            dev: &dev,
+            dev_path: &opts.dev_path,
+            rng: Rng::for_test(opts.seed, &t.name),
+            rpc: &mut rpc,
+        };
+        let r = panic::catch_unwind(AssertUnwindSafe(|| (t.run)(&mut ctx))).unwrap_or_else(|_| {
+            let msg = PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| "unknown".into());
+            Err(format!("panicked: {msg}"))
+        });
+        if r.is_ok() {
+            passed += 1
+        } else {
+            failed += 1
+        }
+        report(&t.name, &r);
+    }
+    let _ = panic::take_hook();
+    summary(passed, failed)
+}

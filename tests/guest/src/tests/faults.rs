@@ -1,0 +1,189 @@
+//! Tests that steer the FPGA model over RPC: injected faults must be caught (so the checks can fail at all),
+//! and the model's counters must show what the driver really did.
+
+use super::{
+    Ctx, Test, TestResult, ctx_err, ensure, extended, h2c2h_check, round_trip, sanity, test,
+};
+use crate::buf::{GuardedBuf, compare};
+
+/// Faults that make the engine report an error: the ioctl must fail, and the device must recover.
+const ENGINE_ERRORS: [&str; 4] = ["bad_magic", "read_error", "write_error", "desc_error"];
+
+pub fn register(v: &mut Vec<Test>) {
+    v.push(test(
+        "faults::corrupt_data_is_detected",
+        corrupt_data_is_detected,
+    ));
+    v.push(test("faults::model_counters", model_counters));
+    for fault in ENGINE_ERRORS {
+        v.push(test(
+            format!("faults::{fault}_fails_and_recovers"),
+            move |ctx| with_clean_model(ctx, |ctx| engine_error(ctx, fault)),
+        ));
+    }
+    v.push(test("faults::slow_engine_still_correct", |ctx| {
+        with_clean_model(ctx, slow)
+    }));
+    v.push(extended("faults::hang_times_out_and_recovers", |ctx| {
+        with_clean_model(ctx, |ctx| stall(ctx, "hang"))
+    }));
+    v.push(extended("faults::drop_irq_times_out_and_recovers", |ctx| {
+        with_clean_model(ctx, |ctx| stall(ctx, "drop_irq"))
+    }));
+}
+
+/// Runs `f` with no faults pending before and after, even when `f` fails.
+fn with_clean_model(ctx: &mut Ctx, f: impl FnOnce(&mut Ctx) -> TestResult) -> TestResult {
+    ctx.rpc.get()?.clear()?;
+    let r = f(ctx);
+    let cleared = ctx.rpc.get().and_then(|rpc| rpc.clear());
+    r.and(cleared)
+}
+
+/// With `corrupt_data` injected into the H2C, the byte comparison must report a mismatch; without it the
+/// same round trip must pass. Proves the data checks of this suite can fail.
+fn corrupt_data_is_detected(ctx: &mut Ctx) -> TestResult {
+    with_clean_model(ctx, |ctx| {
+        let before = ctx.rpc.get()?.state()?.faults_injected;
+        ctx.rpc.get()?.inject("corrupt_data", 1)?;
+        let pending = ctx.rpc.get()?.state()?.pending_faults;
+        ensure!(
+            !pending.is_empty(),
+            "model lists no pending fault after inject"
+        );
+        let mut src = GuardedBuf::new(4096, 0);
+        ctx.rng.fill(src.as_mut_slice());
+        let mut dst = GuardedBuf::new(4096, 0);
+        ctx_err("h2c with corrupt_data", ctx.dev.h2c(src.as_slice(), 0))?;
+        ctx_err("c2h after corrupt_data", ctx.dev.c2h(dst.as_mut_slice(), 0))?;
+        let cmp = compare("corrupted round trip", src.as_slice(), dst.as_slice());
+        ensure!(
+            cmp.is_err(),
+            "round trip with corrupt_data injected compared equal: corruption undetected"
+        );
+        let st = ctx.rpc.get()?.state()?;
+        ensure!(
+            st.faults_injected > before,
+            "model faults_injected {} did not grow from {before}",
+            st.faults_injected
+        );
+        ctx.rpc.get()?.clear()?;
+        let pending = ctx.rpc.get()?.state()?.pending_faults;
+        ensure!(
+            pending.is_empty(),
+            "faults still pending after clear: {pending:?}"
+        );
+        round_trip(ctx.dev, &mut ctx.rng, 4096, 0, 0, 0).map(|_| ())
+    })
+}
+
+/// One 64 KiB H2C from a buffer spanning 17 pages is exactly one engine run (one descriptor chain) of 65536
+/// bytes, completed by at least one interrupt; the same for C2H.
+fn model_counters(ctx: &mut Ctx) -> TestResult {
+    with_clean_model(ctx, |ctx| {
+        let rpc = ctx.rpc.get()?;
+        rpc.reset_counters()?;
+        let s0 = rpc.state()?;
+        ensure!(
+            s0.h2c.runs == 0 && s0.h2c.bytes == 0 && s0.c2h.runs == 0,
+            "reset_counters left h2c {:?} c2h {:?}",
+            s0.h2c,
+            s0.c2h
+        );
+        let mut src = GuardedBuf::new(65536, 1);
+        ctx.rng.fill(src.as_mut_slice());
+        ctx_err("h2c 64 KiB", ctx.dev.h2c(src.as_slice(), 0))?;
+        let s1 = ctx.rpc.get()?.state()?;
+        ensure!(s1.h2c.bytes == 65536, "h2c.bytes {} != 65536", s1.h2c.bytes);
+        ensure!(
+            s1.h2c.runs == 1,
+            "h2c.runs {} != 1 for one 64 KiB ioctl (17 pages)",
+            s1.h2c.runs
+        );
+        ensure!(s1.h2c.errors == 0, "h2c.errors {}", s1.h2c.errors);
+        ensure!(
+            s1.c2h.runs == 0,
+            "c2h.runs {} after an H2C only",
+            s1.c2h.runs
+        );
+        ensure!(
+            s1.irqs() > s0.irqs(),
+            "no interrupt for the H2C (msi {} intx {})",
+            s1.irqs_msi,
+            s1.irqs_intx
+        );
+
+        let mut dst = GuardedBuf::new(65536, 4095);
+        ctx_err("c2h 64 KiB", ctx.dev.c2h(dst.as_mut_slice(), 0))?;
+        compare("64 KiB round trip", src.as_slice(), dst.as_slice())?;
+        let s2 = ctx.rpc.get()?.state()?;
+        ensure!(s2.c2h.bytes == 65536, "c2h.bytes {} != 65536", s2.c2h.bytes);
+        ensure!(
+            s2.c2h.runs == 1,
+            "c2h.runs {} != 1 for one 64 KiB ioctl (17 pages)",
+            s2.c2h.runs
+        );
+        ensure!(
+            s2.h2c.runs == 1,
+            "h2c.runs changed to {} by a C2H",
+            s2.h2c.runs
+        );
+        ensure!(s2.irqs() > s1.irqs(), "no interrupt for the C2H");
+        // The interrupts came the way the driver set up: MSI when it enabled MSI, INTx otherwise.
+        let (msi, intx) = (s2.irqs_msi - s0.irqs_msi, s2.irqs_intx - s0.irqs_intx);
+        ensure!(
+            if s2.msi_enabled { msi >= 2 } else { intx >= 2 },
+            "msi_enabled {} but {msi} MSI and {intx} INTx interrupts for 2 requests",
+            s2.msi_enabled
+        );
+        ensure!(s2.dma_maps > 0, "model has no DMA mappings of guest memory");
+        ensure!(
+            s2.dropped_writes == s0.dropped_writes,
+            "model dropped {} writes during clean DMAs",
+            s2.dropped_writes - s0.dropped_writes
+        );
+        Ok(())
+    })
+}
+
+/// An engine error during an H2C2H fails the ioctl; after clearing, the device works again.
+fn engine_error(ctx: &mut Ctx, fault: &str) -> TestResult {
+    let before = ctx.rpc.get()?.state()?.faults_injected;
+    // Until cleared, so whichever engine the fault applies to (H2C or C2H) is hit.
+    ctx.rpc.get()?.inject(fault, 0)?;
+    let r = h2c2h_check(ctx.dev, &mut ctx.rng, 4096, 0, 0);
+    ctx.rpc.get()?.clear()?;
+    ensure!(
+        r.is_err(),
+        "h2c2h with {fault} injected succeeded and compared equal"
+    );
+    let st = ctx.rpc.get()?.state()?;
+    ensure!(
+        st.faults_injected > before,
+        "model faults_injected did not grow: {fault} never applied"
+    );
+    sanity(ctx)
+}
+
+/// A slow engine delays completion but must not change the data.
+fn slow(ctx: &mut Ctx) -> TestResult {
+    ctx.rpc.get()?.inject_slow(2, 300)?;
+    h2c2h_check(ctx.dev, &mut ctx.rng, 65536, 1, 3)?;
+    sanity(ctx)
+}
+
+/// A completion that never comes (engine hang, lost interrupt): the driver must give up or notice completion
+/// by itself; either way the data it reports as copied must be right and the device usable afterwards.
+fn stall(ctx: &mut Ctx, fault: &str) -> TestResult {
+    ctx.rpc.get()?.inject(fault, 1)?;
+    let r = h2c2h_check(ctx.dev, &mut ctx.rng, 4096, 0, 0);
+    ctx.rpc.get()?.clear()?;
+    if let Err(e) = &r {
+        // A failed ioctl is fine; a successful one with bad data is not.
+        ensure!(
+            !e.contains("differ") && !e.contains("guard"),
+            "{fault}: {e}"
+        );
+    }
+    sanity(ctx)
+}

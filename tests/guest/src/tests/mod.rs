@@ -1,0 +1,172 @@
+//! The test registry, the context tests run in, and helpers shared by the topic modules.
+
+mod basic;
+mod dma;
+mod errors;
+mod faults;
+
+use std::io;
+
+use crate::buf::{GuardedBuf, compare};
+use crate::dev::Device;
+use crate::rng::Rng;
+use crate::rpc::Rpc;
+
+pub use dma::round_trip;
+
+pub type TestResult = Result<(), String>;
+
+/// Fails the test with a formatted reason unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// The model control connection, opened on first use so tests without RPC run without a harness.
+pub struct RpcSlot {
+    path: String,
+    conn: Option<Result<Rpc, String>>,
+}
+
+impl RpcSlot {
+    pub fn new(path: &str) -> Self {
+        RpcSlot {
+            path: path.to_string(),
+            conn: None,
+        }
+    }
+
+    pub fn get(&mut self) -> Result<&mut Rpc, String> {
+        let path = &self.path;
+        self.conn
+            .get_or_insert_with(|| Rpc::open(path))
+            .as_mut()
+            .map_err(|e| e.clone())
+    }
+}
+
+/// What a test gets: the shared device fd, its own RNG (seeded from the run seed and its name) and RPC.
+pub struct Ctx<'a> {
+    pub dev: &'a Device,
+    pub dev_path: &'a str,
+    pub rng: Rng,
+    pub rpc: &'a mut RpcSlot,
+}
+
+pub struct Test {
+    pub name: String,
+    /// Slow or timeout-dependent tests, run only with `--extended`.
+    pub extended: bool,
+    pub run: Box<dyn Fn(&mut Ctx) -> TestResult>,
+}
+
+fn test(name: impl Into<String>, run: impl Fn(&mut Ctx) -> TestResult + 'static) -> Test {
+    Test {
+        name: name.into(),
+        extended: false,
+        run: Box::new(run),
+    }
+}
+
+fn extended(name: impl Into<String>, run: impl Fn(&mut Ctx) -> TestResult + 'static) -> Test {
+    Test {
+        extended: true,
+        ..test(name, run)
+    }
+}
+
+/// Every test, in run order: plain device access first, so a broken DMA path does not hide simpler failures.
+pub fn all() -> Vec<Test> {
+    let mut v = Vec::new();
+    basic::register(&mut v);
+    dma::register(&mut v);
+    errors::register(&mut v);
+    faults::register(&mut v);
+    v
+}
+
+/// Short name of an errno, for messages.
+pub fn errno_name(e: i32) -> String {
+    let name = match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EINTR => "EINTR",
+        libc::EIO => "EIO",
+        libc::ENXIO => "ENXIO",
+        libc::ENOMEM => "ENOMEM",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOTTY => "ENOTTY",
+        libc::ERANGE => "ERANGE",
+        libc::EOVERFLOW => "EOVERFLOW",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::E2BIG => "E2BIG",
+        _ => return format!("errno {e}"),
+    };
+    name.to_string()
+}
+
+/// Checks that `res` failed with errno `want`.
+pub fn expect_errno<T>(what: &str, res: io::Result<T>, want: i32) -> TestResult {
+    match res {
+        Ok(_) => Err(format!("{what}: succeeded, expected {}", errno_name(want))),
+        Err(e) if e.raw_os_error() == Some(want) => Ok(()),
+        Err(e) => Err(format!(
+            "{what}: failed with {} ({e}), expected {}",
+            e.raw_os_error().map_or("no errno".into(), errno_name),
+            errno_name(want)
+        )),
+    }
+}
+
+/// Wraps an ioctl error with what was being done.
+pub fn ctx_err<T>(what: &str, res: io::Result<T>) -> Result<T, String> {
+    res.map_err(|e| {
+        format!(
+            "{what}: {} ({e})",
+            e.raw_os_error().map_or("no errno".into(), errno_name)
+        )
+    })
+}
+
+/// H2C2H of `len` random bytes between guarded buffers at the given page offsets; every byte and the guards
+/// around the destination are checked.
+pub fn h2c2h_check(
+    dev: &Device,
+    rng: &mut Rng,
+    len: usize,
+    src_mis: usize,
+    dst_mis: usize,
+) -> Result<u64, String> {
+    let mut src = GuardedBuf::new(len, src_mis);
+    let mut dst = GuardedBuf::new(len, dst_mis);
+    rng.fill(src.as_mut_slice());
+    // Prefill with the complement so every destination byte must change.
+    for (d, s) in dst.as_mut_slice().iter_mut().zip(src.as_slice()) {
+        *d = !s;
+    }
+    let what = format!("h2c2h {len} bytes (src +{src_mis}, dst +{dst_mis})");
+    let ns = ctx_err(&what, dev.h2c2h(src.as_slice(), dst.as_mut_slice()))?;
+    compare(&what, src.as_slice(), dst.as_slice())?;
+    dst.check_guards()
+        .map_err(|e| format!("{what}: destination {e}"))?;
+    src.check_guards()
+        .map_err(|e| format!("{what}: source {e}"))?;
+    ensure!(ns > 0, "{what}: dma_time_ns is 0");
+    Ok(ns)
+}
+
+/// A small known-good H2C/C2H round trip: proves the device still works after a bad call or a fault.
+pub fn sanity(ctx: &mut Ctx) -> TestResult {
+    round_trip(ctx.dev, &mut ctx.rng, 4096, 0, 0, 0)
+        .map(|_| ())
+        .map_err(|e| format!("device wedged afterwards: {e}"))
+}
