@@ -53,6 +53,14 @@ impl Device {
         Ok(info)
     }
 
+    /// IOC_ABI_INFO: the gdr extension's version, capabilities and card identity.
+    pub fn abi_info(&self) -> io::Result<abi::AbiInfo> {
+        let mut info = abi::AbiInfo::default();
+        // SAFETY: ABI_INFO writes exactly one `AbiInfo` through the pointer, which is ours and live.
+        unsafe { self.ioctl_ptr(abi::IOC_ABI_INFO, &mut info) }?;
+        Ok(info)
+    }
+
     /// Writes `value` to the LED GPIO. The ABI passes the value itself as the argument, not a pointer.
     pub fn set_leds(&self, value: u32) -> io::Result<()> {
         // SAFETY: the argument is a plain integer; the driver dereferences nothing.

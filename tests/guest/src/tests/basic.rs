@@ -1,6 +1,8 @@
 //! Card info, LEDs and several open files: the device works before any DMA detail matters.
 
+use picoevb_abi as abi;
 use picoevb_regs::gpio::{LED_MASK, leds_lit};
+use picoevb_regs::idblock;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::{Ctx, Test, TestResult, ctx_err, ensure, test};
@@ -9,6 +11,7 @@ use crate::dev::Device;
 
 pub fn register(v: &mut Vec<Test>) {
     v.push(test("basic::card_info", card_info));
+    v.push(test("basic::abi_info", abi_info));
     v.push(test("basic::leds", leds));
     v.push(test("basic::two_fds_interleaved", two_fds_interleaved));
     v.push(test("basic::reopen_many_times", reopen_many_times));
@@ -20,6 +23,45 @@ fn card_info(ctx: &mut Ctx) -> TestResult {
         info.fpga_ram_size == FPGA_RAM_SIZE,
         "fpga_ram_size {} != {FPGA_RAM_SIZE}",
         info.fpga_ram_size
+    );
+    Ok(())
+}
+
+/// The versioned extension: version 1.x, this card's index and RAM, the ID block the model serves (the
+/// gdr design, version 1.0.0 unless the model is told otherwise) and the interrupt mode the model sees.
+fn abi_info(ctx: &mut Ctx) -> TestResult {
+    let info = ctx_err("ABI_INFO", ctx.dev.abi_info())?;
+    ensure!(
+        abi::abi_major(info.abi_version) == 1,
+        "abi_version {:#x}",
+        info.abi_version
+    );
+    ensure!(info.card_index == 0, "card_index {}", info.card_index);
+    ensure!(
+        info.fpga_ram_size == FPGA_RAM_SIZE,
+        "fpga_ram_size {}",
+        info.fpga_ram_size
+    );
+    ensure!(
+        info.caps & abi::CAP_ID_BLOCK != 0,
+        "no ID block reported: caps {:#x}",
+        info.caps
+    );
+    ensure!(
+        info.design_version == idblock::version(1, 0, 0),
+        "design_version {:#x}",
+        info.design_version
+    );
+    ensure!(
+        info.reserved == [0; 4],
+        "reserved not zero: {:?}",
+        info.reserved
+    );
+    let msi = ctx.rpc.get()?.state()?.msi_enabled;
+    ensure!(
+        (info.caps & abi::CAP_MSI != 0) == msi,
+        "driver says MSI {} but the model says {msi}",
+        info.caps & abi::CAP_MSI != 0
     );
     Ok(())
 }
