@@ -4,9 +4,7 @@
 
 use crate::abi;
 use crate::engine::{kerr, Engine};
-use crate::pin::UserPin;
-use crate::request::{Host, OneWay, RoundTrip};
-use crate::segments::Cursor;
+use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
 use crate::{gpio, idblock, ids};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -178,37 +176,25 @@ impl Card {
         Ok(())
     }
 
-    /// H2C or C2H between user memory and FPGA RAM. Returns the DMA time in ns.
-    pub(crate) fn one_way(&self, dir: Dir, x: &OneWay) -> Result<u64> {
-        let Host::User(addr) = x.host else {
-            // No GPU-memory provider in this driver version: no CUDA handle can exist.
-            return Err(EINVAL);
-        };
-        let pin = UserPin::new(self.dev(), addr, x.len, dir == Dir::H2c)?;
-        let segs = pin.segments()?;
+    /// H2C or C2H between host memory (`segs`) and FPGA RAM. Returns the DMA time in ns.
+    pub(crate) fn one_way(&self, dir: Dir, segs: &[Segment], fpga: u64, len: u64) -> Result<u64> {
         let engine = self.engine(dir);
         let mut table = engine.lock();
         let t0 = Instant::<Monotonic>::now();
-        engine.transfer(self, &mut table, &mut Cursor::new(&segs), x.fpga, x.len)?;
+        engine.transfer(self, &mut table, &mut Cursor::new(segs), fpga, len)?;
         Ok(t0.elapsed().as_nanos() as u64)
     }
 
-    /// User memory -> FPGA RAM -> user memory, in RAM-sized windows. Returns the DMA time in ns.
-    pub(crate) fn round_trip(&self, x: &RoundTrip) -> Result<u64> {
-        let (Host::User(src), Host::User(dst)) = (x.src, x.dst) else {
-            return Err(EINVAL);
-        };
-        let src_pin = UserPin::new(self.dev(), src, x.len, true)?;
-        let dst_pin = UserPin::new(self.dev(), dst, x.len, false)?;
-        let (src_segs, dst_segs) = (src_pin.segments()?, dst_pin.segments()?);
-        let (mut src_cur, mut dst_cur) = (Cursor::new(&src_segs), Cursor::new(&dst_segs));
+    /// Host memory -> FPGA RAM -> host memory, in RAM-sized windows. Returns the DMA time in ns.
+    pub(crate) fn round_trip(&self, src: &[Segment], dst: &[Segment], len: u64) -> Result<u64> {
+        let (mut src_cur, mut dst_cur) = (Cursor::new(src), Cursor::new(dst));
         // Both engines, always H2C first: the lock order every path uses.
         let mut h2c_table = self.h2c.lock();
         let mut c2h_table = self.c2h.lock();
         let t0 = Instant::<Monotonic>::now();
         let mut done = 0;
-        while done < x.len {
-            let n = (x.len - done).min(self.ram_size);
+        while done < len {
+            let n = (len - done).min(self.ram_size);
             self.h2c
                 .transfer(self, &mut h2c_table, &mut src_cur, 0, n)?;
             self.c2h

@@ -3,11 +3,17 @@
 //! Declarations of the C helpers in `helpers.c`.
 
 use kernel::bindings;
-use kernel::ffi::{c_int, c_long, c_uint};
+use kernel::ffi::{c_int, c_long, c_uint, c_void};
 
 /// Opaque pinned-and-mapped user buffer owned by the C side.
 #[repr(C)]
 pub(crate) struct PevbPin {
+    _opaque: [u8; 0],
+}
+
+/// Opaque pinned GPU-memory surface owned by `p2p.c`.
+#[repr(C)]
+pub(crate) struct PevbP2p {
     _opaque: [u8; 0],
 }
 
@@ -30,6 +36,22 @@ extern "C" {
     pub(crate) fn pevb_completion_reinit(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_complete(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_wait_ms(c: *mut bindings::completion, ms: c_uint) -> c_long;
+
+    // p2p.c: the nvidia_p2p API, resolved at run time.
+    pub(crate) fn pevb_p2p_get() -> c_int;
+    pub(crate) fn pevb_p2p_put();
+    pub(crate) fn pevb_p2p_pin(
+        dev: *mut bindings::device,
+        va: u64,
+        len: u64,
+        free_cb: Option<unsafe extern "C" fn(*mut c_void)>,
+        data: *mut c_void,
+        out: *mut *mut PevbP2p,
+    ) -> c_int;
+    pub(crate) fn pevb_p2p_nr_segments(p: *mut PevbP2p) -> u32;
+    pub(crate) fn pevb_p2p_segment(p: *mut PevbP2p, i: u32, addr: *mut u64, len: *mut u64);
+    pub(crate) fn pevb_p2p_unpin(p: *mut PevbP2p);
+    pub(crate) fn pevb_p2p_free_from_callback(p: *mut PevbP2p);
 }
 
 /// The C `struct device *` of a Rust device.

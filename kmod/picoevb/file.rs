@@ -4,7 +4,10 @@
 
 use crate::abi;
 use crate::card::{logic_err, Card};
-use crate::request;
+use crate::cuda::{self, InUse, Surfaces};
+use crate::pin::UserPin;
+use crate::request::{self, Host};
+use crate::segments::Segment;
 use crate::xdma::Dir;
 use crate::PicoevbDriver;
 use kernel::{
@@ -16,10 +19,13 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
-/// An open file: holds the card alive; after hot removal its ioctls fail with ENODEV.
+/// An open file: holds the card alive (after hot removal its ioctls fail with ENODEV) and owns the GPU
+/// surfaces pinned through it.
 #[pin_data]
 pub(crate) struct PicoevbFile {
     card: Arc<Card>,
+    #[pin]
+    surfaces: Surfaces,
 }
 
 /// Reads a `T` from user memory at `arg`, lets `f` update it, writes it back.
@@ -38,6 +44,73 @@ fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
         .write(v)
 }
 
+/// One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface.
+enum Held {
+    User(UserPin),
+    Gpu(InUse),
+}
+
+impl Held {
+    fn segments(&self, len: u64) -> Result<KVec<Segment>> {
+        match self {
+            Held::User(p) => p.segments(),
+            Held::Gpu(u) if len > u.len() => Err(EINVAL),
+            Held::Gpu(u) => u.segments(),
+        }
+    }
+}
+
+impl PicoevbFile {
+    /// Pins user memory now; GPU surfaces are entered by `enter` once every user pin of the request is
+    /// done, so pinning can never wait on a surface this very request holds.
+    fn pin_user(&self, host: Host, len: u64, to_device: bool) -> Result<Option<Held>> {
+        match host {
+            Host::User(addr) => Ok(Some(Held::User(UserPin::new(
+                self.card.dev(),
+                addr,
+                len,
+                to_device,
+            )?))),
+            Host::Cuda(_) => Ok(None),
+        }
+    }
+
+    fn enter(&self, host: Host, held: Option<Held>) -> Result<Held> {
+        match (host, held) {
+            (_, Some(h)) => Ok(h),
+            (Host::Cuda(handle), None) => Ok(Held::Gpu(self.surfaces.enter(handle)?)),
+            (Host::User(_), None) => Err(EINVAL),
+        }
+    }
+
+    fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
+        let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
+        let held = self.enter(x.host, held)?;
+        let segs = held.segments(x.len)?;
+        self.card.one_way(dir, &segs, x.fpga, x.len)
+    }
+
+    fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
+        let src = self.pin_user(x.src, x.len, true)?;
+        let dst = self.pin_user(x.dst, x.len, false)?;
+        let (src, dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
+        let (src_segs, dst_segs) = (src.segments(x.len)?, dst.segments(x.len)?);
+        self.card.round_trip(&src_segs, &dst_segs, x.len)
+    }
+
+    fn abi_info(&self) -> abi::AbiInfo {
+        let mut info = self.card.abi_info();
+        if cuda::provider_available() {
+            info.caps |= if cfg!(gdr_p2p_dgpu) {
+                abi::CAP_CUDA_DGPU
+            } else {
+                abi::CAP_CUDA_JETSON
+            };
+        }
+        info
+    }
+}
+
 #[vtable]
 impl MiscDevice for PicoevbFile {
     type Ptr = Pin<KBox<Self>>;
@@ -49,10 +122,15 @@ impl MiscDevice for PicoevbFile {
             unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
         KBox::try_pin_init(
             try_pin_init!(PicoevbFile {
-                card: drv.card.clone()
+                card: drv.card.clone(),
+                surfaces <- Surfaces::new(),
             }),
             GFP_KERNEL,
         )
+    }
+
+    fn release(me: Pin<KBox<Self>>, _file: &File) {
+        me.surfaces.unpin_all();
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -65,25 +143,36 @@ impl MiscDevice for PicoevbFile {
                     fpga_ram_size: card.ram_size,
                 },
             )?,
-            abi::IOC_ABI_INFO => write_out(arg, &card.abi_info())?,
+            abi::IOC_ABI_INFO => write_out(arg, &me.abi_info())?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
                 let x = request::h2c(req, card.ram_size).map_err(logic_err)?;
-                req.dma_time_ns = card.one_way(Dir::H2c, &x)?;
+                req.dma_time_ns = me.one_way(Dir::H2c, &x)?;
                 Ok(())
             })?,
             abi::IOC_C2H_DMA => inout(arg, |req: &mut abi::C2hDma| {
                 let x = request::c2h(req, card.ram_size).map_err(logic_err)?;
-                req.dma_time_ns = card.one_way(Dir::C2h, &x)?;
+                req.dma_time_ns = me.one_way(Dir::C2h, &x)?;
                 Ok(())
             })?,
             abi::IOC_H2C2H_DMA => inout(arg, |req: &mut abi::H2c2hDma| {
                 let x = request::h2c2h(req).map_err(logic_err)?;
-                req.dma_time_ns = card.round_trip(&x)?;
+                req.dma_time_ns = me.round_trip(&x)?;
                 Ok(())
             })?,
-            // GPU memory needs an nvidia_p2p provider, which this driver version does not use yet.
-            abi::IOC_PIN_CUDA => return Err(logic_err(crate::errno::Errno::EOPNOTSUPP)),
-            abi::IOC_UNPIN_CUDA => return Err(EINVAL),
+            abi::IOC_PIN_CUDA => inout(arg, |req: &mut abi::PinCuda| {
+                let (va, len) = request::pin_cuda(req).map_err(logic_err)?;
+                req.handle = me.surfaces.pin(card.dev(), va, len)?;
+                Ok(())
+            })?,
+            abi::IOC_UNPIN_CUDA => {
+                let req: abi::UnpinCuda = UserSlice::new(
+                    UserPtr::from_addr(arg),
+                    core::mem::size_of::<abi::UnpinCuda>(),
+                )
+                .reader()
+                .read()?;
+                me.surfaces.unpin(req.handle)?
+            }
             _ => return Err(ENOTTY),
         }
         Ok(0)

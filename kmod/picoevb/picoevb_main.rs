@@ -56,6 +56,7 @@ mod xdma;
 
 // ---- Kernel glue ----
 mod card;
+mod cuda;
 mod engine;
 mod ffi;
 mod file;
@@ -87,6 +88,14 @@ unsafe impl kernel::transmute::FromBytes for abi::H2c2hDma {}
 unsafe impl kernel::transmute::AsBytes for abi::CardInfo {}
 // SAFETY: as above.
 unsafe impl kernel::transmute::FromBytes for abi::CardInfo {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::PinCuda {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::PinCuda {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::UnpinCuda {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::UnpinCuda {}
 // SAFETY: as above.
 unsafe impl kernel::transmute::AsBytes for abi::AbiInfo {}
 // SAFETY: as above.

@@ -102,6 +102,14 @@ pub fn h2c2h(req: &abi::H2c2hDma) -> Result<RoundTrip, Errno> {
     })
 }
 
+/// Checks PICOEVB_IOC_PIN_CUDA: returns the range to pin. The provider aligns it to its page size itself.
+pub fn pin_cuda(req: &abi::PinCuda) -> Result<(u64, u64), Errno> {
+    match req.va.checked_add(req.size) {
+        Some(end) if req.size > 0 && end <= USER_ADDR_LIMIT => Ok((req.va, req.size)),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
 /// The value PICOEVB_IOC_LED writes to the GPIO data register. The argument is the value itself (the
 /// reference passes it by value); the register is 32 bits wide, so wider arguments are refused rather than
 /// silently truncated.
@@ -219,6 +227,22 @@ mod tests {
             rt(8, 3).map(|r| (r.src, r.dst)),
             Ok((Host::Cuda(0x1000), Host::Cuda(0x2000)))
         );
+    }
+
+    #[test]
+    fn pin_cuda_ranges() {
+        let p = |va, size| {
+            pin_cuda(&abi::PinCuda {
+                va,
+                size,
+                handle: 0,
+                pad: 0,
+            })
+        };
+        assert_eq!(p(0x1001, 4095), Ok((0x1001, 4095)));
+        assert_eq!(p(0x1000, 0), Err(Errno::EINVAL));
+        assert_eq!(p(u64::MAX, 2), Err(Errno::EINVAL));
+        assert_eq!(p(USER_ADDR_LIMIT, 1), Err(Errno::EINVAL));
     }
 
     #[test]

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! GPU memory ("CUDA surfaces") pinned through the nvidia_p2p API (`p2p.c`), per open file.
+//!
+//! Lifecycle of a surface. It is pinned by PIN_CUDA and ends in exactly one free (`free_from_callback`),
+//! after both of these are over:
+//! - the provider's free callback, which comes exactly once: from UNPIN or close (synchronously, inside
+//!   `pevb_p2p_unpin`), or on its own when the memory goes away (munmap, cudaFreeHost, process exit);
+//! - an unpin, if one started (it must not start once the callback has: the shim forbids it).
+//!
+//! The callback first marks the surface dead (no new DMA may use it) and waits for the DMAs using it to
+//! finish; DMA waits are bounded by the engine timeout, and no lock is held across them, so the wait is
+//! bounded too. Whichever of callback and unpin finishes second does the free.
+
+use crate::ffi;
+use crate::segments::{self, Segment};
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::{
+    device::Device,
+    new_condvar, new_mutex, new_spinlock,
+    prelude::*,
+    rbtree::RBTree,
+    sync::{Arc, CondVar, Mutex, SpinLock},
+};
+
+#[derive(Default)]
+struct Use {
+    /// DMAs using the surface now.
+    users: u32,
+    /// The callback has begun: no new DMA, no new unpin.
+    dead: bool,
+    /// An unpin started (and, with `unpin_done`, finished).
+    unpinning: bool,
+    unpin_done: bool,
+    /// The callback is over except for the free.
+    callback_done: bool,
+}
+
+#[pin_data]
+pub(crate) struct Surface {
+    /// The shim's pin; stored by `pevb_p2p_pin` before the callback can run.
+    p: AtomicPtr<ffi::PevbP2p>,
+    /// Bytes pinned, from the user's `va`.
+    len: u64,
+    #[pin]
+    state: SpinLock<Use>,
+    #[pin]
+    idle: CondVar,
+}
+
+/// A DMA's hold on a surface: the callback waits for it.
+pub(crate) struct InUse {
+    s: Arc<Surface>,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let mut g = self.s.state.lock();
+        g.users -= 1;
+        if g.users == 0 && g.dead {
+            self.s.idle.notify_all();
+        }
+    }
+}
+
+impl InUse {
+    /// The surface's bus segments (head offset applied, trimmed to the pinned length).
+    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
+        let p = self.s.p.load(Ordering::Acquire);
+        // SAFETY: `p` is a live pin: we hold a use, so the callback has not freed it.
+        let n = unsafe { ffi::pevb_p2p_nr_segments(p) };
+        let mut segs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for i in 0..n {
+            let (mut addr, mut len) = (0u64, 0u64);
+            // SAFETY: as above; `i < n`.
+            unsafe { ffi::pevb_p2p_segment(p, i, &mut addr, &mut len) };
+            segs.push(Segment { addr, len }, GFP_KERNEL)?;
+        }
+        let n = segments::coalesce(&mut segs);
+        segs.truncate(n);
+        Ok(segs)
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.s.len
+    }
+}
+
+impl Surface {
+    /// UNPIN or close: ends the pin unless its memory already went away.
+    fn unpin(&self) {
+        {
+            let mut g = self.state.lock();
+            if g.dead || g.unpinning {
+                return;
+            }
+            g.unpinning = true;
+        }
+        // SAFETY: the pin is live and cannot be freed before `unpin_done` (see `finish`); this is the only
+        // unpin (the flag above), and the callback had not begun when it was set.
+        unsafe { ffi::pevb_p2p_unpin(self.p.load(Ordering::Acquire)) };
+        let free = {
+            let mut g = self.state.lock();
+            g.unpin_done = true;
+            g.callback_done
+        };
+        if free {
+            self.free();
+        }
+    }
+
+    fn free(&self) {
+        // SAFETY: called exactly once per pin, after the callback and any unpin are over.
+        unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
+    }
+}
+
+/// The provider's free callback for a surface.
+unsafe extern "C" fn surface_gone(data: *mut c_void) {
+    // SAFETY: `data` is the reference `pin` leaked for this callback, which runs exactly once per pin.
+    let s: Arc<Surface> = unsafe { Arc::from_raw(data.cast::<Surface>()) };
+    let free = {
+        let mut g = s.state.lock();
+        g.dead = true;
+        while g.users > 0 {
+            s.idle.wait(&mut g);
+        }
+        g.callback_done = true;
+        !g.unpinning || g.unpin_done
+    };
+    if free {
+        s.free();
+    }
+}
+
+/// Pins `len` bytes of GPU memory at `va` for DMA by `dev`.
+fn pin(dev: &Device, va: u64, len: u64) -> Result<Arc<Surface>> {
+    let s = Arc::pin_init(
+        pin_init!(Surface {
+            p: AtomicPtr::new(core::ptr::null_mut()),
+            len,
+            state <- new_spinlock!(Use::default()),
+            idle <- new_condvar!(),
+        }),
+        GFP_KERNEL,
+    )?;
+    let data = Arc::into_raw(s.clone()).cast_mut().cast::<c_void>();
+    // SAFETY: `dev` is a live device; `data` stays valid until the callback reclaims it; the out-pointer is
+    // the surface's own slot, which outlives the pin.
+    let rc = unsafe {
+        ffi::pevb_p2p_pin(
+            ffi::raw_dev(dev),
+            va,
+            len,
+            Some(surface_gone),
+            data,
+            s.p.as_ptr(),
+        )
+    };
+    if rc != 0 {
+        // SAFETY: a failed pin never calls the callback: take back its reference.
+        drop(unsafe { Arc::from_raw(data.cast::<Surface>()) });
+        return Err(Error::from_errno(rc));
+    }
+    Ok(s)
+}
+
+/// Whether a GPU-memory provider is loaded now.
+pub(crate) fn provider_available() -> bool {
+    // SAFETY: plain calls into the shim; the reference is dropped at once.
+    unsafe {
+        if ffi::pevb_p2p_get() != 0 {
+            return false;
+        }
+        ffi::pevb_p2p_put();
+    }
+    true
+}
+
+struct Table {
+    tree: RBTree<u32, Arc<Surface>>,
+    next: u32,
+}
+
+/// The surfaces of one open file, by handle.
+#[pin_data]
+pub(crate) struct Surfaces {
+    #[pin]
+    table: Mutex<Table>,
+}
+
+impl Surfaces {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            table <- new_mutex!(Table { tree: RBTree::new(), next: 0 }),
+        })
+    }
+
+    /// PIN_CUDA: returns the new handle.
+    pub(crate) fn pin(&self, dev: &Device, va: u64, len: u64) -> Result<u32> {
+        // SAFETY: plain call; balanced by the put below.
+        kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
+            .map_err(|_| crate::engine::kerr(crate::errno::Errno::EOPNOTSUPP))?;
+        let pinned = pin(dev, va, len);
+        // SAFETY: the get above succeeded; a pin holds the provider on its own.
+        unsafe { ffi::pevb_p2p_put() };
+        let s = pinned?;
+        let mut t = self.table.lock();
+        // Handles are small non-negative ints, never reused while in the table.
+        let mut h = t.next;
+        while t.tree.get(&h).is_some() {
+            h = (h + 1) & i32::MAX as u32;
+        }
+        t.next = (h + 1) & i32::MAX as u32;
+        match t.tree.try_create_and_insert(h, s.clone(), GFP_KERNEL) {
+            Ok(_) => Ok(h),
+            Err(e) => {
+                drop(t);
+                s.unpin();
+                Err(e)
+            }
+        }
+    }
+
+    /// UNPIN_CUDA. EINVAL if the handle is unknown or its memory already went away.
+    pub(crate) fn unpin(&self, handle: u32) -> Result {
+        let s = self.table.lock().tree.remove(&handle).ok_or(EINVAL)?;
+        let gone = s.state.lock().dead;
+        s.unpin();
+        if gone {
+            Err(EINVAL)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Takes a use of the surface behind `handle` for a DMA: EINVAL if the handle is unknown or its
+    /// memory is gone.
+    pub(crate) fn enter(&self, handle: u32) -> Result<InUse> {
+        let s = self.table.lock().tree.get(&handle).cloned().ok_or(EINVAL)?;
+        {
+            let mut g = s.state.lock();
+            if g.dead {
+                return Err(EINVAL);
+            }
+            g.users += 1;
+        }
+        Ok(InUse { s })
+    }
+
+    /// Close: unpins everything.
+    pub(crate) fn unpin_all(&self) {
+        loop {
+            let next = {
+                let mut t = self.table.lock();
+                let key = t.tree.iter().next().map(|(k, _)| *k);
+                key.and_then(|k| t.tree.remove(&k))
+            };
+            match next {
+                Some(s) => s.unpin(),
+                None => break,
+            }
+        }
+    }
+}
