@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * picoevb.ko: C shim onto NVIDIA's nvidia_p2p API (pinning CUDA memory for GPUDirect RDMA). Jetson variant
+ * by default; NVIDIA's dGPU variant with GDR_P2P_DGPU. See docs/nvidia-p2p.md.
+ *
+ * Provider lookup. The provider's functions are resolved at RUN time with symbol_get()/symbol_put(), so
+ * picoevb.ko has no "depends:" on any provider and loads where there is none (GPU pinning then reports
+ * -EOPNOTSUPP). Whichever module exports the names is used: gdr's gdr_nv_p2p.ko (test VMs, mainline) or
+ * NVIDIA's (nvidia-p2p / nvidia-oot on L4T, nvidia.ko for dGPU). Caveat: since Linux 6.5, symbol_get()
+ * only resolves EXPORT_SYMBOL_GPL symbols. gdr_nv_p2p.ko exports GPL; NVIDIA's Tegra module exports with
+ * plain EXPORT_SYMBOL, so on L4T kernels >= 6.5 build with GDR_P2P_LINKED (direct calls, a hard module
+ * dependency, KBUILD_EXTRA_SYMBOLS pointing at the provider's Module.symvers). L4T R35 (5.10) and R36 (5.15)
+ * resolve at run time.
+ *
+ * Header. By default the gdr header (kmod/include/nv-p2p.h: R32-final/R36 layout, "version" first).
+ * A build against a real L4T kernel must use that kernel's header (some R35 revisions have no "version"
+ * field): define GDR_P2P_SYSTEM_HEADER to include <linux/nv-p2p.h> (dGPU: <nv-p2p.h>) instead.
+ *
+ * Lifecycle contract (the driver's side):
+ *   - pevb_p2p_get() before pinning, pevb_p2p_put() once per successful get. Each pin also holds the
+ *     provider's symbols itself until it is completely freed, so the order of put and a late callback does
+ *     not matter.
+ *   - pevb_p2p_pin() stores p in *out BEFORE free_cb can run for it, so free_cb may find p through data
+ *     (pass an out pointer inside the driver's own per-pin struct).
+ *   - pevb_p2p_pin() registers the driver's free_cb(data). Exactly one call of free_cb(data) ends every
+ *     successful pin: from the provider (process exit, the memory freed or unmapped: asynchronous, in mmu
+ *     notifier context) or from pevb_p2p_unpin() (synchronously, on the unpinning thread). free_cb must
+ *     release the driver's own state for the pin, make sure the device no longer DMAs to it, and call
+ *     pevb_p2p_free_from_callback(p) exactly once. It may sleep briefly but must not wait for long (no lock
+ *     held across a whole DMA), must not allocate with GFP_KERNEL while holding a lock that is also held
+ *     around such an allocation (lockdep: it runs in reclaim context), and must not call pevb_p2p_unpin().
+ *   - pevb_p2p_unpin(p) at most once per pin, never after free_cb(data) has begun for it. (free_cb may still
+ *     begin on another thread while unpin runs: the shim handles that race.)
+ *   - If the memory goes away while pevb_p2p_pin() is still running, the pin fails (-EFAULT) and free_cb is
+ *     never called for it.
+ *   - Segments (pevb_p2p_nr_segments / pevb_p2p_segment) are copied at pin time into the shim's own
+ *     struct; they may be read until the driver calls pevb_p2p_free_from_callback(p).
+ *
+ * Inside the shim: the provider gets a trampoline as its callback, which (a) drops a callback that arrives
+ * while pinning is still in progress (the pin then fails and cleans up), (b) lets free_cb run once only,
+ * even if a provider were to call twice. struct pevb_p2p is refcounted: one reference for the pin (dropped
+ * by pevb_p2p_free_from_callback), one held by pevb_p2p_unpin() while it runs. Jetson's put_pages runs the
+ * callback synchronously, so free_from_callback usually runs INSIDE put_pages; the page table struct is
+ * kfree()d (NVIDIA's Tegra free_page_table does not free it: the jetson-rdma-picoevb leak fix) only when
+ * the last reference goes, i.e. after put_pages has returned, because NVIDIA's put_pages still touches the
+ * table's embedded mmu notifier after the callback. Likewise, when NVIDIA's Tegra module (not gdr's) ran the
+ * callback from an invalidation or from process exit, its notifier is still linked or queued for an SRCU
+ * free inside the table, so that kfree() is deferred to a work item that waits for both.
+ */
+#include <linux/atomic.h>
+#include <linux/delay.h>
+#include <linux/device.h>
+#include <linux/dma-direction.h>
+#include <linux/errno.h>
+#include <linux/list.h>
+#include <linux/mmu_notifier.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/refcount.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/wait_bit.h>
+#include <linux/workqueue.h>
+
+#ifdef GDR_P2P_SYSTEM_HEADER
+#ifdef GDR_P2P_DGPU
+#include <nv-p2p.h>
+#else
+#include <linux/nv-p2p.h>
+#endif
+#else
+#include "../include/nv-p2p.h"
+#endif
+
+/* gdr_nv_p2p.ko's marker (kmod/include/nv-p2p.h); declared here too for builds with NVIDIA's header. */
+extern const u32 gdr_nv_p2p_provider_version;
+#ifndef GDR_NV_P2P_PROVIDER_DGPU
+#define GDR_NV_P2P_PROVIDER_DGPU	0x00000001U
+#define GDR_NV_P2P_PROVIDER_FLAVOUR_MASK 0x000000ffU
+#endif
+
+struct pevb_p2p;
+int pevb_p2p_get(void);
+void pevb_p2p_put(void);
+int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		 struct pevb_p2p **out);
+u32 pevb_p2p_nr_segments(struct pevb_p2p *p);
+void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
+void pevb_p2p_unpin(struct pevb_p2p *p);
+void pevb_p2p_free_from_callback(struct pevb_p2p *p);
+
+#ifdef GDR_P2P_DGPU
+#define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
+#define PEVB_GPU_PAGE_SHIFT	16		/* dGPU GPU pages are 64 KiB */
+#else
+#define PEVB_P2P_FLAVOUR	0
+#define PEVB_GPU_PAGE_SHIFT	PAGE_SHIFT	/* Tegra get_pages pins size >> PAGE_SHIFT from va & PAGE_MASK */
+#endif
+#define PEVB_GPU_PAGE_SIZE	(1ULL << PEVB_GPU_PAGE_SHIFT)
+
+/* ---- the provider's functions, resolved at run time ---- */
+
+struct pevb_p2p_ops {
+	typeof(&nvidia_p2p_get_pages) get_pages;
+	typeof(&nvidia_p2p_put_pages) put_pages;
+	typeof(&nvidia_p2p_free_page_table) free_page_table;
+	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
+	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
+	typeof(&nvidia_p2p_free_dma_mapping) free_dma_mapping;
+	bool gdr;		/* gdr_nv_p2p.ko (it has the marker), not NVIDIA's module */
+};
+
+static DEFINE_MUTEX(pevb_p2p_ops_lock);
+static unsigned int pevb_p2p_users;	/* pevb_p2p_get() references + live pins */
+static struct pevb_p2p_ops pevb_p2p_ops;	/* valid while pevb_p2p_users > 0 */
+static atomic_t pevb_p2p_deferred = ATOMIC_INIT(0);	/* table frees queued on the system workqueue */
+
+#ifdef GDR_P2P_LINKED
+/* Direct calls: picoevb.ko depends on the provider (see the top of this file). */
+#define PEVB_SYM_GET(x)	(&(x))
+#define PEVB_SYM_PUT(x)	do { } while (0)
+#else
+#define PEVB_SYM_GET(x)	symbol_get(x)
+#define PEVB_SYM_PUT(x)	symbol_put(x)
+#endif
+
+static void pevb_p2p_ops_drop(struct pevb_p2p_ops *o)
+{
+	if (o->get_pages)
+		PEVB_SYM_PUT(nvidia_p2p_get_pages);
+	if (o->put_pages)
+		PEVB_SYM_PUT(nvidia_p2p_put_pages);
+	if (o->free_page_table)
+		PEVB_SYM_PUT(nvidia_p2p_free_page_table);
+	if (o->dma_map_pages)
+		PEVB_SYM_PUT(nvidia_p2p_dma_map_pages);
+	if (o->dma_unmap_pages)
+		PEVB_SYM_PUT(nvidia_p2p_dma_unmap_pages);
+	if (o->free_dma_mapping)
+		PEVB_SYM_PUT(nvidia_p2p_free_dma_mapping);
+	memset(o, 0, sizeof(*o));
+}
+
+static int pevb_p2p_ops_resolve(struct pevb_p2p_ops *o)
+{
+	const u32 *marker;
+
+	o->get_pages = PEVB_SYM_GET(nvidia_p2p_get_pages);
+	o->put_pages = PEVB_SYM_GET(nvidia_p2p_put_pages);
+	o->free_page_table = PEVB_SYM_GET(nvidia_p2p_free_page_table);
+	o->dma_map_pages = PEVB_SYM_GET(nvidia_p2p_dma_map_pages);
+	o->dma_unmap_pages = PEVB_SYM_GET(nvidia_p2p_dma_unmap_pages);
+	o->free_dma_mapping = PEVB_SYM_GET(nvidia_p2p_free_dma_mapping);
+	if (!o->get_pages || !o->put_pages || !o->free_page_table || !o->dma_map_pages ||
+	    !o->dma_unmap_pages || !o->free_dma_mapping) {
+		pevb_p2p_ops_drop(o);
+		return -EOPNOTSUPP;
+	}
+
+#ifndef GDR_P2P_LINKED
+	/* Which provider? gdr's says so, and which API flavour it was built for. */
+	marker = symbol_get(gdr_nv_p2p_provider_version);
+	if (marker) {
+		u32 v = *marker;
+
+		symbol_put(gdr_nv_p2p_provider_version);
+		if ((v & GDR_NV_P2P_PROVIDER_FLAVOUR_MASK) != PEVB_P2P_FLAVOUR) {
+			pr_err("picoevb: gdr_nv_p2p (%#x) implements the %s nvidia_p2p API, this driver was built for the %s one\n",
+			       v, (v & GDR_NV_P2P_PROVIDER_DGPU) ? "dGPU" : "Jetson",
+			       PEVB_P2P_FLAVOUR ? "dGPU" : "Jetson");
+			pevb_p2p_ops_drop(o);
+			return -EOPNOTSUPP;
+		}
+		o->gdr = true;
+		pr_info("picoevb: nvidia_p2p provider: gdr_nv_p2p %#x\n", v);
+	} else {
+		pr_info("picoevb: nvidia_p2p provider: NVIDIA's module\n");
+	}
+#else
+	marker = NULL;
+	(void)marker;
+	pr_info("picoevb: nvidia_p2p provider linked at build time\n");
+#endif
+	return 0;
+}
+
+/* One more user of the provider's functions. */
+static int pevb_p2p_ops_get(void)
+{
+	int ret = 0;
+
+	mutex_lock(&pevb_p2p_ops_lock);
+	if (!pevb_p2p_users)
+		ret = pevb_p2p_ops_resolve(&pevb_p2p_ops);
+	if (!ret)
+		pevb_p2p_users++;
+	mutex_unlock(&pevb_p2p_ops_lock);
+	return ret;
+}
+
+static void pevb_p2p_ops_put(void)
+{
+	mutex_lock(&pevb_p2p_ops_lock);
+	if (!WARN_ON(!pevb_p2p_users) && !--pevb_p2p_users)
+		pevb_p2p_ops_drop(&pevb_p2p_ops);
+	mutex_unlock(&pevb_p2p_ops_lock);
+}
+
+int pevb_p2p_get(void)
+{
+	return pevb_p2p_ops_get();
+}
+
+void pevb_p2p_put(void)
+{
+	pevb_p2p_ops_put();
+	/* picoevb.ko may be unloaded next: no table free may still be queued (they hold no user reference). */
+	wait_var_event(&pevb_p2p_deferred, !atomic_read(&pevb_p2p_deferred));
+}
+
+/* ---- one pin ---- */
+
+enum pevb_p2p_state {
+	PEVB_P2P_PINNING,	/* pevb_p2p_pin() is running; the driver does not know p yet */
+	PEVB_P2P_DEAD,		/* the provider's callback came while pinning: the pin fails */
+	PEVB_P2P_LIVE,		/* returned to the driver */
+};
+
+struct pevb_p2p_seg {
+	u64 addr;
+	u64 len;
+};
+
+struct pevb_p2p {
+	refcount_t ref;
+	spinlock_t lock;			/* state, cb_claimed, unpinning */
+	enum pevb_p2p_state state;
+	bool cb_claimed;			/* free_cb has been (or is being) called */
+	bool unpinning;				/* pevb_p2p_unpin() runs: it owns the last reference */
+	bool put_done;				/* put_pages has returned (Jetson: its unregister is over) */
+	struct completion pinned;		/* pevb_p2p_pin() has left PINNING */
+
+	struct nvidia_p2p_page_table *pt;
+	struct mutex map_lock;			/* map: unmapped exactly once */
+	struct nvidia_p2p_dma_mapping *map;
+	struct device *dev;
+	u64 gpu_va;				/* va rounded down to the GPU page */
+
+	void (*free_cb)(void *data);
+	void *data;
+
+	u32 nseg;
+	struct pevb_p2p_seg *segs;
+	struct work_struct free_work;
+};
+
+u32 pevb_p2p_nr_segments(struct pevb_p2p *p)
+{
+	return p->nseg;
+}
+
+void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len)
+{
+	if (WARN_ON_ONCE(i >= p->nseg)) {
+		*addr = 0;
+		*len = 0;
+		return;
+	}
+	*addr = p->segs[i].addr;
+	*len = p->segs[i].len;
+}
+
+static void pevb_p2p_free_rest(struct pevb_p2p *p)
+{
+	kfree(p->segs);
+	kfree(p);
+	pevb_p2p_ops_put();
+}
+
+#ifndef GDR_P2P_DGPU
+/*
+ * NVIDIA's Tegra module (not gdr's) ran the callback from an invalidation (it mmu_notifier_put() the
+ * table's embedded notifier first: an SRCU-deferred free still points into the table) or from exit_mmap
+ * (the notifier is unlinked from the mm only after all .release calls): wait for both, then free.
+ */
+static void pevb_p2p_free_work(struct work_struct *work)
+{
+	struct pevb_p2p *p = container_of(work, struct pevb_p2p, free_work);
+	unsigned int ms;
+
+	for (ms = 0; !hlist_unhashed_lockless(&p->pt->mn.hlist) && ms < 10000; ms++)
+		msleep(1);
+	mmu_notifier_synchronize();
+	kfree(p->pt);
+	pevb_p2p_free_rest(p);
+	if (atomic_dec_and_test(&pevb_p2p_deferred))
+		wake_up_var(&pevb_p2p_deferred);
+}
+#endif
+
+/* The last reference is gone: free the page table struct (Jetson), the segments and p. */
+static void pevb_p2p_release(struct pevb_p2p *p)
+{
+#ifndef GDR_P2P_DGPU
+	/* The provider's free_page_table has run (free_from_callback or pin cleanup); the struct is ours. */
+	if (p->pt && !pevb_p2p_ops.gdr && !p->put_done) {
+		atomic_inc(&pevb_p2p_deferred);
+		INIT_WORK(&p->free_work, pevb_p2p_free_work);
+		schedule_work(&p->free_work);
+		return;
+	}
+	kfree(p->pt);
+#endif
+	pevb_p2p_free_rest(p);
+}
+
+static void pevb_p2p_unref(struct pevb_p2p *p)
+{
+	if (refcount_dec_and_test(&p->ref))
+		pevb_p2p_release(p);
+}
+
+/* Unmap the one DMA mapping, once, whoever comes first. */
+static void pevb_p2p_unmap(struct pevb_p2p *p, bool in_callback)
+{
+	struct nvidia_p2p_dma_mapping *map;
+
+	mutex_lock(&p->map_lock);
+	map = p->map;
+	p->map = NULL;
+	if (map) {
+#ifdef GDR_P2P_DGPU
+		/* NVIDIA: in the callback, free_dma_mapping; the driver unmaps after the callback returns. */
+		if (in_callback)
+			pevb_p2p_ops.free_dma_mapping(map);
+		else
+			pevb_p2p_ops.dma_unmap_pages(to_pci_dev(p->dev), p->pt, map);
+#else
+		pevb_p2p_ops.dma_unmap_pages(map);
+#endif
+	}
+	mutex_unlock(&p->map_lock);
+}
+
+/* The provider's free callback. */
+static void pevb_p2p_trampoline(void *data)
+{
+	struct pevb_p2p *p = data;
+	bool wait = false;
+
+	spin_lock(&p->lock);
+	if (p->state == PEVB_P2P_PINNING) {
+		/*
+		 * pevb_p2p_pin() has not returned: it fails and cleans up, the driver never hears of this pin.
+		 * dGPU: the provider frees the table and mapping once this returns, so wait until the pinning
+		 * thread no longer reads them (gdr's provider only: NVIDIA's may hold locks the pinning thread
+		 * needs while it calls us).
+		 */
+		p->state = PEVB_P2P_DEAD;
+#ifdef GDR_P2P_DGPU
+		if (pevb_p2p_ops.gdr) {
+			refcount_inc(&p->ref);
+			wait = true;
+		}
+#endif
+		spin_unlock(&p->lock);
+		if (wait) {
+			wait_for_completion(&p->pinned);
+			pevb_p2p_unref(p);
+		}
+		return;
+	}
+	if (p->state != PEVB_P2P_LIVE || p->cb_claimed) {
+		spin_unlock(&p->lock);
+		return;		/* a second callback for this pin: never passed on */
+	}
+	p->cb_claimed = true;
+	spin_unlock(&p->lock);
+	p->free_cb(p->data);	/* the driver calls pevb_p2p_free_from_callback(p) */
+}
+
+/* Copy the mapping's bus segments, with the head offset and the tail trimmed to the user's range. */
+static int pevb_p2p_collect(struct pevb_p2p *p, struct nvidia_p2p_dma_mapping *map, u64 head, u64 len)
+{
+	u32 n, i, out = 0;
+	u64 skip = head, left = len;
+
+	n = map->entries;
+	p->segs = kcalloc(n ? n : 1, sizeof(*p->segs), GFP_KERNEL);
+	if (!p->segs)
+		return -ENOMEM;
+	for (i = 0; i < n && left; i++) {
+#ifdef GDR_P2P_DGPU
+		u64 a = map->dma_addresses[i], l = PEVB_GPU_PAGE_SIZE;
+#else
+		u64 a = map->hw_address[i], l = map->hw_len[i];
+#endif
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		a += skip;
+		l -= skip;
+		skip = 0;
+		if (l > left)
+			l = left;
+		p->segs[out].addr = a;
+		p->segs[out].len = l;
+		out++;
+		left -= l;
+	}
+	if (left)
+		return -EIO;	/* the provider mapped less than it pinned */
+	p->nseg = out;
+	return 0;
+}
+
+int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		 struct pevb_p2p **out)
+{
+	struct nvidia_p2p_dma_mapping *map = NULL;
+	u64 start, end, head;
+	struct pevb_p2p *p;
+	bool dead;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!dev || !len || !free_cb || va + len < va)
+		return -EINVAL;
+#ifdef GDR_P2P_DGPU
+	if (!dev_is_pci(dev))
+		return -EINVAL;
+#endif
+	start = va & ~(PEVB_GPU_PAGE_SIZE - 1);
+	end = round_up(va + len, PEVB_GPU_PAGE_SIZE);
+	if (end < va + len)
+		return -EINVAL;
+	head = va - start;
+
+	ret = pevb_p2p_ops_get();	/* this pin's own hold on the provider */
+	if (ret)
+		return ret;
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p) {
+		pevb_p2p_ops_put();
+		return -ENOMEM;
+	}
+	refcount_set(&p->ref, 1);
+	spin_lock_init(&p->lock);
+	mutex_init(&p->map_lock);
+	init_completion(&p->pinned);
+	p->state = PEVB_P2P_PINNING;
+	p->dev = dev;
+	p->gpu_va = start;
+	p->free_cb = free_cb;
+	p->data = data;
+
+#ifdef GDR_P2P_DGPU
+	ret = pevb_p2p_ops.get_pages(0, 0, start, end - start, &p->pt, pevb_p2p_trampoline, p);
+#else
+	ret = pevb_p2p_ops.get_pages(start, end - start, &p->pt, pevb_p2p_trampoline, p);
+#endif
+	if (ret) {
+		p->pt = NULL;
+		goto out_free;
+	}
+#ifdef GDR_P2P_DGPU
+	ret = pevb_p2p_ops.dma_map_pages(to_pci_dev(dev), p->pt, &map);
+#else
+	ret = pevb_p2p_ops.dma_map_pages(dev, p->pt, &map, DMA_BIDIRECTIONAL);
+#endif
+	if (!ret && !map)
+		ret = -EIO;	/* NVIDIA's Tegra dma_map_pages can return 0 without a mapping */
+	if (ret)
+		map = NULL;
+	else
+		ret = pevb_p2p_collect(p, map, head, len);
+
+	/* *out before LIVE: free_cb may run as soon as p is live, and may look for p where out points. */
+	if (!ret)
+		*out = p;
+	spin_lock(&p->lock);
+	dead = p->state == PEVB_P2P_DEAD;
+	if (!ret && !dead) {
+		p->map = map;
+		p->state = PEVB_P2P_LIVE;
+	}
+	spin_unlock(&p->lock);
+	complete_all(&p->pinned);
+	if (!ret && !dead)
+		return 0;
+	*out = NULL;
+	if (dead)
+		ret = -EFAULT;	/* the memory went away while pinning (whatever failed because of it) */
+
+	/* Undo. The driver never saw p, so nothing else refers to it but the provider. */
+#ifdef GDR_P2P_DGPU
+	if (!dead) {
+		if (map)
+			pevb_p2p_ops.dma_unmap_pages(to_pci_dev(dev), p->pt, map);
+		/* Frees the table; no callback on dGPU (gdr's waits for one already running). */
+		pevb_p2p_ops.put_pages(0, 0, start, p->pt);
+		spin_lock(&p->lock);
+		if (p->state == PEVB_P2P_DEAD)
+			ret = -EFAULT;	/* the memory went away during the undo as well */
+		spin_unlock(&p->lock);
+	}
+	/* dead: the provider frees the table and mapping itself after the (dropped) callback. */
+	p->pt = NULL;
+#else
+	if (map)
+		pevb_p2p_ops.dma_unmap_pages(map);
+	spin_lock(&p->lock);
+	dead = p->state == PEVB_P2P_DEAD;
+	spin_unlock(&p->lock);
+	if (dead) {
+		/* Never put_pages after the callback ran from an invalidation (NVIDIA's notifier is gone). */
+		ret = -EFAULT;
+	} else {
+		/* Runs the callback synchronously; the trampoline drops it (the pin never went live). */
+		pevb_p2p_ops.put_pages(p->pt);
+		p->put_done = true;
+	}
+	pevb_p2p_ops.free_page_table(p->pt);
+#endif
+out_free:
+	pevb_p2p_unref(p);	/* frees p, and (Jetson) the table struct */
+	return ret;
+}
+
+void pevb_p2p_unpin(struct pevb_p2p *p)
+{
+	bool claimed;
+#ifdef GDR_P2P_DGPU
+	bool run_cb = false;
+#endif
+
+	refcount_inc(&p->ref);	/* unpin's own: p outlives the callback that put_pages may run */
+	spin_lock(&p->lock);
+	p->unpinning = true;
+	claimed = p->cb_claimed;
+	spin_unlock(&p->lock);
+
+	pevb_p2p_unmap(p, false);
+	if (!claimed) {
+#ifdef GDR_P2P_DGPU
+		/* NVIDIA's dGPU put_pages frees the table and does not call the callback... */
+		pevb_p2p_ops.put_pages(0, 0, p->gpu_va, p->pt);
+		p->put_done = true;
+		spin_lock(&p->lock);
+		if (!p->cb_claimed) {
+			p->cb_claimed = true;
+			run_cb = true;
+		}
+		spin_unlock(&p->lock);
+		/* ...so, to mirror Jetson, the shim calls it now, unless the provider got there first. */
+		if (run_cb)
+			p->free_cb(p->data);
+#else
+		/* Jetson: runs free_cb synchronously (unless an invalidation is running it right now). */
+		pevb_p2p_ops.put_pages(p->pt);
+		p->put_done = true;
+#endif
+	}
+	/* claimed: an invalidation or process exit runs free_cb; never put_pages after that (NVIDIA). */
+	pevb_p2p_unref(p);
+}
+
+void pevb_p2p_free_from_callback(struct pevb_p2p *p)
+{
+	pevb_p2p_unmap(p, true);
+#ifdef GDR_P2P_DGPU
+	/* The provider frees the table after its callback; after put_pages it is already gone. */
+	if (!p->put_done)
+		pevb_p2p_ops.free_page_table(p->pt);
+#else
+	pevb_p2p_ops.free_page_table(p->pt);	/* unpins; the struct is freed with p's last reference */
+#endif
+	pevb_p2p_unref(p);	/* the pin's reference */
+}
