@@ -3,6 +3,7 @@
 //! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
 
 use crate::abi;
+use crate::cuda::Surface;
 use crate::engine::{kerr, Engine};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
@@ -13,10 +14,10 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     irq::{self, IrqReturn},
-    pci,
+    new_condvar, new_mutex, new_spinlock, pci,
     prelude::*,
     revocable::RevocableGuard,
-    sync::aref::ARef,
+    sync::{aref::ARef, lock::spinlock::SpinLockGuard, Arc, CondVar, Mutex, SpinLock},
     time::{Instant, Monotonic},
 };
 
@@ -32,6 +33,27 @@ pub(crate) struct Identity {
     pub(crate) build_hash: u32,
 }
 
+#[derive(Default)]
+pub(crate) struct Gate {
+    active: u32,
+    gone: bool,
+}
+
+/// A request's hold on the device: removal waits for it.
+pub(crate) struct Active<'a> {
+    card: &'a Card,
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        let mut g = self.card.gate.lock();
+        g.active -= 1;
+        if g.active == 0 && g.gone {
+            self.card.drained.notify_all();
+        }
+    }
+}
+
 #[pin_data]
 pub(crate) struct Card {
     #[pin]
@@ -45,6 +67,14 @@ pub(crate) struct Card {
     pdev: ARef<pci::Device>,
     pub(crate) index: u32,
     pub(crate) ram_size: u64,
+    /// Requests using the device now, and whether it is gone (see `begin`, `remove`).
+    #[pin]
+    gate: SpinLock<Gate>,
+    #[pin]
+    drained: CondVar,
+    /// GPU surfaces mapped for this device, to unmap at removal.
+    #[pin]
+    surfaces: Mutex<KVec<Arc<Surface>>>,
     /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
     caps: AtomicU64,
     design_version: AtomicU32,
@@ -65,10 +95,73 @@ impl Card {
             pdev: pdev.into(),
             index,
             ram_size: ids::FPGA_RAM_SIZE,
+            gate <- new_spinlock!(Gate::default()),
+            drained <- new_condvar!(),
+            surfaces <- new_mutex!(KVec::new()),
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
         }))
+    }
+
+    /// Enters a request that uses the device (registers, DMA mappings): ENODEV once it is gone.
+    pub(crate) fn begin(&self) -> Result<Active<'_>> {
+        let mut g = self.gate.lock();
+        if g.gone {
+            return Err(ENODEV);
+        }
+        g.active += 1;
+        Ok(Active { card: self })
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gate.lock().gone
+    }
+
+    /// Held while an engine is started: removal sets `gone` under the same lock and then stops the
+    /// engines, so an engine is either started before removal stops it, or not started at all.
+    pub(crate) fn start_guard(&self) -> Result<SpinLockGuard<'_, Gate>> {
+        let g = self.gate.lock();
+        if g.gone {
+            return Err(ENODEV);
+        }
+        Ok(g)
+    }
+
+    /// Records a GPU surface mapped for this device (the caller holds an `Active`).
+    pub(crate) fn add_surface(&self, s: Arc<Surface>) -> Result {
+        self.surfaces.lock().push(s, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets a surface that has been freed.
+    pub(crate) fn drop_surface(&self, s: &Surface) {
+        self.surfaces.lock().retain(|x| !core::ptr::eq(&**x, s));
+    }
+
+    /// Hot removal or unbind, while the BARs are still mapped: new requests fail with ENODEV, the engines
+    /// stop, waiting requests wake with ENODEV, and once none is left, everything this device had mapped
+    /// for DMA (descriptor tables, GPU surfaces) is released. Open files stay valid and fail with ENODEV.
+    pub(crate) fn remove(&self) {
+        self.gate.lock().gone = true;
+        if self.quiesce().is_err() {
+            dev_warn!(self.dev(), "card unreachable while removing it\n");
+        }
+        self.h2c.wake();
+        self.c2h.wake();
+        {
+            let mut g = self.gate.lock();
+            while g.active > 0 {
+                self.drained.wait(&mut g);
+            }
+        }
+        self.h2c.release_table();
+        self.c2h.release_table();
+        // Unmap outside the lock: a surface's free callback takes it too.
+        let surfaces = core::mem::take(&mut *self.surfaces.lock());
+        for s in surfaces.iter() {
+            s.detach();
+        }
     }
 
     pub(crate) fn dev(&self) -> &Device {

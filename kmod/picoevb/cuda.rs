@@ -12,6 +12,7 @@
 //! finish; DMA waits are bounded by the engine timeout, and no lock is held across them, so the wait is
 //! bounded too. Whichever of callback and unpin finishes second does the free.
 
+use crate::card::Card;
 use crate::ffi;
 use crate::segments::{self, Segment};
 use core::ffi::c_void;
@@ -35,6 +36,8 @@ struct Use {
     unpin_done: bool,
     /// The callback is over except for the free.
     callback_done: bool,
+    /// The card is gone: the DMA mapping was dropped at removal.
+    detached: bool,
 }
 
 #[pin_data]
@@ -43,6 +46,8 @@ pub(crate) struct Surface {
     p: AtomicPtr<ffi::PevbP2p>,
     /// Bytes pinned, from the user's `va`.
     len: u64,
+    /// The card the surface is mapped for; it forgets the surface when it is freed.
+    card: Arc<Card>,
     #[pin]
     state: SpinLock<Use>,
     #[pin]
@@ -113,6 +118,28 @@ impl Surface {
     fn free(&self) {
         // SAFETY: called exactly once per pin, after the callback and any unpin are over.
         unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
+        self.card.drop_surface(self);
+    }
+
+    /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
+    /// from now on. The pin itself stays until UNPIN, close or the memory going away.
+    pub(crate) fn detach(&self) {
+        {
+            let mut g = self.state.lock();
+            if g.dead || g.detached {
+                return;
+            }
+            g.detached = true;
+            // Held like a DMA, so the callback cannot free the pin under us.
+            g.users += 1;
+        }
+        // SAFETY: the pin is live (the callback waits for our use before freeing it).
+        unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) };
+        let mut g = self.state.lock();
+        g.users -= 1;
+        if g.users == 0 && g.dead {
+            self.idle.notify_all();
+        }
     }
 }
 
@@ -134,12 +161,14 @@ unsafe extern "C" fn surface_gone(data: *mut c_void) {
     }
 }
 
-/// Pins `len` bytes of GPU memory at `va` for DMA by `dev`.
-fn pin(dev: &Device, va: u64, len: u64) -> Result<Arc<Surface>> {
+/// Pins `len` bytes of GPU memory at `va` for DMA by `card`.
+fn pin(card: &Arc<Card>, va: u64, len: u64) -> Result<Arc<Surface>> {
+    let dev: &Device = card.dev();
     let s = Arc::pin_init(
         pin_init!(Surface {
             p: AtomicPtr::new(core::ptr::null_mut()),
             len,
+            card: card.clone(),
             state <- new_spinlock!(Use::default()),
             idle <- new_condvar!(),
         }),
@@ -198,14 +227,20 @@ impl Surfaces {
     }
 
     /// PIN_CUDA: returns the new handle.
-    pub(crate) fn pin(&self, dev: &Device, va: u64, len: u64) -> Result<u32> {
+    pub(crate) fn pin(&self, card: &Arc<Card>, va: u64, len: u64) -> Result<u32> {
+        // Mapping for the device: removal must wait for it and then find the surface to unmap.
+        let _active = card.begin()?;
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
             .map_err(|_| crate::engine::kerr(crate::errno::Errno::EOPNOTSUPP))?;
-        let pinned = pin(dev, va, len);
+        let pinned = pin(card, va, len);
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };
         let s = pinned?;
+        if let Err(e) = card.add_surface(s.clone()) {
+            s.unpin();
+            return Err(e);
+        }
         let mut t = self.table.lock();
         // Handles are small non-negative ints, never reused while in the table.
         let mut h = t.next;
@@ -243,6 +278,9 @@ impl Surfaces {
             let mut g = s.state.lock();
             if g.dead {
                 return Err(EINVAL);
+            }
+            if g.detached {
+                return Err(ENODEV);
             }
             g.users += 1;
         }

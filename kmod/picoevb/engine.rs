@@ -65,13 +65,17 @@ impl Done {
 #[pin_data]
 pub(crate) struct Engine {
     pub(crate) dir: Dir,
+    /// The descriptor table; `None` once the card is gone (freed at unbind, while the device is bound).
     #[pin]
-    table: Mutex<CoherentAllocation<Descriptor>>,
+    table: Mutex<Table>,
     #[pin]
     done: Done,
     /// Status the interrupt handler read (read-to-clear) for the chain in flight.
     status: AtomicU32,
 }
+
+/// An engine's descriptor table, taken with the engine's lock.
+pub(crate) type Table = Option<CoherentAllocation<Descriptor>>;
 
 /// Errno values of the shared logic as kernel errors.
 pub(crate) fn kerr(e: Errno) -> Error {
@@ -92,7 +96,7 @@ impl Engine {
         };
         Ok(try_pin_init!(Self {
             dir,
-            table <- Mutex::new(table, name, class),
+            table <- Mutex::new(Some(table), name, class),
             done <- Done::new(),
             status: AtomicU32::new(0),
         }))
@@ -105,8 +109,18 @@ impl Engine {
     }
 
     /// Locks the engine for a request.
-    pub(crate) fn lock(&self) -> kernel::sync::MutexGuard<'_, CoherentAllocation<Descriptor>> {
+    pub(crate) fn lock(&self) -> kernel::sync::MutexGuard<'_, Table> {
         self.table.lock()
+    }
+
+    /// Wakes a waiter early (the card is going away); it finds out why from the card.
+    pub(crate) fn wake(&self) {
+        self.done.complete();
+    }
+
+    /// Frees the descriptor table: at unbind, once no request uses the engine.
+    pub(crate) fn release_table(&self) {
+        *self.table.lock() = None;
     }
 
     /// Moves `len` bytes between the host pieces under `host` and FPGA RAM at `fpga`, as few chains as the
@@ -114,11 +128,12 @@ impl Engine {
     pub(crate) fn transfer(
         &self,
         card: &Card,
-        table: &mut CoherentAllocation<Descriptor>,
+        table: &mut Table,
         host: &mut Cursor<'_>,
         fpga: u64,
         len: u64,
     ) -> Result {
+        let table = table.as_mut().ok_or(ENODEV)?;
         let mut done = 0;
         while done < len {
             let base = table.dma_handle();
@@ -148,6 +163,7 @@ impl Engine {
         self.status.store(0, Ordering::Release);
         self.done.reinit();
         {
+            let _start = card.start_guard()?;
             let r = card.dma_regs()?;
             r.try_write32(c.first as u32, sg + xdma::SG_DESC_LO)?;
             r.try_write32((c.first >> 32) as u32, sg + xdma::SG_DESC_HI)?;
@@ -159,7 +175,12 @@ impl Engine {
             // writel orders the descriptor writes in coherent memory before this MMIO write.
             r.try_write32(CTRL_START, ch + xdma::CH_CONTROL)?;
         }
-        if !self.done.wait(timeout_ms(bytes)) {
+        let completed = self.done.wait(timeout_ms(bytes));
+        if card.is_gone() {
+            // Unbind stopped the engine before waking us; the pages may be unmapped now.
+            return Err(ENODEV);
+        }
+        if !completed {
             let busy = self.stop(card);
             dev_err!(
                 card.dev(),

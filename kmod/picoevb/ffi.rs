@@ -52,6 +52,7 @@ extern "C" {
     pub(crate) fn pevb_p2p_segment(p: *mut PevbP2p, i: u32, addr: *mut u64, len: *mut u64);
     pub(crate) fn pevb_p2p_unpin(p: *mut PevbP2p);
     pub(crate) fn pevb_p2p_free_from_callback(p: *mut PevbP2p);
+    pub(crate) fn pevb_p2p_unmap_device(p: *mut PevbP2p);
 }
 
 /// The C `struct device *` of a Rust device.

@@ -84,6 +84,7 @@ impl PicoevbFile {
     }
 
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
+        let _active = self.card.begin()?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
         let held = self.enter(x.host, held)?;
         let segs = held.segments(x.len)?;
@@ -91,6 +92,7 @@ impl PicoevbFile {
     }
 
     fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
+        let _active = self.card.begin()?;
         let src = self.pin_user(x.src, x.len, true)?;
         let dst = self.pin_user(x.dst, x.len, false)?;
         let (src, dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
@@ -135,8 +137,16 @@ impl MiscDevice for PicoevbFile {
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let card = &me.card;
+        // After hot removal a file only lets go of what it holds.
+        if card.is_gone() && cmd != abi::IOC_UNPIN_CUDA {
+            return Err(ENODEV);
+        }
         match cmd {
-            abi::IOC_LED => card.set_leds(request::led_value(arg).map_err(logic_err)?)?,
+            abi::IOC_LED => {
+                let value = request::led_value(arg).map_err(logic_err)?;
+                let _active = card.begin()?;
+                card.set_leds(value)?
+            }
             abi::IOC_CARD_INFO => write_out(
                 arg,
                 &abi::CardInfo {
@@ -161,7 +171,7 @@ impl MiscDevice for PicoevbFile {
             })?,
             abi::IOC_PIN_CUDA => inout(arg, |req: &mut abi::PinCuda| {
                 let (va, len) = request::pin_cuda(req).map_err(logic_err)?;
-                req.handle = me.surfaces.pin(card.dev(), va, len)?;
+                req.handle = me.surfaces.pin(card, va, len)?;
                 Ok(())
             })?,
             abi::IOC_UNPIN_CUDA => {

@@ -89,6 +89,7 @@ u32 pevb_p2p_nr_segments(struct pevb_p2p *p);
 void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
+void pevb_p2p_unmap_device(struct pevb_p2p *p);
 
 #ifdef GDR_P2P_DGPU
 #define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
@@ -580,4 +581,14 @@ void pevb_p2p_free_from_callback(struct pevb_p2p *p)
 	pevb_p2p_ops.free_page_table(p->pt);	/* unpins; the struct is freed with p's last reference */
 #endif
 	pevb_p2p_unref(p);	/* the pin's reference */
+}
+
+/*
+ * The device is going away (hot removal, unbind): drop the DMA mapping now, since a device must not keep
+ * mappings past its unbind. The pin stays until pevb_p2p_unpin() or the callback; both then find nothing
+ * to unmap. The driver calls this while holding off the callback (as for a DMA in flight).
+ */
+void pevb_p2p_unmap_device(struct pevb_p2p *p)
+{
+	pevb_p2p_unmap(p, false);
 }

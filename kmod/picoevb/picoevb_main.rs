@@ -259,10 +259,8 @@ impl pci::Driver for PicoevbDriver {
     }
 
     fn unbind(pdev: &pci::Device<Core>, this: Pin<&Self>) {
-        // Leave the engines stopped for whoever binds next; transfers in flight end with ENODEV/ETIMEDOUT.
-        if this.card.quiesce().is_err() {
-            dev_warn!(pdev.as_ref(), "card unreachable at unbind\n");
-        }
+        this.card.remove();
+        dev_info!(pdev.as_ref(), "removed; open files now fail with ENODEV\n");
     }
 }
 
