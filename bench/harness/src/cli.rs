@@ -5,7 +5,7 @@ use std::time::Duration;
 
 pub const USAGE: &str = "\
 usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
-                     [--mode suite|loopback] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
+                     [--mode suite|loopback|fuzz] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
                      [--memory MB] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
                      [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
 
@@ -14,7 +14,7 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
   --module PATH       kernel module to insmod, in the order given (repeatable)
   --guest PATH        static gdr-guest-tests binary
   --model PATH        picoevb-model binary
-  --mode MODE         suite (default) or loopback, passed to the guest program
+  --mode MODE         suite (default), loopback or fuzz, passed to the guest program
   --guest-args ARGS   extra guest program arguments, split on whitespace (e.g. \"--seed 5 --filter dma::\")
   --run-dir DIR       sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*)
   --timeout SECS      whole-run limit from QEMU start (default 900)
@@ -33,6 +33,7 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
 pub enum Mode {
     Suite,
     Loopback,
+    Fuzz,
 }
 
 impl Mode {
@@ -40,6 +41,7 @@ impl Mode {
         match self {
             Mode::Suite => "suite",
             Mode::Loopback => "loopback",
+            Mode::Fuzz => "fuzz",
         }
     }
 }
@@ -115,7 +117,8 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
                 a.mode = match value()?.as_str() {
                     "suite" => Mode::Suite,
                     "loopback" => Mode::Loopback,
-                    m => return Err(format!("--mode {m}: expected suite or loopback")),
+                    "fuzz" => Mode::Fuzz,
+                    m => return Err(format!("--mode {m}: expected suite, loopback or fuzz")),
                 }
             }
             "--guest-args" => a

@@ -1,19 +1,24 @@
 //! gdr-guest-tests: runs inside the bench guest against /dev/picoevb0 and prints results on the console for
-//! the host harness (`TEST <name> ... ok|FAILED: why`, then `GUEST RESULT: N passed, M failed`).
+//! the host harness (`TEST <name> ... ok|FAILED: why|skipped (why)`, then
+//! `GUEST RESULT: N passed, M failed, K skipped`).
 
 mod buf;
 mod dev;
+mod fuzz;
+mod kstat;
 mod loopback;
 mod rng;
 mod rpc;
 mod suite;
+mod surface;
 mod tests;
 
 use std::process::ExitCode;
 
 const USAGE: &str = "\
-usage: gdr-guest-tests suite [--filter SUBSTR] [--seed N] [--extended] [--list] [--dev PATH] [--rpc PATH]
+usage: gdr-guest-tests suite [--filter SUBSTR[,SUBSTR...]] [--seed N] [--extended] [--list] [--dev PATH] [--rpc PATH]
        gdr-guest-tests loopback [--bytes N] [--seed N] [--leds V] [--dev PATH] [--rpc PATH|none]
+       gdr-guest-tests fuzz [--iterations N] [--threads N] [--seed N] [--dev PATH]
        gdr-guest-tests rpc JSON [--rpc PATH]   (one model control request, e.g. '{\"cmd\":\"state\"}')
   --dev PATH   device node (default /dev/picoevb0)
   --rpc PATH   serial port to the harness's model relay (default /dev/ttyS1)";
@@ -37,6 +42,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
     };
     let (mut seed, mut filter, mut extended, mut list) = (None, None, false, false);
     let (mut bytes, mut leds) = (4u64 << 20, 2u64);
+    let (mut iterations, mut threads) = (2000u64, 4u64);
     let mut dev_path = dev::DEFAULT_PATH.to_string();
     let mut rpc_path = rpc::DEFAULT_TTY.to_string();
     while let Some(flag) = it.next() {
@@ -47,6 +53,8 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             "--list" => list = true,
             "--bytes" => bytes = parse_num(&flag, it.next())?,
             "--leds" => leds = parse_num(&flag, it.next())?,
+            "--iterations" => iterations = parse_num(&flag, it.next())?,
+            "--threads" => threads = parse_num(&flag, it.next())?,
             "--dev" => dev_path = it.next().ok_or("--dev needs a value")?,
             "--rpc" => rpc_path = it.next().ok_or("--rpc needs a value")?,
             "-h" | "--help" => {
@@ -78,6 +86,18 @@ fn run(args: Vec<String>) -> Result<i32, String> {
                 leds,
                 dev_path,
                 rpc_path,
+            }))
+        }
+        "fuzz" => {
+            let threads = u32::try_from(threads)
+                .ok()
+                .filter(|t| (1..=64).contains(t))
+                .ok_or("--threads must be 1..64")?;
+            Ok(fuzz::run(&fuzz::Options {
+                seed,
+                iterations,
+                threads,
+                dev_path,
             }))
         }
         "rpc" => {

@@ -1,0 +1,539 @@
+//! `gdr-guest-tests fuzz`: random and malformed ioctls from several threads and files at once.
+//!
+//! Every call must end in success or in one of the errnos the ABI allows for it; a round trip between
+//! valid buffers must also move the right bytes. Pointers are either our own buffers or addresses that
+//! are invalid by construction (NULL, low, kernel, a PROT_NONE hole, a read-only page), never random: a
+//! random pointer could let the device scribble over this program. GPU surfaces are pinned, unpinned and
+//! unmapped under the driver's feet (the provider's free callback). At the end the device must still work
+//! and the kernel's DMA-mapping and pinned-page counters must be back where they started.
+
+use std::io;
+use std::thread;
+
+use picoevb_abi as abi;
+
+use crate::dev::Device;
+use crate::kstat;
+use crate::rng::Rng;
+use crate::surface::{Flavour, Surface};
+
+pub struct Options {
+    pub seed: u64,
+    pub iterations: u64,
+    pub threads: u32,
+    pub dev_path: String,
+}
+
+const SCRATCH: usize = 512 << 10;
+const KERNEL_ADDR: u64 = 0xffff_8880_0000_0000;
+
+/// What one thread saw.
+struct Tally {
+    calls: u64,
+    ok: u64,
+    errnos: [u64; 128],
+    verified_bytes: u64,
+    pins: u64,
+    unmapped_pinned: u64,
+    failures: Vec<String>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            calls: 0,
+            ok: 0,
+            errnos: [0; 128],
+            verified_bytes: 0,
+            pins: 0,
+            unmapped_pinned: 0,
+            failures: Vec::new(),
+        }
+    }
+}
+
+impl Tally {
+    fn merge(&mut self, o: Tally) {
+        self.calls += o.calls;
+        self.ok += o.ok;
+        for (a, b) in self.errnos.iter_mut().zip(o.errnos) {
+            *a += b;
+        }
+        self.verified_bytes += o.verified_bytes;
+        self.pins += o.pins;
+        self.unmapped_pinned += o.unmapped_pinned;
+        self.failures.extend(o.failures);
+    }
+
+    /// Records a result; `allowed` are the errnos this call may legitimately fail with.
+    fn record<T>(&mut self, what: &str, r: &io::Result<T>, allowed: &[i32]) -> bool {
+        self.calls += 1;
+        match r {
+            Ok(_) => {
+                self.ok += 1;
+                true
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0);
+                self.errnos[(errno as usize).min(127)] += 1;
+                if !allowed.contains(&errno) && self.failures.len() < 20 {
+                    self.failures.push(format!("{what}: {e}"));
+                }
+                false
+            }
+        }
+    }
+}
+
+/// Memory a thread owns: a scratch buffer the device may read and write, a hole, a read-only page.
+struct Arena {
+    scratch: *mut u8,
+    hole: *mut u8,
+    readonly: *mut u8,
+}
+
+fn map(len: usize, prot: libc::c_int) -> *mut u8 {
+    // SAFETY: a fresh anonymous mapping; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    assert!(
+        p != libc::MAP_FAILED,
+        "mmap: {}",
+        io::Error::last_os_error()
+    );
+    p.cast()
+}
+
+impl Arena {
+    fn new() -> Self {
+        Arena {
+            scratch: map(SCRATCH, libc::PROT_READ | libc::PROT_WRITE),
+            hole: map(4096, libc::PROT_NONE),
+            readonly: map(4096, libc::PROT_READ),
+        }
+    }
+
+    /// A user pointer for a buffer of `len` bytes: mostly valid, sometimes invalid by construction.
+    fn pointer(&self, rng: &mut Rng, len: u64) -> (u64, bool) {
+        match rng.next_u64() % 10 {
+            0 => (0, false),
+            1 => (0x10, false),
+            2 => (KERNEL_ADDR + rng.next_u64() % 0x1000_0000, false),
+            3 => (self.hole as u64 + rng.next_u64() % 4096, false),
+            4 => (self.readonly as u64, false),
+            _ => {
+                let len = len.min(SCRATCH as u64 / 2);
+                let off = rng.next_u64() % (SCRATCH as u64 / 2 - len + 1);
+                (self.scratch as u64 + off, true)
+            }
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: our own mappings, with no references into them left.
+        unsafe {
+            libc::munmap(self.scratch.cast(), SCRATCH);
+            libc::munmap(self.hole.cast(), 4096);
+            libc::munmap(self.readonly.cast(), 4096);
+        }
+    }
+}
+
+fn length(rng: &mut Rng) -> u64 {
+    match rng.next_u64() % 12 {
+        0 => 0,
+        1 => u64::MAX - rng.next_u64() % 16,
+        2 => 65536 + rng.next_u64() % 65536,
+        3 => 1 + rng.next_u64() % 16,
+        4 => (300 << 20) + rng.next_u64() % 4096,
+        _ => 1 + rng.next_u64() % 65536,
+    }
+}
+
+fn flags(rng: &mut Rng, cuda_bits: u64) -> u64 {
+    match rng.next_u64() % 8 {
+        0 => rng.next_u64(),
+        1 => 1 << (rng.next_u64() % 64),
+        2 => cuda_bits,
+        _ => 0,
+    }
+}
+
+const E: &[i32] = &[libc::EINVAL, libc::EFAULT];
+
+/// One thread's run.
+fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> Tally {
+    let mut rng = Rng::new(opts.seed ^ (u64::from(t) << 32 | 0x5eed));
+    let mut tally = Tally::default();
+    let open = |tally: &mut Tally| match Device::open(&opts.dev_path) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            tally.failures.push(format!("open {}: {e}", opts.dev_path));
+            None
+        }
+    };
+    let (Some(a), Some(b)) = (open(&mut tally), open(&mut tally)) else {
+        return tally;
+    };
+    let devs = [a, b];
+    let arena = Arena::new();
+    // Pinned surfaces: (file index, handle, surface, length pinned).
+    let mut pinned: Vec<(usize, u32, Surface, u64)> = Vec::new();
+    let pin_errs: &[i32] = &[libc::EINVAL, libc::EFAULT, libc::EOPNOTSUPP, libc::ENOMEM];
+
+    for _ in 0..iterations {
+        let d = (rng.next_u64() % 2) as usize;
+        let dev = &devs[d];
+        let handle = |rng: &mut Rng| -> u64 {
+            match pinned
+                .iter()
+                .filter(|p| p.0 == d)
+                .nth((rng.next_u64() % 4) as usize)
+            {
+                Some(p) if !rng.next_u64().is_multiple_of(4) => u64::from(p.1),
+                _ => {
+                    (rng.next_u64() % 64)
+                        | if rng.next_u64().is_multiple_of(8) {
+                            1 << 40
+                        } else {
+                            0
+                        }
+                }
+            }
+        };
+        match rng.next_u64() % 10 {
+            0 => {
+                let v = if rng.next_u64().is_multiple_of(8) {
+                    rng.next_u64()
+                } else {
+                    rng.next_u64() % 8
+                };
+                // SAFETY: LED passes a plain integer; nothing is dereferenced.
+                let r = unsafe { dev.ioctl_raw(abi::IOC_LED, v as libc::c_ulong) };
+                tally.record("LED", &r, &[libc::EINVAL]);
+            }
+            1 => {
+                let (p, _) = arena.pointer(&mut rng, 64);
+                let cmd = if rng.next_u64().is_multiple_of(2) {
+                    abi::IOC_CARD_INFO
+                } else {
+                    abi::IOC_ABI_INFO
+                };
+                // SAFETY: `p` is our scratch memory or invalid by construction (the kernel then faults).
+                let r = unsafe { dev.ioctl_raw(cmd, p as libc::c_ulong) };
+                tally.record("INFO", &r, &[libc::EFAULT]);
+            }
+            2 | 3 => {
+                let len = length(&mut rng);
+                let cuda = rng.next_u64().is_multiple_of(4);
+                let host = if cuda {
+                    handle(&mut rng)
+                } else {
+                    arena.pointer(&mut rng, len).0
+                };
+                let fpga = rng.next_u64() % 0x20000;
+                let f = flags(&mut rng, if cuda { 1 } else { 0 });
+                let mut req = abi::H2cDma {
+                    src: host,
+                    dst: fpga,
+                    len,
+                    flags: f,
+                    dma_time_ns: 0,
+                };
+                let cmd = if rng.next_u64().is_multiple_of(2) {
+                    abi::IOC_H2C_DMA
+                } else {
+                    // C2H has dst (host) first: the same two words swapped.
+                    req = abi::H2cDma {
+                        src: fpga,
+                        dst: host,
+                        ..req
+                    };
+                    abi::IOC_C2H_DMA
+                };
+                // SAFETY: host pointers are our scratch memory (no references into it are live) or invalid
+                // by construction; handles name only our own pinned surfaces.
+                let r = unsafe { dev.ioctl_raw(cmd, &mut req as *mut _ as libc::c_ulong) };
+                tally.record("H2C/C2H", &r, E);
+            }
+            4 | 5 => {
+                let len = length(&mut rng).min(if rng.next_u64().is_multiple_of(16) {
+                    u64::MAX
+                } else {
+                    128 << 10
+                });
+                let f = flags(&mut rng, 3);
+                let half = (SCRATCH / 2) as u64;
+                let valid = f == 0 && len > 0 && len <= half && !rng.next_u64().is_multiple_of(3);
+                let (src, dst) = if valid {
+                    (arena.scratch as u64, arena.scratch as u64 + half)
+                } else {
+                    let s = if f & 1 != 0 {
+                        handle(&mut rng)
+                    } else {
+                        arena.pointer(&mut rng, len).0
+                    };
+                    let t = if f & 2 != 0 {
+                        handle(&mut rng)
+                    } else {
+                        arena.pointer(&mut rng, len).0
+                    };
+                    (s, t)
+                };
+                if valid {
+                    let n = len as usize;
+                    // SAFETY: both halves lie in our scratch mapping; no references into it outlive this.
+                    unsafe {
+                        let s = std::slice::from_raw_parts_mut(arena.scratch, n);
+                        rng.fill(s);
+                        std::ptr::write_bytes(arena.scratch.add(SCRATCH / 2), !s[0], n);
+                    }
+                }
+                let mut req = abi::H2c2hDma {
+                    src,
+                    dst,
+                    len,
+                    flags: f,
+                    dma_time_ns: 0,
+                };
+                // SAFETY: as for H2C/C2H.
+                let r = unsafe {
+                    dev.ioctl_raw(abi::IOC_H2C2H_DMA, &mut req as *mut _ as libc::c_ulong)
+                };
+                if tally.record("H2C2H", &r, E) && valid {
+                    // SAFETY: the DMA is over; both ranges are ours and not otherwise borrowed.
+                    let same = unsafe {
+                        std::slice::from_raw_parts(arena.scratch, len as usize)
+                            == std::slice::from_raw_parts(
+                                arena.scratch.add(SCRATCH / 2),
+                                len as usize,
+                            )
+                    };
+                    if same {
+                        tally.verified_bytes += len;
+                    } else if tally.failures.len() < 20 {
+                        tally
+                            .failures
+                            .push(format!("H2C2H of {len} bytes returned wrong data"));
+                    }
+                }
+            }
+            6 => {
+                let Some(fl) = flavour else {
+                    let r = dev.pin_cuda(arena.scratch as u64, 4096);
+                    tally.record("PIN_CUDA without provider", &r, &[libc::EOPNOTSUPP]);
+                    continue;
+                };
+                if pinned.len() >= 16 {
+                    continue;
+                }
+                let size = fl.granule() * (1 + (rng.next_u64() % 8) as usize);
+                let s = match Surface::new(fl, size) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tally.failures.push(format!("surface of {size}: {e}"));
+                        continue;
+                    }
+                };
+                let bad = rng.next_u64().is_multiple_of(5);
+                let (va, len) = if bad {
+                    (arena.pointer(&mut rng, 4096).0, 4096)
+                } else {
+                    (s.va(), s.len() as u64)
+                };
+                let r = dev.pin_cuda(va, if bad { length(&mut rng) } else { len });
+                if tally.record("PIN_CUDA", &r, pin_errs)
+                    && let Ok(h) = r
+                {
+                    tally.pins += 1;
+                    if bad {
+                        let _ = dev.unpin_cuda(h);
+                    } else {
+                        pinned.push((d, h, s, len));
+                    }
+                }
+            }
+            7 => {
+                let h = handle(&mut rng);
+                let r = dev.unpin_cuda(h as u32);
+                tally.record("UNPIN_CUDA", &r, &[libc::EINVAL]);
+                pinned.retain(|p| !(p.0 == d && u64::from(p.1) == h));
+            }
+            8 => {
+                // The memory behind a pinned surface goes away: the provider's callback ends the pin.
+                if !pinned.is_empty() {
+                    let i = (rng.next_u64() % pinned.len() as u64) as usize;
+                    let (fd, h, mut s, _) = pinned.swap_remove(i);
+                    if let Err(e) = s.unmap() {
+                        tally.failures.push(format!("munmap surface: {e}"));
+                    }
+                    tally.unmapped_pinned += 1;
+                    let r = devs[fd].h2c_cuda(u64::from(h), 0, 64);
+                    tally.calls += 1;
+                    if !matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+                        tally
+                            .failures
+                            .push(format!("DMA from an unmapped surface: {r:?}, want EINVAL"));
+                    }
+                }
+            }
+            _ => {
+                // Unknown ioctls: other numbers of our type and foreign types, with our scratch pointer.
+                let nr = 7 + rng.next_u64() % 0x39;
+                let ty = if rng.next_u64().is_multiple_of(2) {
+                    u32::from(b'P')
+                } else {
+                    (rng.next_u64() % 256) as u32
+                };
+                let size = (rng.next_u64() % 128) as u32;
+                let dir = (rng.next_u64() % 4) as u32;
+                let cmd = dir << 30 | size << 16 | ty << 8 | nr as u32;
+                let known = [
+                    abi::IOC_LED,
+                    abi::IOC_PIN_CUDA,
+                    abi::IOC_UNPIN_CUDA,
+                    abi::IOC_H2C2H_DMA,
+                    abi::IOC_CARD_INFO,
+                    abi::IOC_H2C_DMA,
+                    abi::IOC_C2H_DMA,
+                    abi::IOC_ABI_INFO,
+                ];
+                if known.contains(&cmd) {
+                    continue;
+                }
+                // SAFETY: the driver must not act on unknown commands; the pointer is our scratch anyway.
+                let r = unsafe { dev.ioctl_raw(cmd, arena.scratch as libc::c_ulong) };
+                tally.record("unknown ioctl", &r, &[libc::ENOTTY]);
+                if r.is_ok() && tally.failures.len() < 20 {
+                    tally
+                        .failures
+                        .push(format!("unknown ioctl {cmd:#x} succeeded"));
+                }
+            }
+        }
+    }
+    // Half the surfaces are unpinned, the rest are left to close() and drop.
+    for (i, (fd, h, _, _)) in pinned.iter().enumerate() {
+        if i % 2 == 0 {
+            let r = devs[*fd].unpin_cuda(*h);
+            tally.record("final UNPIN_CUDA", &r, &[]);
+        }
+    }
+    drop(devs);
+    drop(pinned);
+    tally
+}
+
+/// Runs the fuzzer; prints its figures and TEST lines; returns the exit code.
+pub fn run(opts: &Options) -> i32 {
+    println!("GUEST SEED {}", opts.seed);
+    let before = kstat::read();
+    let flavour = Device::open(&opts.dev_path)
+        .and_then(|d| d.abi_info())
+        .ok()
+        .and_then(|i| Flavour::from_caps(i.caps));
+    let per = opts.iterations.div_ceil(u64::from(opts.threads.max(1)));
+    let mut total = Tally::default();
+    thread::scope(|s| {
+        let hs: Vec<_> = (0..opts.threads.max(1))
+            .map(|t| s.spawn(move || worker(opts, t, flavour, per)))
+            .collect();
+        for h in hs {
+            match h.join() {
+                Ok(t) => total.merge(t),
+                Err(_) => total.failures.push("a fuzz thread panicked".into()),
+            }
+        }
+    });
+    let errnos: Vec<String> = total
+        .errnos
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(e, n)| format!("{}:{n}", crate::tests::errno_name(e as i32)))
+        .collect();
+    println!(
+        "GUEST FUZZ threads {} calls {} ok {} errors [{}] verified_bytes {} pins {} unmapped_while_pinned {} provider {}",
+        opts.threads,
+        total.calls,
+        total.ok,
+        errnos.join(" "),
+        total.verified_bytes,
+        total.pins,
+        total.unmapped_pinned,
+        flavour.map_or("none", |f| f.name())
+    );
+    let mut failed = 0;
+    let mut report = |name: &str, r: Result<(), String>| match r {
+        Ok(()) => println!("TEST {name} ... ok"),
+        Err(e) => {
+            failed += 1;
+            println!("TEST {name} ... FAILED: {e}");
+        }
+    };
+    report(
+        "fuzz::every_result_allowed",
+        if total.failures.is_empty() {
+            Ok(())
+        } else {
+            Err(total.failures.join("; "))
+        },
+    );
+    report("fuzz::device_works_after", sanity(opts));
+    report("fuzz::kernel_counters_back_to_baseline", counters(&before));
+    println!("GUEST RESULT: {} passed, {failed} failed", 3 - failed);
+    i32::from(failed > 0)
+}
+
+fn sanity(opts: &Options) -> Result<(), String> {
+    let dev = Device::open(&opts.dev_path).map_err(|e| format!("open: {e}"))?;
+    let src: Vec<u8> = (0..65536u32).map(|i| (i * 7 + 3) as u8).collect();
+    let mut dst = vec![0u8; src.len()];
+    dev.h2c2h(&src, &mut dst)
+        .map_err(|e| format!("H2C2H: {e}"))?;
+    if src != dst {
+        return Err("H2C2H after fuzzing returned wrong data".into());
+    }
+    Ok(())
+}
+
+fn counters(before: &Result<kstat::KernelCounters, String>) -> Result<(), String> {
+    let before = before
+        .as_ref()
+        .map_err(|e| format!("counters before: {e}"))?;
+    // The provider's free callbacks and deferred frees may still be running: give them a moment.
+    let mut after = kstat::read()?;
+    for _ in 0..50 {
+        if after.pinned_pages == before.pinned_pages && after.dma_entries == before.dma_entries {
+            break;
+        }
+        thread::sleep(std::time::Duration::from_millis(100));
+        after = kstat::read()?;
+    }
+    println!("GUEST FUZZ counters before: {}", before.describe());
+    println!("GUEST FUZZ counters after:  {}", after.describe());
+    if after.dma_errors != before.dma_errors {
+        return Err(format!(
+            "DMA-API errors {} -> {}",
+            before.dma_errors, after.dma_errors
+        ));
+    }
+    if after.pinned_pages != before.pinned_pages || after.dma_entries != before.dma_entries {
+        return Err(format!(
+            "not back to baseline: {} vs {}",
+            after.describe(),
+            before.describe()
+        ));
+    }
+    Ok(())
+}
