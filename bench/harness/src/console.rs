@@ -29,8 +29,10 @@ const MITIGATION_WORDS: [&str; 2] = ["mitigation", "vulnerab"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TestLine {
     pub name: String,
-    /// `None` when it passed, else the reason.
+    /// `None` when it passed (or was skipped), else the reason.
     pub failure: Option<String>,
+    /// `Some(why)` when the guest skipped it (`TEST <name> ... skipped (<why>)`): neither passed nor failed.
+    pub skipped: Option<String>,
 }
 
 /// One kmemleak dump printed between the init script's markers.
@@ -59,7 +61,8 @@ pub enum Kind {
 pub struct Console {
     pub lines: Vec<String>,
     pub tests: Vec<TestLine>,
-    pub guest_result: Option<(u32, u32)>,
+    /// The guest's summary: passed, failed, skipped (0 when the line has no `, K skipped`).
+    pub guest_result: Option<(u32, u32, u32)>,
     pub guest_rc: Option<i32>,
     pub seed: Option<u64>,
     pub insmod: Vec<(String, i32)>,
@@ -150,13 +153,24 @@ impl Console {
         if let Some(rest) = line.strip_prefix("TEST ")
             && let Some((name, outcome)) = rest.split_once(" ... ")
         {
-            let failure = match outcome.trim() {
-                "ok" => None,
-                o => Some(o.strip_prefix("FAILED:").unwrap_or(o).trim().to_string()),
+            let outcome = outcome.trim();
+            let (failure, skipped) = if outcome == "ok" {
+                (None, None)
+            } else if let Some(why) = outcome.strip_prefix("skipped") {
+                let why = why.trim();
+                let why = why
+                    .strip_prefix('(')
+                    .and_then(|w| w.strip_suffix(')'))
+                    .unwrap_or(why);
+                (None, Some(why.to_string()))
+            } else {
+                let why = outcome.strip_prefix("FAILED:").unwrap_or(outcome).trim();
+                (Some(why.to_string()), None)
             };
             self.tests.push(TestLine {
                 name: name.trim().into(),
                 failure,
+                skipped,
             });
             return Kind::Guest;
         }
@@ -169,7 +183,8 @@ impl Console {
             self.seed = seed.trim().parse().ok();
             return Kind::Guest;
         }
-        if line.starts_with("LOOPBACK ") {
+        // LOOPBACK lines, and the figures tests print as `GUEST <WORD> ...` (counters, statistics).
+        if line.starts_with("LOOPBACK ") || line.starts_with("GUEST ") {
             return Kind::Guest;
         }
         if is_splat(line) {
@@ -186,11 +201,18 @@ impl Console {
     }
 
     pub fn passed(&self) -> usize {
-        self.tests.iter().filter(|t| t.failure.is_none()).count()
+        self.tests
+            .iter()
+            .filter(|t| t.failure.is_none() && t.skipped.is_none())
+            .count()
     }
 
     pub fn failed(&self) -> usize {
-        self.tests.len() - self.passed()
+        self.tests.iter().filter(|t| t.failure.is_some()).count()
+    }
+
+    pub fn skipped(&self) -> usize {
+        self.tests.iter().filter(|t| t.skipped.is_some()).count()
     }
 
     /// Up to `after` lines following line `idx` (and the line itself), for evidence.
@@ -204,12 +226,21 @@ impl Console {
     }
 }
 
-/// " N passed, M failed" → (N, M).
-pub fn parse_result(s: &str) -> Option<(u32, u32)> {
-    let (p, f) = s.trim().split_once(',')?;
-    let p = p.trim().strip_suffix("passed")?.trim().parse().ok()?;
-    let f = f.trim().strip_suffix("failed")?.trim().parse().ok()?;
-    Some((p, f))
+/// " N passed, M failed" or " N passed, M failed, K skipped" → (N, M, K), K = 0 in the first form.
+pub fn parse_result(s: &str) -> Option<(u32, u32, u32)> {
+    let parts: Vec<&str> = s.trim().split(',').collect();
+    let count = |i: usize, word: &str| -> Option<u32> {
+        parts[i].trim().strip_suffix(word)?.trim().parse().ok()
+    };
+    match parts.len() {
+        2 => Some((count(0, "passed")?, count(1, "failed")?, 0)),
+        3 => Some((
+            count(0, "passed")?,
+            count(1, "failed")?,
+            count(2, "skipped")?,
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -239,7 +270,8 @@ mod tests {
             c.tests[0],
             TestLine {
                 name: "basic::card_info".into(),
-                failure: None
+                failure: None,
+                skipped: None,
             }
         );
         assert_eq!(c.tests[1].name, "dma::h2c_c2h_1");
@@ -247,14 +279,40 @@ mod tests {
             c.tests[1].failure.as_deref(),
             Some("round trip: 1 of 1 bytes differ ... really")
         );
-        assert_eq!((c.passed(), c.failed()), (1, 1));
-        assert_eq!(c.guest_result, Some((1, 1)));
+        assert_eq!((c.passed(), c.failed(), c.skipped()), (1, 1, 0));
+        assert_eq!(c.guest_result, Some((1, 1, 0)));
+    }
+
+    #[test]
+    fn skipped_tests() {
+        let c = feed_all(
+            "TEST a ... ok\n\
+             TEST cuda::x ... skipped (no GPU-memory provider: ABI_INFO caps 0xc have no CUDA bit)\n\
+             TEST cuda::y ... skipped\n\
+             TEST b ... FAILED: skipped (not really)\n\
+             GUEST RESULT: 1 passed, 1 failed, 2 skipped\n",
+        );
+        assert_eq!((c.passed(), c.failed(), c.skipped()), (1, 1, 2));
+        assert_eq!(
+            c.tests[1].skipped.as_deref(),
+            Some("no GPU-memory provider: ABI_INFO caps 0xc have no CUDA bit")
+        );
+        assert_eq!(c.tests[2].skipped.as_deref(), Some(""));
+        assert_eq!(c.tests[3].failure.as_deref(), Some("skipped (not really)"));
+        assert_eq!(c.guest_result, Some((1, 1, 2)));
+        assert_eq!(
+            parse_result(" 3 passed, 0 failed, 0 skipped"),
+            Some((3, 0, 0))
+        );
+        assert_eq!(parse_result(" 3 passed, 0 failed, x skipped"), None);
+        assert_eq!(parse_result(" 3 passed, 0 failed, 1 skipped, 2 more"), None);
+        assert_eq!(parse_result(" 3 passed, 0 failed, 1 ignored"), None);
     }
 
     #[test]
     fn result_line_after_kernel_noise() {
         let c = feed_all("[   12.5] random: crng init done GUEST RESULT: 7 passed, 0 failed");
-        assert_eq!(c.guest_result, Some((7, 0)));
+        assert_eq!(c.guest_result, Some((7, 0, 0)));
         assert_eq!(parse_result(" 3 passed, x failed"), None);
     }
 

@@ -183,7 +183,7 @@ fn finished(c: &Console, f: &RunFacts) -> Check {
 /// The guest printed its summary, it agrees with its TEST lines, and its exit code agrees with it.
 fn result_reported(c: &Console) -> Check {
     const NAME: &str = "guest: result reported";
-    let Some((p, f)) = c.guest_result else {
+    let Some((p, f, k)) = c.guest_result else {
         let why = if c
             .init_lines
             .iter()
@@ -195,11 +195,14 @@ fn result_reported(c: &Console) -> Check {
         };
         return Check::fail(NAME, why.into(), grep(c, &["INIT "], 10));
     };
-    let (tp, tf) = (c.passed(), c.failed());
-    if (p as usize, f as usize) != (tp, tf) {
+    let (tp, tf, tk) = (c.passed(), c.failed(), c.skipped());
+    if (p as usize, f as usize, k as usize) != (tp, tf, tk) {
         return Check::fail(
             NAME,
-            format!("GUEST RESULT says {p} passed, {f} failed, but TEST lines show {tp} and {tf}"),
+            format!(
+                "GUEST RESULT says {p} passed, {f} failed, {k} skipped, but TEST lines show {tp}, {tf} \
+                 and {tk}"
+            ),
             vec![],
         );
     }
@@ -239,6 +242,11 @@ pub fn print(c: &Console, checks: &[Check], expect_failures: bool) -> bool {
             t.failure.as_deref().unwrap_or_default()
         );
     }
+    for t in &c.tests {
+        if let Some(why) = &t.skipped {
+            println!("SKIPPED guest {}: {why}", t.name);
+        }
+    }
     for k in checks {
         match &k.failure {
             None => println!("CHECK {} ... ok", k.name),
@@ -264,7 +272,12 @@ pub fn print(c: &Console, checks: &[Check], expect_failures: bool) -> bool {
     } else {
         failed == 0
     };
-    println!("{passed} passed, {failed} failed");
+    // Skipped guest tests are neither: the suffix only appears when there are some, so a run without skips
+    // prints exactly what it always did.
+    match c.skipped() {
+        0 => println!("{passed} passed, {failed} failed"),
+        k => println!("{passed} passed, {failed} failed, {k} skipped"),
+    }
     ok
 }
 
@@ -355,5 +368,26 @@ mod tests {
         assert!(!result_reported(&c).ok());
         let c = console(&GOOD.replace("guest rc=0", "guest rc=1"));
         assert!(!result_reported(&c).ok());
+    }
+
+    #[test]
+    fn skipped_tests_are_counted_apart() {
+        let skipping = GOOD.replace(
+            "TEST b ... ok\nGUEST RESULT: 2 passed, 0 failed\n",
+            "TEST b ... ok\nTEST c ... skipped (no provider)\nGUEST RESULT: 2 passed, 0 failed, 1 skipped\n",
+        );
+        let c = console(&skipping);
+        assert_eq!((c.passed(), c.failed(), c.skipped()), (2, 0, 1));
+        let ks = checks(&c, &["picoevb.ko".into()], &RunFacts::default());
+        assert!(ks.iter().all(Check::ok), "{ks:#?}");
+        assert!(print(&c, &ks, false), "a skip is not a failure");
+        // The summary must count the skip too.
+        let c = console(&skipping.replace(", 1 skipped", ""));
+        assert!(!result_reported(&c).ok());
+        let c = console(&skipping.replace("1 skipped", "0 skipped"));
+        assert!(!result_reported(&c).ok());
+        // The old two-field summary still parses (as 0 skipped).
+        let c = console(&GOOD.replace("0 failed\n", "0 failed, 0 skipped\n"));
+        assert!(result_reported(&c).ok());
     }
 }

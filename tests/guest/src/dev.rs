@@ -140,6 +140,64 @@ impl Device {
         unsafe { self.ioctl_ptr(abi::IOC_PIN_CUDA, &mut a) }?;
         Ok(a.handle)
     }
+
+    /// UNPIN_CUDA of `handle`.
+    pub fn unpin_cuda(&self, handle: u32) -> io::Result<()> {
+        let mut a = abi::UnpinCuda { handle };
+        // SAFETY: UNPIN_CUDA only reads the struct, which is ours and live.
+        unsafe { self.ioctl_ptr(abi::IOC_UNPIN_CUDA, &mut a) }
+    }
+
+    /// GPU surface `handle` (its first `len` bytes) -> FPGA RAM at `fpga_offset`; returns `dma_time_ns`.
+    /// The handle is a u64 in the DMA structs: tests pass values above 32 bits on purpose.
+    pub fn h2c_cuda(&self, handle: u64, fpga_offset: u64, len: u64) -> io::Result<u64> {
+        let mut a = abi::H2cDma {
+            src: handle,
+            dst: fpga_offset,
+            len,
+            flags: abi::H2C_SRC_CUDA,
+            ..Default::default()
+        };
+        // SAFETY: with H2C_SRC_CUDA the driver dereferences no user pointer; it reads pinned memory only.
+        unsafe { self.h2c_raw(&mut a) }?;
+        Ok(a.dma_time_ns)
+    }
+
+    /// FPGA RAM at `fpga_offset` -> the first `len` bytes of GPU surface `handle`; returns `dma_time_ns`.
+    ///
+    /// # Safety
+    /// No Rust reference into the memory pinned under `handle` may be live during the call (the device
+    /// writes it behind the compiler's back).
+    pub unsafe fn c2h_cuda(&self, handle: u64, fpga_offset: u64, len: u64) -> io::Result<u64> {
+        let mut a = abi::C2hDma {
+            dst: handle,
+            src: fpga_offset,
+            len,
+            flags: abi::C2H_DST_CUDA,
+            ..Default::default()
+        };
+        // SAFETY: forwarded contract; no user pointer is involved.
+        unsafe { self.c2h_raw(&mut a) }?;
+        Ok(a.dma_time_ns)
+    }
+
+    /// H2C2H with `src`/`dst` pointers or handles as `flags` say; returns `dma_time_ns`.
+    ///
+    /// # Safety
+    /// As [`Device::c2h_cuda`] for a destination handle; a destination pointer must be writable for `len`
+    /// bytes with no Rust reference to that memory live during the call.
+    pub unsafe fn h2c2h_any(&self, src: u64, dst: u64, len: u64, flags: u64) -> io::Result<u64> {
+        let mut a = abi::H2c2hDma {
+            src,
+            dst,
+            len,
+            flags,
+            dma_time_ns: 0,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.h2c2h_raw(&mut a) }?;
+        Ok(a.dma_time_ns)
+    }
 }
 
 /// An anonymous private mapping, for pointers with chosen protections (read-only, unmapped).

@@ -5,8 +5,9 @@ use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 
 use crate::dev::Device;
+use crate::kstat;
 use crate::rng::Rng;
-use crate::tests::{self, Ctx, RpcSlot};
+use crate::tests::{self, Ctx, Needs, RpcSlot};
 
 pub struct Options {
     pub seed: u64,
@@ -22,10 +23,16 @@ thread_local! {
     static PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// Prints the summary line and returns the process exit code.
-pub fn summary(passed: usize, failed: usize) -> i32 {
-    println!("GUEST RESULT: {passed} passed, {failed} failed");
+/// Prints the summary line and returns the process exit code. Skipped tests are neither passed nor failed.
+pub fn summary(passed: usize, failed: usize, skipped: usize) -> i32 {
+    println!("GUEST RESULT: {passed} passed, {failed} failed, {skipped} skipped");
     i32::from(failed != 0)
+}
+
+/// The line of a test that did not run: `TEST <name> ... skipped (<why>)`.
+pub fn report_skip(name: &str, why: &str) {
+    println!("TEST {name} ... skipped ({})", why.replace('\n', " | "));
+    let _ = std::io::stdout().flush();
 }
 
 /// One result line; flushed at once so the harness sees progress live.
@@ -41,12 +48,23 @@ pub fn report(name: &str, r: &Result<(), String>) {
 pub fn run(opts: &Options) -> i32 {
     let selected: Vec<_> = tests::all()
         .into_iter()
-        .filter(|t| opts.filter.as_deref().is_none_or(|f| t.name.contains(f)))
+        // A comma-separated list of substrings: a test runs if its name contains any of them.
+        .filter(|t| {
+            opts.filter
+                .as_deref()
+                .is_none_or(|f| f.split(',').any(|part| t.name.contains(part)))
+        })
         .filter(|t| opts.extended || !t.extended)
         .collect();
     if opts.list {
         for t in &selected {
-            println!("{}{}", t.name, if t.extended { " (extended)" } else { "" });
+            let needs = match t.needs {
+                Needs::Nothing => "",
+                Needs::Provider => " (needs a GPU-memory provider)",
+                Needs::NoProvider => " (needs no GPU-memory provider)",
+            };
+            let ext = if t.extended { " (extended)" } else { "" };
+            println!("{}{ext}{needs}", t.name);
         }
         return 0;
     }
@@ -58,20 +76,32 @@ pub fn run(opts: &Options) -> i32 {
                 "basic::open_device",
                 &Err(format!("open {}: {e}", opts.dev_path)),
             );
-            return summary(0, 1);
+            return summary(0, 1, 0);
         }
     };
+    // Before any test: `lifecycle::kernel_counters_back_to_baseline` compares the end state with this.
+    let baseline = kstat::read();
+    match &baseline {
+        Ok(k) => println!("GUEST BASELINE {}", k.describe()),
+        Err(e) => println!("GUEST BASELINE unavailable: {e}"),
+    }
     let mut rpc = RpcSlot::new(&opts.rpc_path);
     panic::set_hook(Box::new(|info| {
         PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()))
     }));
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for t in &selected {
+        if let Some(why) = t.needs.unmet(&dev) {
+            skipped += 1;
+            report_skip(&t.name, &why);
+            continue;
+        }
         let mut ctx = Ctx {
             dev: &dev,
             dev_path: &opts.dev_path,
             rng: Rng::for_test(opts.seed, &t.name),
             rpc: &mut rpc,
+            baseline: &baseline,
         };
         let r = panic::catch_unwind(AssertUnwindSafe(|| (t.run)(&mut ctx))).unwrap_or_else(|_| {
             let msg = PANIC
@@ -87,5 +117,5 @@ pub fn run(opts: &Options) -> i32 {
         report(&t.name, &r);
     }
     let _ = panic::take_hook();
-    summary(passed, failed)
+    summary(passed, failed, skipped)
 }

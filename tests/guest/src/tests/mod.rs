@@ -1,16 +1,21 @@
 //! The test registry, the context tests run in, and helpers shared by the topic modules.
 
 mod basic;
+mod cuda;
 mod dma;
 mod errors;
 mod faults;
+mod lifecycle;
+mod removal;
 
 use std::io;
 
 use crate::buf::{GuardedBuf, compare};
 use crate::dev::Device;
+use crate::kstat::KernelCounters;
 use crate::rng::Rng;
 use crate::rpc::Rpc;
+use crate::surface::Flavour;
 
 pub use dma::round_trip;
 
@@ -49,18 +54,53 @@ impl RpcSlot {
     }
 }
 
-/// What a test gets: the shared device fd, its own RNG (seeded from the run seed and its name) and RPC.
+/// What a test gets: the shared device fd, its own RNG (seeded from the run seed and its name), RPC, and the
+/// kernel counters read before the first test.
 pub struct Ctx<'a> {
     pub dev: &'a Device,
     pub dev_path: &'a str,
     pub rng: Rng,
     pub rpc: &'a mut RpcSlot,
+    pub baseline: &'a Result<KernelCounters, String>,
+}
+
+/// What a test needs from the loaded modules; the runner skips it (a `skipped` line, counted apart) when the
+/// need is not met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    Nothing,
+    /// ABI_INFO announces a CUDA capability (a GPU-memory provider is loaded).
+    Provider,
+    /// ABI_INFO announces no CUDA capability.
+    NoProvider,
+}
+
+impl Needs {
+    /// Why a test with this need cannot run on `dev`, or `None` if it can. If ABI_INFO itself fails the test
+    /// runs (and fails on its own): a broken ioctl must never turn into a skip.
+    pub fn unmet(self, dev: &Device) -> Option<String> {
+        if self == Needs::Nothing {
+            return None;
+        }
+        let caps = dev.abi_info().ok()?.caps;
+        match (self, Flavour::from_caps(caps)) {
+            (Needs::Provider, None) => Some(format!(
+                "no GPU-memory provider: ABI_INFO caps {caps:#x} have no CUDA bit"
+            )),
+            (Needs::NoProvider, Some(f)) => Some(format!(
+                "a GPU-memory provider is loaded ({} flavour)",
+                f.name()
+            )),
+            _ => None,
+        }
+    }
 }
 
 pub struct Test {
     pub name: String,
     /// Slow or timeout-dependent tests, run only with `--extended`.
     pub extended: bool,
+    pub needs: Needs,
     pub run: Box<dyn Fn(&mut Ctx) -> TestResult>,
 }
 
@@ -68,6 +108,7 @@ fn test(name: impl Into<String>, run: impl Fn(&mut Ctx) -> TestResult + 'static)
     Test {
         name: name.into(),
         extended: false,
+        needs: Needs::Nothing,
         run: Box::new(run),
     }
 }
@@ -79,13 +120,34 @@ fn extended(name: impl Into<String>, run: impl Fn(&mut Ctx) -> TestResult + 'sta
     }
 }
 
+impl Test {
+    /// The same test, skipped unless `needs` is met.
+    fn needs(self, needs: Needs) -> Test {
+        Test { needs, ..self }
+    }
+
+    /// The same test, run only with `--extended`.
+    fn into_extended(self) -> Test {
+        Test {
+            extended: true,
+            ..self
+        }
+    }
+}
+
 /// Every test, in run order: plain device access first, so a broken DMA path does not hide simpler failures.
+/// `lifecycle` ends with `lifecycle::no_dma_api_errors`, which compares kernel counters with the ones read
+/// before the first test: everything before it must have released its memory by then.
 pub fn all() -> Vec<Test> {
     let mut v = Vec::new();
     basic::register(&mut v);
     dma::register(&mut v);
     errors::register(&mut v);
     faults::register(&mut v);
+    cuda::register(&mut v);
+    lifecycle::register(&mut v);
+    // Last: it removes the card (and brings it back), which kills the suite's shared fd.
+    removal::register(&mut v);
     v
 }
 

@@ -1,0 +1,77 @@
+//! Kernel-wide counters that must come back to where they were once every test has released its memory:
+//! DMA-API debug (CONFIG_DMA_API_DEBUG, debugfs `dma-api/`) and the pinned-page counters of /proc/vmstat.
+
+use std::fs;
+
+/// DMA-API debug's debugfs folder (the bench's /init mounts debugfs).
+pub const DMA_API_DIR: &str = "/sys/kernel/debug/dma-api";
+
+/// A snapshot of the counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCounters {
+    /// `dma-api/error_count`: DMA-API misuse detected since boot (kernel/dma/debug.c `error_count`).
+    pub dma_errors: u64,
+    /// DMA-debug entries in use: `nr_total_entries - num_free_entries` (the pool grows on demand, so the
+    /// free count alone is not comparable). One entry per live mapping (streaming or coherent).
+    pub dma_entries: u64,
+    /// Pages pinned right now with FOLL_PIN: `nr_foll_pin_acquired - nr_foll_pin_released`.
+    pub pinned_pages: i64,
+}
+
+impl KernelCounters {
+    /// One line for the console (no splat marker words in it: the harness scans every line).
+    pub fn describe(&self) -> String {
+        format!(
+            "dma-api error_count {}, dma-debug entries in use {}, FOLL_PIN pages held {}",
+            self.dma_errors, self.dma_entries, self.pinned_pages
+        )
+    }
+}
+
+fn read_u64(path: &str) -> Result<u64, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
+    text.trim()
+        .parse()
+        .map_err(|e| format!("{path}: {:?}: {e}", text.trim()))
+}
+
+/// Value of `key` in /proc/vmstat's text.
+fn vmstat_field(text: &str, key: &str) -> Result<u64, String> {
+    text.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok())?
+        })
+        .ok_or_else(|| format!("/proc/vmstat has no {key}"))
+}
+
+/// Reads the counters now. Per-CPU vmstat deltas are folded first (/proc/sys/vm/stat_refresh), else the
+/// pin counters could lag by up to the per-CPU threshold.
+pub fn read() -> Result<KernelCounters, String> {
+    let dma_errors = read_u64(&format!("{DMA_API_DIR}/error_count"))?;
+    let total = read_u64(&format!("{DMA_API_DIR}/nr_total_entries"))?;
+    let free = read_u64(&format!("{DMA_API_DIR}/num_free_entries"))?;
+    fs::write("/proc/sys/vm/stat_refresh", "1\n")
+        .map_err(|e| format!("write /proc/sys/vm/stat_refresh: {e}"))?;
+    let vm = fs::read_to_string("/proc/vmstat").map_err(|e| format!("read /proc/vmstat: {e}"))?;
+    let acquired = vmstat_field(&vm, "nr_foll_pin_acquired")?;
+    let released = vmstat_field(&vm, "nr_foll_pin_released")?;
+    Ok(KernelCounters {
+        dma_errors,
+        dma_entries: total.saturating_sub(free),
+        pinned_pages: acquired as i64 - released as i64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vmstat() {
+        let text = "nr_free_pages 1000\nnr_foll_pin_acquired 77\nnr_foll_pin_released 70\n";
+        assert_eq!(vmstat_field(text, "nr_foll_pin_acquired"), Ok(77));
+        assert_eq!(vmstat_field(text, "nr_foll_pin_released"), Ok(70));
+        assert!(vmstat_field(text, "nr_foll_pin").is_err());
+    }
+}
