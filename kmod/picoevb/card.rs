@@ -75,6 +75,9 @@ pub(crate) struct Card {
     /// GPU surfaces mapped for this device, to unmap at removal.
     #[pin]
     surfaces: Mutex<KVec<Arc<Surface>>>,
+    /// Serialises PIN_CUDA's overlap check with the pin it allows.
+    #[pin]
+    pin_lock: Mutex<()>,
     /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
     caps: AtomicU64,
     design_version: AtomicU32,
@@ -98,6 +101,7 @@ impl Card {
             gate <- new_spinlock!(Gate::default()),
             drained <- new_condvar!(),
             surfaces <- new_mutex!(KVec::new()),
+            pin_lock <- new_mutex!(()),
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
@@ -132,6 +136,19 @@ impl Card {
     pub(crate) fn add_surface(&self, s: Arc<Surface>) -> Result {
         self.surfaces.lock().push(s, GFP_KERNEL)?;
         Ok(())
+    }
+
+    /// Locks out other PIN_CUDA calls on this card while one checks for overlaps and pins.
+    pub(crate) fn lock_pins(&self) -> kernel::sync::MutexGuard<'_, ()> {
+        self.pin_lock.lock()
+    }
+
+    /// Whether a live surface of address space `mm` overlaps pages `[first, end)`.
+    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64) -> bool {
+        self.surfaces
+            .lock()
+            .iter()
+            .any(|s| s.overlaps(mm, first, end))
     }
 
     /// Forgets a surface that has been freed.

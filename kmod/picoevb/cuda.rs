@@ -48,6 +48,9 @@ pub(crate) struct Surface {
     len: u64,
     /// The card the surface is mapped for; it forgets the surface when it is freed.
     card: Arc<Card>,
+    /// Address space and page range pinned, for the overlap check.
+    mm: usize,
+    pages: (u64, u64),
     #[pin]
     state: SpinLock<Use>,
     #[pin]
@@ -121,6 +124,11 @@ impl Surface {
         self.card.drop_surface(self);
     }
 
+    /// Whether this live surface covers any of pages `[first, end)` of address space `mm`.
+    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64) -> bool {
+        self.mm == mm && self.pages.0 < end && first < self.pages.1 && !self.state.lock().dead
+    }
+
     /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
     /// from now on. The pin itself stays until UNPIN, close or the memory going away.
     pub(crate) fn detach(&self) {
@@ -161,14 +169,17 @@ unsafe extern "C" fn surface_gone(data: *mut c_void) {
     }
 }
 
-/// Pins `len` bytes of GPU memory at `va` for DMA by `card`.
-fn pin(card: &Arc<Card>, va: u64, len: u64) -> Result<Arc<Surface>> {
+/// Pins `len` bytes of GPU memory at `va` (in address space `mm`) for DMA by `card`.
+fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64) -> Result<Arc<Surface>> {
     let dev: &Device = card.dev();
+    let pages = page_range(va, len);
     let s = Arc::pin_init(
         pin_init!(Surface {
             p: AtomicPtr::new(core::ptr::null_mut()),
             len,
             card: card.clone(),
+            mm,
+            pages,
             state <- new_spinlock!(Use::default()),
             idle <- new_condvar!(),
         }),
@@ -193,6 +204,16 @@ fn pin(card: &Arc<Card>, va: u64, len: u64) -> Result<Arc<Surface>> {
         return Err(Error::from_errno(rc));
     }
     Ok(s)
+}
+
+/// The 64 KiB-aligned page range around `[va, va + len)`: the largest GPU page either flavour uses, so
+/// two pins that share a GPU page are caught in both.
+fn page_range(va: u64, len: u64) -> (u64, u64) {
+    const GPU_PAGE: u64 = 64 << 10;
+    (
+        va & !(GPU_PAGE - 1),
+        (va + len).div_ceil(GPU_PAGE) * GPU_PAGE,
+    )
 }
 
 /// Whether a GPU-memory provider is loaded now.
@@ -233,7 +254,18 @@ impl Surfaces {
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
             .map_err(|_| crate::engine::kerr(crate::errno::Errno::EOPNOTSUPP))?;
-        let pinned = pin(card, va, len);
+        // The DMA API does not support overlapping mappings of the same memory (on a non-coherent SoC
+        // the cache maintenance of one would undo the other's): a range is pinned once per card and the
+        // handle reused. Checked and pinned under one lock so two callers cannot both pass.
+        let _pins = card.lock_pins();
+        // SAFETY: plain read of the caller's mm pointer, used only as an identity.
+        let mm = unsafe { ffi::pevb_current_mm() };
+        let (first, end) = page_range(va, len);
+        let pinned = if card.overlaps(mm, first, end) {
+            Err(EBUSY)
+        } else {
+            pin(card, mm, va, len)
+        };
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };
         let s = pinned?;

@@ -36,6 +36,7 @@ extern "C" {
     pub(crate) fn pevb_completion_reinit(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_complete(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_wait_ms(c: *mut bindings::completion, ms: c_uint) -> c_long;
+    pub(crate) fn pevb_current_mm() -> usize;
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
     pub(crate) fn pevb_p2p_get() -> c_int;

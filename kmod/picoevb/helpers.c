@@ -10,6 +10,7 @@
 #include <linux/mm.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 
 struct pevb_pin {
@@ -31,6 +32,7 @@ void pevb_disable_device(struct pci_dev *pdev);
 void pevb_completion_reinit(struct completion *c);
 void pevb_completion_complete(struct completion *c);
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms);
+unsigned long pevb_current_mm(void);
 
 /*
  * Pin [uaddr, uaddr + len) with FOLL_LONGTERM (writable only when the device writes it), build an sg_table
@@ -146,4 +148,10 @@ void pevb_completion_complete(struct completion *c)
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms)
 {
 	return wait_for_completion_timeout(c, msecs_to_jiffies(ms));
+}
+
+/* Identity of the calling process's address space: two pins overlap only within one mm. */
+unsigned long pevb_current_mm(void)
+{
+	return (unsigned long)current->mm;
 }

@@ -9,6 +9,9 @@
 //! The driver's logic lives in plain `core` Rust shared with the host (`kmod/logic`, `crates/*`), included
 //! below by path and unit-tested there; the files in this folder are only the kernel glue.
 
+// `try_pin_init!` expands recursively per field; `Card` has more fields than the default limit allows.
+#![recursion_limit = "256"]
+
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     c_str,

@@ -102,11 +102,14 @@ pub fn h2c2h(req: &abi::H2c2hDma) -> Result<RoundTrip, Errno> {
     })
 }
 
-/// Checks PICOEVB_IOC_PIN_CUDA: returns the range to pin. The provider aligns it to its page size itself.
+/// Checks PICOEVB_IOC_PIN_CUDA: returns the range to pin (the shim aligns it to the GPU page size and
+/// keeps the offset). A range beyond user space is EFAULT, as for every other user pointer.
 pub fn pin_cuda(req: &abi::PinCuda) -> Result<(u64, u64), Errno> {
     match req.va.checked_add(req.size) {
-        Some(end) if req.size > 0 && end <= USER_ADDR_LIMIT => Ok((req.va, req.size)),
-        _ => Err(Errno::EINVAL),
+        _ if req.size == 0 => Err(Errno::EINVAL),
+        None => Err(Errno::EINVAL),
+        Some(end) if end > USER_ADDR_LIMIT => Err(Errno::EFAULT),
+        Some(_) => Ok((req.va, req.size)),
     }
 }
 
@@ -242,7 +245,8 @@ mod tests {
         assert_eq!(p(0x1001, 4095), Ok((0x1001, 4095)));
         assert_eq!(p(0x1000, 0), Err(Errno::EINVAL));
         assert_eq!(p(u64::MAX, 2), Err(Errno::EINVAL));
-        assert_eq!(p(USER_ADDR_LIMIT, 1), Err(Errno::EINVAL));
+        assert_eq!(p(USER_ADDR_LIMIT, 1), Err(Errno::EFAULT));
+        assert_eq!(p(0xffff_8880_0000_0000, 0x10000), Err(Errno::EFAULT));
     }
 
     #[test]
