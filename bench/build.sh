@@ -10,8 +10,9 @@ ROOT=$("$REPO/bench/rootfs.sh")
 log "chroot ready ($((SECONDS - t0)) s)"
 KDIR=$(ARCH=$ARCH "$REPO/bench/kernel.sh")
 log "kernel ready ($((SECONDS - t0)) s)"
-KO=$("$REPO/bench/kmod.sh" "$KDIR")
-log "kernel module built ($((SECONDS - t0)) s)"
+KMOD_DGPU=$("$REPO/bench/kmod.sh" "$KDIR" dgpu)
+KMOD=$("$REPO/bench/kmod.sh" "$KDIR" jetson)
+log "kernel modules built ($((SECONDS - t0)) s)"
 
 # Host tools (model, harness) and the static guest test binary. The guest build gets its own target folder
 # so its static-CRT flags never invalidate the host build.
@@ -26,7 +27,10 @@ cat <<VARS
 GDR_ROOT=$ROOT
 GDR_KDIR=$KDIR
 GDR_KERNEL=$KDIR/arch/x86/boot/bzImage
-GDR_KO=$KO
+GDR_KO=$KMOD/picoevb.ko
+GDR_P2P=$KMOD/gdr_nv_p2p.ko
+GDR_KO_DGPU=$KMOD_DGPU/picoevb.ko
+GDR_P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko
 GDR_MODEL=$TARGET/release/picoevb-model
 GDR_HARNESS=$TARGET/release/gdr-bench
 GDR_GUEST=$TARGET/guest/x86_64-unknown-linux-gnu/release/gdr-guest-tests

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Build the out-of-tree kernel modules against the bench kernel, in the chroot whose rustc built that kernel
-# (a Rust .ko links against the exact kernel crate build). Prints the path of picoevb.ko.
-# Usage: kmod.sh KDIR [extra make args]
+# Build the out-of-tree kernel modules (picoevb.ko and the nvidia_p2p provider gdr_nv_p2p.ko) against the
+# bench kernel, in the chroot whose rustc built that kernel (a Rust .ko links against that exact kernel
+# crate build), for one flavour of the nvidia_p2p API: jetson (default) or dgpu. Copies them to
+# $GDR_CACHE/kmod/<flavour>/ and prints that folder.
+# Usage: kmod.sh KDIR [jetson|dgpu]
 . "$(dirname "$0")/lib.sh"
 need_root
-KDIR=${1:?usage: kmod.sh KDIR}; shift
+KDIR=${1:?usage: kmod.sh KDIR [jetson|dgpu]}
+FLAVOUR=${2:-jetson}
+case $FLAVOUR in jetson | dgpu) ;; *) die "unknown flavour $FLAVOUR (jetson or dgpu)" ;; esac
 ROOT=$("$REPO/bench/rootfs.sh")
-M=$REPO/kmod/picoevb
-in_root "$ROOT" bash -c ". '$KDIR/env.sh' && make -s -C '$KDIR' M='$M' $* modules" >&2 ||
-  die "kernel module build failed"
-echo "$M/picoevb.ko"
+OUT=$GDR_CACHE/kmod/$FLAVOUR
+rm -rf "$OUT"; mkdir -p "$OUT"
+for m in nvidia-p2p picoevb; do
+  # Kbuild rebuilds whatever the flavour's flags change, so the two flavours can share the source folder.
+  in_root "$ROOT" bash -c ". '$KDIR/env.sh' && make -s -C '$KDIR' M='$REPO/kmod/$m' GDR_P2P_FLAVOUR=$FLAVOUR modules" >&2 ||
+    die "kernel module build failed: kmod/$m ($FLAVOUR)"
+  cp "$REPO"/kmod/$m/*.ko "$OUT/"
+done
+echo "$OUT"

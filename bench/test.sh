@@ -42,21 +42,30 @@ count "cargo test" "$p" "$f"
 
 [ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$GDR_CACHE/last-rtl.log" bash fpga-bitstream/sim/run.sh
 
+# harness MODULES... -- ARGS... : one boot of the emulated appliance with these modules loaded in order.
 harness() {
-  "$GDR_HARNESS" run --root "$GDR_ROOT" --kernel "$GDR_KERNEL" --module "$GDR_KO" --guest "$GDR_GUEST" \
+  local mods=()
+  while [ "$1" != -- ]; do mods+=(--module "$1"); shift; done
+  shift
+  "$GDR_HARNESS" run --root "$GDR_ROOT" --kernel "$GDR_KERNEL" "${mods[@]}" --guest "$GDR_GUEST" \
     --model "$GDR_MODEL" "$@"
 }
 # The model corrupts every transfer: the guest's byte checks must catch it, so this suite run must fail
 # (the harness's --expect-failures succeeds only then, with every kernel check still clean).
 must_fail() {
-  harness --mode suite --inject corrupt_data:0 --expect-failures >"$GDR_CACHE/last-must-fail.log" 2>&1 ||
+  harness "$GDR_KO" -- --mode suite --inject corrupt_data:0 --expect-failures >"$GDR_CACHE/last-must-fail.log" 2>&1 ||
     { tail -n 40 "$GDR_CACHE/last-must-fail.log" >&2; return 1; }
 }
 
 if vars=$("$REPO/bench/build.sh"); then
   eval "$vars"
   check "kernel rustfmt (kmod)" "$REPO/bench/kfmt.sh" --check
-  counted "bench suite" "$GDR_CACHE/last-suite.log" harness --mode suite
+  L=$GDR_CACHE
+  counted "bench: suite, no GPU-memory provider" "$L/last-suite-plain.log" harness "$GDR_KO" -- --mode suite
+  counted "bench: suite, Jetson nvidia_p2p" "$L/last-suite-jetson.log" harness "$GDR_P2P" "$GDR_KO" -- --mode suite
+  counted "bench: suite, dGPU nvidia_p2p" "$L/last-suite-dgpu.log" harness "$GDR_P2P_DGPU" "$GDR_KO_DGPU" -- --mode suite
+  counted "bench: ioctl fuzzer" "$L/last-fuzz.log" harness "$GDR_P2P" "$GDR_KO" -- --mode fuzz \
+    --guest-args "--iterations ${GDR_FUZZ_ITERATIONS:-3000} --threads 4"
   check "bench: the suite fails when the model corrupts data" must_fail
 else
   count "bench build" 0 1

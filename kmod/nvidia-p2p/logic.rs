@@ -282,7 +282,11 @@ pub(crate) fn plan_segments(
     count: &mut [u32],
 ) -> usize {
     let page = 1u64 << (page_shift & 63);
-    let max_seg = if max_seg < page { page } else { max_seg & !(page - 1) };
+    let max_seg = if max_seg < page {
+        page
+    } else {
+        max_seg & !(page - 1)
+    };
     let mut n = 0usize;
     let mut seg_start = 0u64;
     let mut seg_len = 0u64;
@@ -525,7 +529,7 @@ mod tests {
         assert_eq!(jetson_span(0x1000, 0x3000, 12), Ok((0x1000, 3)));
         assert_eq!(jetson_span(0x1234, 0x3fff, 12), Ok((0x1000, 3)));
         assert_eq!(jetson_span(0x1000, 0xfff, 12), Err(EINVAL));
-        assert_eq!(jetson_span(u64::MAX & !0xfff, 0x2000, 12), Err(EINVAL));
+        assert_eq!(jetson_span(!0xfff, 0x2000, 12), Err(EINVAL));
         assert_eq!(gpu_span(0x10000, 0x20000, 12, 16), Ok((32, 2)));
         assert_eq!(gpu_span(0x11000, 0x20000, 12, 16), Err(EINVAL));
         assert_eq!(gpu_span(0x10000, 0x21000, 12, 16), Err(EINVAL));
@@ -573,18 +577,10 @@ mod tests {
     fn gpu_addresses_from_segments() {
         let mut out = [0u64; 3];
         // One merged segment (IOMMU), then a split one.
-        assert_eq!(
-            gpu_bus_addrs(&[0x100000], &[0x30000], 16, &mut out),
-            Ok(())
-        );
+        assert_eq!(gpu_bus_addrs(&[0x100000], &[0x30000], 16, &mut out), Ok(()));
         assert_eq!(out, [0x100000, 0x110000, 0x120000]);
         assert_eq!(
-            gpu_bus_addrs(
-                &[0x500000, 0x200000],
-                &[0x10000, 0x20000],
-                16,
-                &mut out
-            ),
+            gpu_bus_addrs(&[0x500000, 0x200000], &[0x10000, 0x20000], 16, &mut out),
             Ok(())
         );
         assert_eq!(out, [0x500000, 0x200000, 0x210000]);
@@ -593,9 +589,6 @@ mod tests {
             gpu_bus_addrs(&[0x0, 0x900000], &[0x18000, 0x18000], 16, &mut out),
             Err(EIO)
         );
-        assert_eq!(
-            gpu_bus_addrs(&[0x0], &[0x20000], 16, &mut out),
-            Err(EIO)
-        );
+        assert_eq!(gpu_bus_addrs(&[0x0], &[0x20000], 16, &mut out), Err(EIO));
     }
 }

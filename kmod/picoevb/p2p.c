@@ -58,6 +58,7 @@
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/refcount.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait_bit.h>
@@ -240,6 +241,7 @@ struct pevb_p2p {
 	bool cb_claimed;			/* free_cb has been (or is being) called */
 	bool unpinning;				/* pevb_p2p_unpin() runs: it owns the last reference */
 	bool put_done;				/* put_pages has returned (Jetson: its unregister is over) */
+	struct task_struct *undo_task;		/* pin failed: this thread's own put_pages runs the callback */
 	struct completion pinned;		/* pevb_p2p_pin() has left PINNING */
 
 	struct nvidia_p2p_page_table *pt;
@@ -351,6 +353,10 @@ static void pevb_p2p_trampoline(void *data)
 	bool wait = false;
 
 	spin_lock(&p->lock);
+	if (p->state == PEVB_P2P_PINNING && p->undo_task == current) {
+		spin_unlock(&p->lock);	/* the failed pin's own put_pages (Jetson): nothing to pass on */
+		return;
+	}
 	if (p->state == PEVB_P2P_PINNING) {
 		/*
 		 * pevb_p2p_pin() has not returned: it fails and cleans up, the driver never hears of this pin.
@@ -516,15 +522,22 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 		pevb_p2p_ops.dma_unmap_pages(map);
 	spin_lock(&p->lock);
 	dead = p->state == PEVB_P2P_DEAD;
+	if (!dead)
+		p->undo_task = current;
 	spin_unlock(&p->lock);
-	if (dead) {
-		/* Never put_pages after the callback ran from an invalidation (NVIDIA's notifier is gone). */
-		ret = -EFAULT;
-	} else {
-		/* Runs the callback synchronously; the trampoline drops it (the pin never went live). */
+	if (!dead) {
+		/*
+		 * Runs the callback synchronously on this thread; the trampoline drops it. (Never put_pages
+		 * after the callback ran from an invalidation: NVIDIA's notifier is gone then.)
+		 */
 		pevb_p2p_ops.put_pages(p->pt);
 		p->put_done = true;
+		spin_lock(&p->lock);
+		dead = p->state == PEVB_P2P_DEAD;	/* an invalidation's callback came first */
+		spin_unlock(&p->lock);
 	}
+	if (dead)
+		ret = -EFAULT;
 	pevb_p2p_ops.free_page_table(p->pt);
 #endif
 out_free:
