@@ -1,32 +1,17 @@
 #!/usr/bin/env bash
 # The test command (README; .ci/run calls it). Runs, in order:
-#   1. host checks: cargo fmt --check, cargo clippy -D warnings, cargo test (logic, model, ABI, harness)
+#   1. host checks: cargo fmt --check, cargo clippy -D warnings, cargo test (logic, model, ABI, harness, ...)
 #   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh)
-#   3. the emulated bench: FPGA model + QEMU + the real kernel module + the guest test suite
-#   4. the same bench with the model corrupting every transfer, which must make the suite fail
+#   3. the emulated bench, each boot judged by the harness (no kernel splat, no kmemleak report, clean
+#      module load and unload): the guest suite without a GPU-memory provider, with the Jetson and with the
+#      dGPU nvidia_p2p provider, and a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default 3000)
+#   4. the suite with the model corrupting every transfer, which must fail
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
+# The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
 need_root
 cd "$REPO"
-declare -i PASSED=0 FAILED=0
-declare -a BROKEN=()
-
-# count NAME PASSED FAILED
-count() { PASSED+=$2; FAILED+=$3; [ "$3" -eq 0 ] || BROKEN+=("$1"); log "$1: $2 passed, $3 failed"; }
-# check NAME CMD... : a whole command as one test.
-check() { local n=$1; shift; if "$@"; then count "$n" 1 0; else count "$n" 0 1; fi; }
-# counted NAME LOG CMD... : a command that closes with "N passed, M failed"; its counts are added. A
-# non-zero exit with no failure counted, or no closing line at all, counts as one failure.
-counted() {
-  local name=$1 log=$2; shift 2
-  local rc=0; "$@" >"$log" 2>&1 || rc=$?
-  grep -E '^(TEST|CHECK|FAIL)' "$log" >&2 || true
-  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
-  if [ -z "$line" ]; then tail -n 40 "$log" >&2; count "$name" 0 1; return; fi
-  local p=${line%% passed*} f; f=$(echo "$line" | sed 's/.* passed, \([0-9]*\) failed.*/\1/')
-  [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || { tail -n 40 "$log" >&2; f=1; }
-  count "$name" "$p" "$f"
-}
+. "$REPO/bench/runs.sh"
 
 command -v cargo >/dev/null || die "cargo not found: install Rust with rustup first"
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >&2 || true
@@ -42,14 +27,6 @@ count "cargo test" "$p" "$f"
 
 [ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$GDR_CACHE/last-rtl.log" bash fpga-bitstream/sim/run.sh
 
-# harness MODULES... -- ARGS... : one boot of the emulated appliance with these modules loaded in order.
-harness() {
-  local mods=()
-  while [ "$1" != -- ]; do mods+=(--module "$1"); shift; done
-  shift
-  "$GDR_HARNESS" run --root "$GDR_ROOT" --kernel "$GDR_KERNEL" "${mods[@]}" --guest "$GDR_GUEST" \
-    --model "$GDR_MODEL" "$@"
-}
 # The model corrupts every transfer: the guest's byte checks must catch it, so this suite run must fail
 # (the harness's --expect-failures succeeds only then, with every kernel check still clean).
 must_fail() {
@@ -71,6 +48,4 @@ else
   count "bench build" 0 1
 fi
 
-[ ${#BROKEN[@]} -eq 0 ] || log "failing: ${BROKEN[*]}"
-echo "$PASSED passed, $FAILED failed"
-[ "$FAILED" -eq 0 ]
+finish
