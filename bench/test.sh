@@ -38,7 +38,8 @@ if vars=$("$REPO/bench/build.sh"); then
   eval "$vars"
   check "kernel rustfmt (kmod)" "$REPO/bench/kfmt.sh" --check
   L=$GDR_CACHE
-  counted "bench: suite, no GPU-memory provider" "$L/last-suite-plain.log" harness "$GDR_KO" -- --mode suite
+  counted "bench: suite, two cards, no GPU-memory provider" "$L/last-suite-plain.log" \
+    harness "$GDR_KO" -- --mode suite --cards 2
   counted "bench: suite, Jetson nvidia_p2p" "$L/last-suite-jetson.log" harness "$GDR_P2P" "$GDR_KO" -- --mode suite
   counted "bench: suite, dGPU nvidia_p2p" "$L/last-suite-dgpu.log" harness "$GDR_P2P_DGPU" "$GDR_KO_DGPU" -- --mode suite
   counted "bench: ioctl fuzzer" "$L/last-fuzz.log" harness "$GDR_P2P" "$GDR_KO" -- --mode fuzz \

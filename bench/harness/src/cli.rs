@@ -6,7 +6,7 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
                      [--mode suite|loopback|fuzz] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
-                     [--memory MB] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
+                     [--memory MB] [--cards N] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
                      [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
 
   --root DIR          bench chroot (QEMU 11 inside; busybox at DIR/usr/bin/busybox)
@@ -19,6 +19,7 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
   --run-dir DIR       sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*)
   --timeout SECS      whole-run limit from QEMU start (default 900)
   --memory MB         guest RAM (default 1024)
+  --cards N           PicoEVB cards, one model each (default 1, at most 4); RPC reaches card 0
   --inject F[:N]      tell the model to inject fault F into the next N engine runs (0: all) before boot
   --expect-failures   succeed only if the guest reports at least one failed test (proves the suite can fail)
   --keep              keep the run directory even on success
@@ -58,6 +59,8 @@ pub struct RunArgs {
     pub run_dir: Option<PathBuf>,
     pub timeout: Duration,
     pub memory_mb: u32,
+    /// PicoEVB cards: one model and one vfio-user function each (`/dev/picoevb0`, `1`, ...).
+    pub cards: u32,
     pub inject: Vec<String>,
     pub expect_failures: bool,
     pub keep: bool,
@@ -85,6 +88,7 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
         run_dir: None,
         timeout: Duration::from_secs(900),
         memory_mb: 1024,
+        cards: 1,
         inject: Vec::new(),
         expect_failures: false,
         keep: false,
@@ -129,6 +133,13 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
                 let v = value()?;
                 let s: u64 = v.parse().map_err(|e| format!("--timeout {v}: {e}"))?;
                 a.timeout = Duration::from_secs(s);
+            }
+            "--cards" => {
+                let v = value()?;
+                a.cards = v.parse().map_err(|e| format!("--cards {v}: {e}"))?;
+                if !(1..=crate::run::MAX_CARDS).contains(&a.cards) {
+                    return Err(format!("--cards {v}: 1 to {}", crate::run::MAX_CARDS));
+                }
             }
             "--memory" => {
                 let v = value()?;

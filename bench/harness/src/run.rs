@@ -89,6 +89,10 @@ impl RunDir {
         for s in ["vfio.sock", "ctl.sock", "rpc.sock"] {
             let _ = std::fs::remove_file(dir.join(s));
         }
+        for i in 1..MAX_CARDS {
+            let _ = std::fs::remove_file(dir.join(sock("vfio", i)));
+            let _ = std::fs::remove_file(dir.join(sock("ctl", i)));
+        }
         Ok(RunDir { dir, created })
     }
     fn path(&self, name: &str) -> PathBuf {
@@ -96,16 +100,34 @@ impl RunDir {
     }
 }
 
-fn start_model(a: &RunArgs, run: &RunDir) -> Result<Group, String> {
-    let log = File::create(run.path("model.log")).map_err(|e| format!("model.log: {e}"))?;
+/// Most cards one run can have (one root port and one model each).
+pub const MAX_CARDS: u32 = 4;
+
+/// Socket (or log) name of card `i`: card 0 keeps the plain names (`vfio.sock`, `ctl.sock`).
+fn sock(kind: &str, i: u32) -> String {
+    if i == 0 {
+        format!("{kind}.sock")
+    } else {
+        format!("{kind}{i}.sock")
+    }
+}
+
+fn start_model(a: &RunArgs, run: &RunDir, i: u32) -> Result<Group, String> {
+    let log_name = if i == 0 {
+        "model.log".to_string()
+    } else {
+        format!("model{i}.log")
+    };
+    let (vfio, ctl) = (run.path(&sock("vfio", i)), run.path(&sock("ctl", i)));
+    let log = File::create(run.path(&log_name)).map_err(|e| format!("{log_name}: {e}"))?;
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
     let mut model = Group::spawn(
         "model",
         Command::new(&a.model)
             .arg("--socket")
-            .arg(run.path("vfio.sock"))
+            .arg(&vfio)
             .arg("--control")
-            .arg(run.path("ctl.sock"))
+            .arg(&ctl)
             .args(&a.model_args)
             .stdin(Stdio::null())
             .stdout(log)
@@ -113,9 +135,9 @@ fn start_model(a: &RunArgs, run: &RunDir) -> Result<Group, String> {
     )
     .map_err(|e| e.to_string())?;
     let end = Instant::now() + MODEL_START;
-    while !(is_socket(&run.path("vfio.sock")) && is_socket(&run.path("ctl.sock"))) {
+    while !(is_socket(&vfio) && is_socket(&ctl)) {
         if let Some(st) = model.try_wait() {
-            let log = tail_of(&run.path("model.log"), 20).join("\n");
+            let log = tail_of(&run.path(&log_name), 20).join("\n");
             return Err(format!(
                 "model exited ({st}) before creating its sockets:\n{log}"
             ));
@@ -137,11 +159,6 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
     let append = format!("console=ttyS0 panic=-1 loglevel=6 {}", a.append)
         .trim()
         .to_string();
-    let vfio = serde_json::json!({
-        "driver": "vfio-user-pci",
-        "bus": "rp0",
-        "socket": {"path": p("vfio.sock"), "type": "unix"},
-    });
     let mut c = Command::new(repo.join("bench/in-root.sh"));
     c.arg(root).arg("qemu-system-x86_64");
     // No 5-level paging: with LA57, an interrupt that lands while identify_cpu() re-detects the CPU
@@ -177,8 +194,19 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
         "-append",
         &append,
     ]);
-    c.args(["-device", "pcie-root-port,id=rp0,bus=pcie.0,chassis=1"]);
-    c.args(["-device", &vfio.to_string()]);
+    // One root port and one vfio-user function per card, in card order (card 0 enumerates first).
+    for i in 0..a.cards {
+        let vfio = serde_json::json!({
+            "driver": "vfio-user-pci",
+            "bus": format!("rp{i}"),
+            "socket": {"path": p(&sock("vfio", i)), "type": "unix"},
+        });
+        c.args([
+            "-device",
+            &format!("pcie-root-port,id=rp{i},bus=pcie.0,chassis={}", i + 1),
+        ]);
+        c.args(["-device", &vfio.to_string()]);
+    }
     c.env("GDR_RUN", &run.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
@@ -318,8 +346,11 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
         })
         .collect();
 
-    let mut model = start_model(a, &run)?;
-    note("model up");
+    let mut models = Vec::new();
+    for i in 0..a.cards {
+        models.push(start_model(a, &run, i)?);
+    }
+    note(&format!("model up ({} card(s))", a.cards));
     for spec in &a.inject {
         control::call_ok(&run.path("ctl.sock"), &control::inject_request(spec)?)?;
         note(&format!("injected {spec}"));
@@ -344,8 +375,10 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
 
     qemu.stop();
     // The model exits when QEMU disconnects; give it a moment, then make sure.
-    if model.wait_for(Duration::from_secs(5)).is_none() {
-        model.stop();
+    for model in &mut models {
+        if model.wait_for(Duration::from_secs(5)).is_none() {
+            model.stop();
+        }
     }
     // Drain what QEMU wrote before it died.
     while let Ok(line) = rx.try_recv() {

@@ -62,6 +62,7 @@ pub fn run(opts: &Options) -> i32 {
                 Needs::Nothing => "",
                 Needs::Provider => " (needs a GPU-memory provider)",
                 Needs::NoProvider => " (needs no GPU-memory provider)",
+                Needs::SecondCard => " (needs a second card)",
             };
             let ext = if t.extended { " (extended)" } else { "" };
             println!("{}{ext}{needs}", t.name);

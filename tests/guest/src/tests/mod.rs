@@ -1,6 +1,7 @@
 //! The test registry, the context tests run in, and helpers shared by the topic modules.
 
 mod basic;
+mod cards;
 mod cuda;
 mod dma;
 mod errors;
@@ -73,6 +74,8 @@ pub enum Needs {
     Provider,
     /// ABI_INFO announces no CUDA capability.
     NoProvider,
+    /// A second card, /dev/picoevb1 (the harness's --cards 2).
+    SecondCard,
 }
 
 impl Needs {
@@ -81,6 +84,10 @@ impl Needs {
     pub fn unmet(self, dev: &Device) -> Option<String> {
         if self == Needs::Nothing {
             return None;
+        }
+        if self == Needs::SecondCard {
+            return (!std::path::Path::new(cards::SECOND).exists())
+                .then(|| format!("no {}: one card only", cards::SECOND));
         }
         let caps = dev.abi_info().ok()?.caps;
         match (self, Flavour::from_caps(caps)) {
@@ -144,6 +151,7 @@ pub fn all() -> Vec<Test> {
     dma::register(&mut v);
     errors::register(&mut v);
     faults::register(&mut v);
+    cards::register(&mut v);
     cuda::register(&mut v);
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.

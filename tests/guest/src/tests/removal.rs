@@ -22,8 +22,9 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test("removal::remove_mid_dma_then_rescan", remove_mid_dma));
 }
 
-/// The sysfs folder of the card: the PCI function with the design's vendor and device IDs.
-fn card_sysfs() -> Result<PathBuf, String> {
+/// The sysfs folders of the cards: the PCI functions with the design's vendor and device IDs. All of them
+/// go (the node of a card cannot be told from sysfs), and all come back on the rescan.
+fn card_sysfs() -> Result<Vec<PathBuf>, String> {
     let hex = |p: &PathBuf, f: &str| {
         fs::read_to_string(p.join(f))
             .ok()
@@ -31,13 +32,17 @@ fn card_sysfs() -> Result<PathBuf, String> {
     };
     let entries =
         fs::read_dir("/sys/bus/pci/devices").map_err(|e| format!("/sys/bus/pci/devices: {e}"))?;
-    entries
+    let cards: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
+        .filter(|p| {
             hex(p, "vendor") == Some(u32::from(pci::VENDOR_ID))
                 && hex(p, "device") == Some(u32::from(pci::DEVICE_ID))
         })
-        .ok_or_else(|| "no PCI device 10de:0001 in sysfs".to_string())
+        .collect();
+    if cards.is_empty() {
+        return Err("no PCI device 10de:0001 in sysfs".into());
+    }
+    Ok(cards)
 }
 
 fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> TestResult {
@@ -78,7 +83,9 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
             }
         });
         thread::sleep(Duration::from_millis(300));
-        let removed = fs::write(sysfs.join("remove"), "1").map_err(|e| format!("remove: {e}"));
+        let removed = sysfs.iter().try_for_each(|d| {
+            fs::write(d.join("remove"), "1").map_err(|e| format!("remove {}: {e}", d.display()))
+        });
         stop.store(true, Ordering::Relaxed);
         let r = worker
             .join()
