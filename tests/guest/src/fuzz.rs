@@ -12,7 +12,7 @@ use std::thread;
 
 use picoevb_abi as abi;
 
-use crate::dev::Device;
+use crate::dev::{Device, Mapping};
 use crate::kstat;
 use crate::rng::Rng;
 use crate::surface::{Flavour, Surface};
@@ -88,37 +88,22 @@ impl Tally {
 /// Memory a thread owns: a scratch buffer the device may read and write, a hole, a read-only page.
 struct Arena {
     scratch: *mut u8,
-    hole: *mut u8,
-    readonly: *mut u8,
-}
-
-fn map(len: usize, prot: libc::c_int) -> *mut u8 {
-    // SAFETY: a fresh anonymous mapping; the result is checked.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            prot,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-            -1,
-            0,
-        )
-    };
-    assert!(
-        p != libc::MAP_FAILED,
-        "mmap: {}",
-        io::Error::last_os_error()
-    );
-    p.cast()
+    _maps: [Mapping; 3],
+    hole: u64,
+    readonly: u64,
 }
 
 impl Arena {
-    fn new() -> Self {
-        Arena {
-            scratch: map(SCRATCH, libc::PROT_READ | libc::PROT_WRITE),
-            hole: map(4096, libc::PROT_NONE),
-            readonly: map(4096, libc::PROT_READ),
-        }
+    fn new() -> io::Result<Self> {
+        let scratch = Mapping::new(SCRATCH, libc::PROT_READ | libc::PROT_WRITE)?;
+        let hole = Mapping::new(4096, libc::PROT_NONE)?;
+        let readonly = Mapping::new(4096, libc::PROT_READ)?;
+        Ok(Arena {
+            scratch: scratch.addr() as *mut u8,
+            hole: hole.addr(),
+            readonly: readonly.addr(),
+            _maps: [scratch, hole, readonly],
+        })
     }
 
     /// A user pointer for a buffer of `len` bytes: mostly valid, sometimes invalid by construction.
@@ -127,24 +112,13 @@ impl Arena {
             0 => (0, false),
             1 => (0x10, false),
             2 => (KERNEL_ADDR + rng.next_u64() % 0x1000_0000, false),
-            3 => (self.hole as u64 + rng.next_u64() % 4096, false),
-            4 => (self.readonly as u64, false),
+            3 => (self.hole + rng.next_u64() % 4096, false),
+            4 => (self.readonly, false),
             _ => {
                 let len = len.min(SCRATCH as u64 / 2);
                 let off = rng.next_u64() % (SCRATCH as u64 / 2 - len + 1);
                 (self.scratch as u64 + off, true)
             }
-        }
-    }
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        // SAFETY: our own mappings, with no references into them left.
-        unsafe {
-            libc::munmap(self.scratch.cast(), SCRATCH);
-            libc::munmap(self.hole.cast(), 4096);
-            libc::munmap(self.readonly.cast(), 4096);
         }
     }
 }
@@ -186,7 +160,13 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
         return tally;
     };
     let devs = [a, b];
-    let arena = Arena::new();
+    let arena = match Arena::new() {
+        Ok(a) => a,
+        Err(e) => {
+            tally.failures.push(format!("mmap: {e}"));
+            return tally;
+        }
+    };
     // Pinned surfaces: (file index, handle, surface, length pinned).
     let mut pinned: Vec<(usize, u32, Surface, u64)> = Vec::new();
     let pin_errs: &[i32] = &[libc::EINVAL, libc::EFAULT, libc::EOPNOTSUPP, libc::ENOMEM];
