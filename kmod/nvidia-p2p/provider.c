@@ -251,8 +251,11 @@ static struct gdr_pt *gdr_pt_pin(u64 first, u32 npages)
 		if (got > 0)
 			unpin_user_pages(pt->pages, got);
 		gdr_pt_put(pt);
-		/* NVIDIA: a short pin is -ENOMEM. */
-		return ERR_PTR(got < 0 ? got : -ENOMEM);
+		/*
+		 * A range that is not all mapped is -EFAULT, as pin_user_pages says and as every other bad user
+		 * range of picoevb's ABI is (NVIDIA's module returns -ENOMEM here: a deliberate difference).
+		 */
+		return ERR_PTR(got < 0 ? got : -EFAULT);
 	}
 	pt->npages = npages;
 	pt->pinned = true;

@@ -45,21 +45,27 @@ fn vmstat_field(text: &str, key: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("/proc/vmstat has no {key}"))
 }
 
+/// Pages held by FOLL_PIN right now (`nr_foll_pin_acquired - nr_foll_pin_released`), folded first. Needs no
+/// debugfs.
+pub fn pinned_pages() -> Result<i64, String> {
+    fs::write("/proc/sys/vm/stat_refresh", "1\n")
+        .map_err(|e| format!("write /proc/sys/vm/stat_refresh: {e}"))?;
+    let vm = fs::read_to_string("/proc/vmstat").map_err(|e| format!("read /proc/vmstat: {e}"))?;
+    let acquired = vmstat_field(&vm, "nr_foll_pin_acquired")?;
+    let released = vmstat_field(&vm, "nr_foll_pin_released")?;
+    Ok(acquired as i64 - released as i64)
+}
+
 /// Reads the counters now. Per-CPU vmstat deltas are folded first (/proc/sys/vm/stat_refresh), else the
 /// pin counters could lag by up to the per-CPU threshold.
 pub fn read() -> Result<KernelCounters, String> {
     let dma_errors = read_u64(&format!("{DMA_API_DIR}/error_count"))?;
     let total = read_u64(&format!("{DMA_API_DIR}/nr_total_entries"))?;
     let free = read_u64(&format!("{DMA_API_DIR}/num_free_entries"))?;
-    fs::write("/proc/sys/vm/stat_refresh", "1\n")
-        .map_err(|e| format!("write /proc/sys/vm/stat_refresh: {e}"))?;
-    let vm = fs::read_to_string("/proc/vmstat").map_err(|e| format!("read /proc/vmstat: {e}"))?;
-    let acquired = vmstat_field(&vm, "nr_foll_pin_acquired")?;
-    let released = vmstat_field(&vm, "nr_foll_pin_released")?;
     Ok(KernelCounters {
         dma_errors,
         dma_entries: total.saturating_sub(free),
-        pinned_pages: acquired as i64 - released as i64,
+        pinned_pages: pinned_pages()?,
     })
 }
 

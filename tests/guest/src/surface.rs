@@ -7,9 +7,9 @@
 //!   naturally aligned, physically contiguous 64 KiB blocks. gdr's provider serves such memory from
 //!   `/dev/gdr_nv_p2p_vram` (`kmod/nvidia-p2p/vram.c`); plain anonymous memory is refused there (EINVAL).
 //!
-//! One granule (4 KiB or 64 KiB) of guard pattern lies before and after the surface inside the same
-//! mapping, so a driver that DMAs outside the pinned range through an address computed from the surface
-//! shows up as a damaged guard.
+//! Every surface starts at a 64 KiB boundary with 64 KiB of guard pattern before and after it inside the
+//! same mapping: a driver that DMAs outside the pinned range through an address computed from the surface
+//! shows up as a damaged guard, and no two surfaces share a 64 KiB GPU page (see [`ISOLATION`]).
 
 use std::fs::OpenOptions;
 use std::io;
@@ -66,12 +66,18 @@ fn guard_byte(i: usize) -> u8 {
     (i as u8).wrapping_mul(41) ^ 0x5a
 }
 
-/// A GPU surface: `len` bytes (a multiple of the flavour's granule) at a granule-aligned address, zeroed,
-/// between two granules of guard pattern. Unmapped on drop (or earlier, by [`Surface::unmap`]).
+/// Guard bytes on each side of a surface, and the alignment of its start: the largest GPU page. The driver
+/// refuses a pin that shares a GPU page with a live one of the same process (EBUSY), so two surfaces must
+/// never share one by accident of placement; tests that want neighbours pin parts of one surface.
+pub const ISOLATION: usize = GPU_PAGE;
+
+/// A GPU surface: `len` bytes (a multiple of the flavour's granule) at a 64 KiB-aligned address, zeroed,
+/// between two 64 KiB guards of pattern. Unmapped on drop (or earlier, by [`Surface::unmap`]).
 pub struct Surface {
     map: *mut u8,
     map_len: usize,
-    guard: usize,
+    /// Offset of the first surface byte in the mapping (at least `ISOLATION`).
+    start: usize,
     len: usize,
     mapped: bool,
 }
@@ -80,60 +86,60 @@ impl Surface {
     /// A surface of at least `len` bytes (rounded up to the granule).
     pub fn new(flavour: Flavour, len: usize) -> io::Result<Self> {
         let g = flavour.granule();
+        let w = ISOLATION;
         let len = len.max(1).div_ceil(g) * g;
-        let map_len = len + 2 * g;
-        let (map, file) = match flavour {
-            Flavour::Jetson => (
-                mmap(
-                    map_len,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                    -1,
-                )?,
-                None,
-            ),
+        let (map, map_len, file) = match flavour {
+            Flavour::Jetson => {
+                // Room to slide the start up to a 64 KiB boundary.
+                let map_len = len + 3 * w;
+                let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+                (mmap(map_len, flags, -1)?, map_len, None)
+            }
             Flavour::Dgpu => {
                 let f = OpenOptions::new()
                     .read(true)
                     .write(true)
                     .open(VRAM_PATH)
                     .map_err(|e| io::Error::new(e.kind(), format!("open {VRAM_PATH}: {e}")))?;
-                (mmap(map_len, libc::MAP_SHARED, f.as_raw_fd())?, Some(f))
+                // The device places mappings at 64 KiB boundaries itself.
+                let map_len = len + 2 * w;
+                let p = mmap(map_len, libc::MAP_SHARED, f.as_raw_fd())?;
+                (p, map_len, Some(f))
             }
         };
         // The mapping outlives the file descriptor.
         drop(file);
+        let start = (map as usize + w).next_multiple_of(w) - map as usize;
         let mut s = Surface {
             map,
             map_len,
-            guard: g,
+            start,
             len,
             mapped: true,
         };
-        if !s.va().is_multiple_of(g as u64) {
+        if start + len + w > map_len {
             return Err(io::Error::other(format!(
-                "surface at {:#x} is not {g}-byte aligned",
-                s.va()
+                "mapping at {map:?} cannot hold a 64 KiB-aligned surface"
             )));
         }
         if flavour == Flavour::Jetson {
             // SAFETY: the range lies inside our own mapping.
-            if unsafe { libc::mlock(s.map.add(g).cast(), len) } != 0 {
+            if unsafe { libc::mlock(s.map.add(start).cast(), len) } != 0 {
                 return Err(io::Error::last_os_error());
             }
         }
         let whole = s.whole_mut();
-        for (i, b) in whole[..g].iter_mut().enumerate() {
-            *b = guard_byte(i);
-        }
-        for (i, b) in whole.iter_mut().enumerate().skip(g + len) {
-            *b = guard_byte(i);
+        for (i, b) in whole.iter_mut().enumerate() {
+            if i < start || i >= start + len {
+                *b = guard_byte(i);
+            }
         }
         Ok(s)
     }
 
     /// User address of the first surface byte (what an application passes to PIN_CUDA).
     pub fn va(&self) -> u64 {
-        self.map as u64 + self.guard as u64
+        self.map as u64 + self.start as u64
     }
 
     pub fn len(&self) -> usize {
@@ -153,12 +159,12 @@ impl Surface {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        &self.whole()[self.guard..self.guard + self.len]
+        &self.whole()[self.start..self.start + self.len]
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let (g, l) = (self.guard, self.len);
-        &mut self.whole_mut()[g..g + l]
+        let (s, l) = (self.start, self.len);
+        &mut self.whole_mut()[s..s + l]
     }
 
     /// Random bytes over the whole surface.
@@ -173,19 +179,19 @@ impl Surface {
         }
     }
 
-    /// Checks the guard granules on both sides; describes the first damage.
+    /// Checks the 64 KiB guards on both sides; describes the first damage.
     pub fn check_guards(&self) -> Result<(), String> {
         let whole = self.whole();
-        let end = self.guard + self.len;
-        let bad = (0..self.guard)
-            .chain(end..whole.len())
+        let end = self.start + self.len;
+        let bad = (self.start - ISOLATION..self.start)
+            .chain(end..end + ISOLATION)
             .find(|&i| whole[i] != guard_byte(i));
         match bad {
             None => Ok(()),
             Some(i) => Err(format!(
                 "surface guard overwritten at {:+} from the surface start (surface len {}): {:#04x}, \
                  expected {:#04x}",
-                i as isize - self.guard as isize,
+                i as isize - self.start as isize,
                 self.len,
                 whole[i],
                 guard_byte(i)
@@ -201,7 +207,7 @@ impl Surface {
             "punch outside the surface"
         );
         // SAFETY: the range lies inside our own mapping, and no slice into it outlives this `&mut self` call.
-        if unsafe { libc::munmap(self.map.add(self.guard + offset).cast(), len) } != 0 {
+        if unsafe { libc::munmap(self.map.add(self.start + offset).cast(), len) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -211,7 +217,7 @@ impl Surface {
     pub fn protect(&mut self, prot: libc::c_int) -> io::Result<()> {
         assert!(self.mapped, "surface used after unmap");
         // SAFETY: the range lies inside our own mapping; callers only read it afterwards.
-        if unsafe { libc::mprotect(self.map.add(self.guard).cast(), self.len, prot) } != 0 {
+        if unsafe { libc::mprotect(self.map.add(self.start).cast(), self.len, prot) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -265,16 +271,18 @@ mod tests {
     fn jetson_surface_layout_and_guards() {
         let mut s = Surface::new(Flavour::Jetson, 5000).expect("surface");
         assert_eq!(s.len(), 8192);
-        assert_eq!(s.va() % 4096, 0);
+        assert_eq!(s.va() % 65536, 0);
         assert!(s.as_slice().iter().all(|&b| b == 0));
         s.as_mut_slice().fill(0xff);
         assert!(s.check_guards().is_ok());
-        let g = s.guard;
-        s.whole_mut()[g + 8192] ^= 1;
-        assert!(s.check_guards().unwrap_err().contains("+8192"));
-        s.whole_mut()[g + 8192] ^= 1;
-        s.whole_mut()[g - 1] ^= 1;
-        assert!(s.check_guards().unwrap_err().contains("-1"));
+        let g = s.start;
+        s.whole_mut()[g + 8192 + 65535] ^= 1;
+        assert!(s.check_guards().unwrap_err().contains("+73727"));
+        s.whole_mut()[g + 8192 + 65535] ^= 1;
+        s.whole_mut()[g - 65536] ^= 1;
+        assert!(s.check_guards().unwrap_err().contains("-65536"));
+        s.whole_mut()[g - 65536] ^= 1;
+        s.punch(4096, 4096).expect("punch");
         s.unmap().expect("unmap");
     }
 

@@ -51,7 +51,8 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(cuda("cuda::wrong_handle_einval", wrong_handle));
     v.push(cuda("cuda::unpin_twice_einval", unpin_twice));
     v.push(cuda("cuda::handle_of_other_fd_einval", handle_of_other_fd));
-    v.push(cuda("cuda::same_range_twice", same_range_twice));
+    v.push(cuda("cuda::overlapping_pin_ebusy", overlapping_pin));
+    v.push(cuda("cuda::adjacent_pins", adjacent_pins));
     v.push(cuda("cuda::device_still_works", sanity));
 }
 
@@ -442,33 +443,24 @@ fn h2c2h_size(ctx: &mut Ctx, len: usize) -> TestResult {
     unpin(&dev, hb)
 }
 
-/// Jetson: PIN_CUDA at an address and size that are not page multiples works and the transfer starts at
-/// that very address (the driver keeps the offset into the first page). dGPU: EINVAL.
+/// PIN_CUDA at an address and size that are not GPU-page multiples works in both flavours (the driver
+/// aligns the pin and keeps the offset, as the reference does), and the transfer starts at that very
+/// address and moves exactly `len` bytes.
 fn unaligned_pin(ctx: &mut Ctx) -> TestResult {
     let f = flavour(ctx.dev)?;
+    let g = f.granule();
     let dev = open(ctx)?;
-    if f == Flavour::Dgpu {
-        let g = f.granule();
-        let s = surface(f, 3 * g)?;
-        for (off, len) in [
-            (1, g - 1),
-            (0, 4096),
-            (4096, g),
-            (0, g + 1),
-            (g / 2, g),
-            (0, g + 4096),
-        ] {
-            expect_errno(
-                &format!("dGPU PIN_CUDA at +{off:#x} size {len:#x}"),
-                dev.pin_cuda(s.va() + off as u64, len as u64),
-                libc::EINVAL,
-            )?;
-        }
-        let h = pin_range(&dev, s.va() + g as u64, g)?;
-        return unpin(&dev, h);
-    }
-    let mut s = surface(f, 4 * 4096)?;
-    for (off, len) in [(1, 4095), (100, 8192 + 7), (4095, 1), (4096 + 3, 4096)] {
+    // Offsets from a granule boundary and lengths (all <= FPGA RAM): inside one page, across CPU pages,
+    // the last byte of a granule, across a granule boundary, just after one.
+    let mut s = surface(f, 3 * g)?;
+    let cases = [
+        (1, g - 1),
+        (100, 8192 + 7),
+        (g - 1, 1),
+        (g - 100, 8192),
+        (g + 3, 4096),
+    ];
+    for (off, len) in cases {
         let va = s.va() + off as u64;
         let what = format!("pinned at surface +{off} size {len}");
         let h = pin_range(&dev, va, len)?;
@@ -748,29 +740,79 @@ fn handle_of_other_fd(ctx: &mut Ctx) -> TestResult {
     unpin(&a, ha)
 }
 
-/// The same range pinned twice: two handles, each usable, each unpinned on its own.
-fn same_range_twice(ctx: &mut Ctx) -> TestResult {
+/// A range overlapping a live pin of this process on this card is EBUSY (the DMA API does not support two
+/// mappings of the same memory: on a non-coherent SoC the cache maintenance of one would undo the other's),
+/// from the same file or another one; the first pin is unaffected, and once it is unpinned the range pins
+/// again. Applications reuse the handle instead.
+fn overlapping_pin(ctx: &mut Ctx) -> TestResult {
     let f = flavour(ctx.dev)?;
+    let g = f.granule();
+    let a = open(ctx)?;
+    let b = open(ctx)?;
+    let mut s = surface(f, 4 * g)?;
+    let h = pin(&a, &s)?;
+    let va = s.va();
+    for (dev, file) in [(&a, "the same file"), (&b, "another file")] {
+        for (off, len, what) in [
+            (0, 4 * g, "the same range"),
+            (g, g, "a granule inside it"),
+            (3 * g + 1, g, "a range over its end"),
+            (1, 1, "one byte of it"),
+        ] {
+            expect_errno(
+                &format!("PIN_CUDA of {what} (+{off:#x} size {len:#x}) on {file}"),
+                dev.pin_cuda(va + off as u64, len as u64),
+                libc::EBUSY,
+            )?;
+        }
+    }
+    // The refusals left the first pin alone.
+    let len = g.min(RAM);
+    surface_to_host(&a, &mut ctx.rng, &mut s, h, len, 0)?;
+    host_to_surface(&a, &mut ctx.rng, &mut s, h, len, 0)?;
+    unpin(&a, h)?;
+    // Unpinned, the range is free again, for either file.
+    let h2 = pin(&b, &s)?;
+    surface_to_host(&b, &mut ctx.rng, &mut s, h2, len, 0)?;
+    unpin(&b, h2)
+}
+
+/// Pins of neighbouring granules of one surface (4 KiB on Jetson, 64 KiB on dGPU) share no memory: all
+/// three succeed, each moves its own bytes, and a range over the seam of two of them is EBUSY.
+fn adjacent_pins(ctx: &mut Ctx) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    let g = f.granule();
     let dev = open(ctx)?;
-    let mut s = surface(f, 2 * f.granule())?;
-    let h1 = pin(&dev, &s)?;
-    let h2 = pin(&dev, &s)?;
-    ensure!(
-        h1 != h2,
-        "the same range pinned twice got handle {h1} both times"
-    );
-    let len = s.len().min(RAM);
-    // Written through h1, read through h2.
-    host_to_surface(&dev, &mut ctx.rng, &mut s, h1, len, 0)?;
-    let want = s.as_slice()[..len].to_vec();
-    ctx_err("H2C from h2", dev.h2c_cuda(h2.into(), 0, len as u64))?;
-    let mut host = GuardedBuf::new(len, 0);
-    ctx_err("C2H", dev.c2h(host.as_mut_slice(), 0))?;
-    compare("written via h1, read via h2", &want, host.as_slice())?;
-    unpin(&dev, h1)?;
-    dma_refuses(&dev, h1.into(), &format!("unpinned handle {h1}"))?;
-    // h2 still pins the range.
-    surface_to_host(&dev, &mut ctx.rng, &mut s, h2, len, 0)?;
-    host_to_surface(&dev, &mut ctx.rng, &mut s, h2, len, 0)?;
-    unpin(&dev, h2)
+    let mut s = surface(f, 4 * g)?;
+    let mut handles = Vec::new();
+    for k in [0, 1, 3] {
+        let h = pin_range(&dev, s.va() + (k * g) as u64, g).map_err(|e| {
+            format!("granule {k} of {g:#x} bytes, next to granule(s) pinned before: {e}")
+        })?;
+        handles.push((k, h));
+    }
+    expect_errno(
+        "PIN_CUDA over the seam of granules 0 and 1",
+        dev.pin_cuda(s.va() + g as u64 - 1, 2),
+        libc::EBUSY,
+    )?;
+    s.fill_random(&mut ctx.rng);
+    let len = g.min(RAM);
+    for &(k, h) in &handles {
+        ctx_err(
+            &format!("H2C from granule {k}"),
+            dev.h2c_cuda(h.into(), 0, len as u64),
+        )?;
+        let mut host = GuardedBuf::new(len, 0);
+        ctx_err("C2H", dev.c2h(host.as_mut_slice(), 0))?;
+        compare(
+            &format!("granule {k} (handle {h})"),
+            &s.as_slice()[k * g..k * g + len],
+            host.as_slice(),
+        )?;
+    }
+    for (_, h) in handles {
+        unpin(&dev, h)?;
+    }
+    Ok(())
 }

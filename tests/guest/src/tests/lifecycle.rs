@@ -13,7 +13,7 @@ use picoevb_abi as abi;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::cuda::{
-    Side, cuda, dma_refuses, flavour, h2c2h_sides, host_to_surface, open, pin, surface,
+    Side, cuda, dma_refuses, flavour, h2c2h_sides, host_to_surface, open, pin, pin_range, surface,
     surface_to_host, unpin,
 };
 use super::{Ctx, Test, TestResult, ctx_err, ensure, expect_errno, h2c2h_check, sanity, test};
@@ -21,7 +21,7 @@ use crate::buf::compare;
 use crate::dev::Device;
 use crate::kstat;
 use crate::rng::Rng;
-use crate::surface::Flavour;
+use crate::surface::{Flavour, ISOLATION};
 
 const RAM: usize = FPGA_RAM_SIZE as usize;
 /// Surfaces a killed child pins.
@@ -38,6 +38,8 @@ const OPS: [&str; 5] = [
     "host->fpga->surface",
     "pin+dma+unpin",
 ];
+/// CPU page: what FOLL_PIN counts.
+const PAGE: usize = 4096;
 /// How long the kernel may take to finish deferred unpinning (work items) before counters must be back.
 const SETTLE: Duration = Duration::from_secs(5);
 
@@ -67,34 +69,44 @@ pub fn register(v: &mut Vec<Test>) {
     ));
 }
 
-/// Unmapping a pinned surface kills its handle on every file that pinned it (DMA and UNPIN are EINVAL);
-/// other handles, the files and the device go on working.
+/// Unmapping a pinned surface kills its handle: DMA and UNPIN are EINVAL, its pages are unpinned. The
+/// dead pin no longer blocks its range (new memory at that address pins), and other handles, both files
+/// and the device go on working.
 fn munmap_pinned(ctx: &mut Ctx) -> TestResult {
     let f = flavour(ctx.dev)?;
     let a = open(ctx)?;
     let b = open(ctx)?;
     let mut victim = surface(f, 1 << 20)?;
     let mut keep = surface(f, 1 << 20)?;
+    let mut other = surface(f, 1 << 20)?;
+    let pages = (victim.len() / PAGE) as i64;
+    let p0 = kstat::pinned_pages()?;
     let hv = pin(&a, &victim)?;
-    let hv_b = pin(&b, &victim)?;
     let hk = pin(&a, &keep)?;
-    // The handles work before.
+    let ho = pin(&b, &other)?;
+    pins_are(p0 + 3 * pages, Duration::ZERO, "after pinning 3 surfaces")?;
     surface_to_host(&a, &mut ctx.rng, &mut victim, hv, 4096, 0)?;
-    surface_to_host(&b, &mut ctx.rng, &mut victim, hv_b, 4096, 0)?;
+    let (va, len) = (victim.va(), victim.len());
     ctx_err("munmap of the pinned surface", victim.unmap())?;
-    for (dev, h, name) in [(&a, hv, "a"), (&b, hv_b, "b")] {
-        dma_refuses(
-            dev,
-            h.into(),
-            &format!("file {name}'s handle {h} of unmapped memory"),
-        )?;
-        expect_errno(
-            &format!("UNPIN_CUDA of file {name}'s handle {h} of unmapped memory"),
-            dev.unpin_cuda(h),
-            libc::EINVAL,
-        )?;
-    }
-    // The other surface, on the same file, is unaffected.
+    // The provider may unpin from a work item (it cannot take folio locks inside an invalidation).
+    pins_are(p0 + 2 * pages, SETTLE, "after munmap of a pinned surface")?;
+    dma_refuses(&a, hv.into(), &format!("handle {hv} of unmapped memory"))?;
+    expect_errno(
+        &format!("UNPIN_CUDA of handle {hv} of unmapped memory"),
+        a.unpin_cuda(hv),
+        libc::EINVAL,
+    )?;
+    // New memory where the victim was (mmap usually reuses the hole): the dead pin must not block it.
+    let mut reborn = surface(f, len)?;
+    let hr = pin(&b, &reborn).map_err(|e| {
+        format!(
+            "new surface at {:#x} after munmap of the pinned one at {va:#x}: {e}",
+            reborn.va()
+        )
+    })?;
+    surface_to_host(&b, &mut ctx.rng, &mut reborn, hr, 4096, 0)?;
+    unpin(&b, hr)?;
+    // The other surfaces, on both files, are unaffected.
     surface_to_host(&a, &mut ctx.rng, &mut keep, hk, RAM, 0)?;
     host_to_surface(&a, &mut ctx.rng, &mut keep, hk, RAM, 0)?;
     let len = keep.len();
@@ -106,14 +118,10 @@ fn munmap_pinned(ctx: &mut Ctx) -> TestResult {
         Side::Host(&mut host),
         len,
     )?;
-    // Both files still pin new memory.
-    for dev in [&a, &b] {
-        let mut s = surface(f, f.granule())?;
-        let h = pin(dev, &s)?;
-        surface_to_host(dev, &mut ctx.rng, &mut s, h, 4096, 0)?;
-        unpin(dev, h)?;
-    }
+    host_to_surface(&b, &mut ctx.rng, &mut other, ho, RAM, 0)?;
     unpin(&a, hk)?;
+    unpin(&b, ho)?;
+    pins_are(p0, SETTLE, "after unpinning everything")?;
     sanity(ctx)
 }
 
@@ -124,16 +132,20 @@ fn close_with_pins(ctx: &mut Ctx) -> TestResult {
     let mut surfaces = (0..4)
         .map(|_| surface(f, 256 << 10))
         .collect::<Result<Vec<_>, _>>()?;
+    let pages = (surfaces[0].len() / PAGE) as i64;
+    let p0 = kstat::pinned_pages()?;
     {
         let d1 = open(ctx)?;
         let hs = surfaces
             .iter()
             .map(|s| pin(&d1, s))
             .collect::<Result<Vec<_>, _>>()?;
+        pins_are(p0 + 4 * pages, Duration::ZERO, "after pinning 4 surfaces")?;
         surface_to_host(&d1, &mut ctx.rng, &mut surfaces[0], hs[0], 4096, 0)?;
         host_to_surface(&d1, &mut ctx.rng, &mut surfaces[3], hs[3], 4096, 0)?;
         // Closed with all four pinned.
     }
+    pins_are(p0, SETTLE, "after closing the file with 4 surfaces pinned")?;
     {
         let d2 = open(ctx)?;
         let hs = surfaces
@@ -148,7 +160,17 @@ fn close_with_pins(ctx: &mut Ctx) -> TestResult {
         ctx_err("munmap", surfaces[1].unmap())?;
         dma_refuses(&d2, hs[0].into(), "handle of unmapped memory")?;
         surface_to_host(&d2, &mut ctx.rng, &mut surfaces[2], hs[2], 4096, 0)?;
+        pins_are(
+            p0 + 2 * pages,
+            SETTLE,
+            "after munmap of 2 of 4 pinned surfaces",
+        )?;
     }
+    pins_are(
+        p0,
+        SETTLE,
+        "after closing the file with 2 live and 2 dead handles",
+    )?;
     // The CPU still owns intact memory, and a new file pins it again.
     let d3 = open(ctx)?;
     for s in &mut surfaces[2..] {
@@ -159,6 +181,29 @@ fn close_with_pins(ctx: &mut Ctx) -> TestResult {
     }
     drop(d3);
     sanity(ctx)
+}
+
+/// Checks that exactly `want` pages are held by FOLL_PIN system-wide, giving the kernel up to `settle` to
+/// get there (the tests here are the only pinners while they run).
+fn pins_are(want: i64, settle: Duration, when: &str) -> TestResult {
+    let until = Instant::now() + settle;
+    loop {
+        let now = kstat::pinned_pages()?;
+        if now == want {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "{when}: {now} pages held by FOLL_PIN, expected {want}{}",
+                if settle.is_zero() {
+                    String::new()
+                } else {
+                    format!(" (waited {} ms)", settle.as_millis())
+                }
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
 }
 
 // ---- processes killed mid-DMA ----
@@ -326,11 +371,44 @@ impl Child {
     }
 }
 
+impl Child {
+    /// Reaps it after a SIGKILL, giving it `limit`: a child that does not die is stuck in the kernel, and
+    /// the failure says where (`/proc/PID/stack`, `wchan`, state).
+    fn reap_killed(&mut self, limit: Duration) -> Result<libc::c_int, String> {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.wait(true)? {
+                return Ok(st);
+            }
+            if Instant::now() > until {
+                let pid = self.pid;
+                let read = |f: &str| {
+                    std::fs::read_to_string(format!("/proc/{pid}/{f}"))
+                        .unwrap_or_else(|e| format!("({e})"))
+                };
+                let state = read("status")
+                    .lines()
+                    .find(|l| l.starts_with("State:"))
+                    .unwrap_or_default()
+                    .to_string();
+                return Err(format!(
+                    "child {pid} still alive {} s after SIGKILL ({state}, wchan {}): stack: {}",
+                    limit.as_secs(),
+                    read("wchan"),
+                    read("stack").replace('\n', " | ")
+                ));
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 impl Drop for Child {
     fn drop(&mut self) {
         if !self.reaped {
             let _ = self.kill();
-            let _ = self.wait(false);
+            // Bounded: a child stuck in the kernel must not hang the whole suite.
+            let _ = self.reap_killed(Duration::from_secs(10));
         }
     }
 }
@@ -352,6 +430,7 @@ fn describe_status(st: libc::c_int) -> String {
 fn kill9_loop(ctx: &mut Ctx, n: usize) -> TestResult {
     let f = flavour(ctx.dev)?;
     let mut mid_dma = 0;
+    let p0 = kstat::pinned_pages()?;
     for it in 0..n {
         let inherit = it % 2 == 1;
         let what = format!(
@@ -416,7 +495,9 @@ fn kill9_loop(ctx: &mut Ctx, n: usize) -> TestResult {
         }
         thread::sleep(delay);
         child.kill()?;
-        let st = child.wait(false)?.ok_or("waitpid without status")?;
+        let st = child
+            .reap_killed(Duration::from_secs(30))
+            .map_err(|e| format!("{what}: {e}"))?;
         ensure!(
             libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL,
             "{what}: child {} instead of SIGKILL: {}",
@@ -433,12 +514,17 @@ fn kill9_loop(ctx: &mut Ctx, n: usize) -> TestResult {
                 dead_handle(&shared_dev, h).map_err(|e| format!("{what}: {e}"))?;
             }
         }
+        // Everything the child pinned is released: by its exit (its memory) or its file's release.
+        pins_are(p0, SETTLE, &format!("{what}: after the child was killed"))?;
         // The file (inherited or not) still pins and moves data.
         let mut s = surface(f, f.granule())?;
         let h = pin(&shared_dev, &s)?;
         surface_to_host(&shared_dev, &mut ctx.rng, &mut s, h, 4096, 0)
             .map_err(|e| format!("{what}: after the kill: {e}"))?;
         unpin(&shared_dev, h)?;
+        if n > 5 && (it + 1) % 25 == 0 {
+            println!("GUEST KILL9 {} of {n} children killed so far", it + 1);
+        }
     }
     println!("GUEST KILL9 {n} children killed, {mid_dma} of them inside a DMA ioctl");
     ensure!(
@@ -614,6 +700,7 @@ fn pin_dma_unpin(
 fn threads_mixed(ctx: &mut Ctx, dur: Duration) -> TestResult {
     let f = flavour(ctx.dev)?;
     let fds = [open(ctx)?, open(ctx)?];
+    let p0 = kstat::pinned_pages()?;
     let stop = AtomicBool::new(false);
     let phase = Phase::default();
     let until = Instant::now() + dur;
@@ -665,44 +752,76 @@ fn threads_mixed(ctx: &mut Ctx, dur: Duration) -> TestResult {
         line.join(", ")
     );
     drop(fds);
+    pins_are(
+        p0,
+        SETTLE,
+        "after all threads unpinned and the files closed",
+    )?;
     sanity(ctx)
 }
 
-/// `pins` PIN_CUDAs with UNPINs interleaved (up to 16 live): live handles are always distinct, every
-/// UNPIN succeeds once, a sample of handles moves data, and unpinned ones are refused afterwards.
+/// `pins` PIN_CUDAs with UNPINs interleaved (up to 16 live) over 24 slots of one surface, each in its own
+/// 64 KiB window: live handles are always distinct, pinning a live slot again is EBUSY, every UNPIN
+/// succeeds once, a sample of handles moves their own slot's bytes, unpinned ones are refused afterwards,
+/// and the pinned-page count comes back.
 fn churn(ctx: &mut Ctx, pins: usize) -> TestResult {
+    const SLOTS: usize = 24;
     let f = flavour(ctx.dev)?;
+    let g = f.granule();
     let dev = open(ctx)?;
-    let mut surfaces = (0..4)
-        .map(|_| surface(f, 2 * f.granule()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut s = surface(f, SLOTS * ISOLATION)?;
+    s.fill_random(&mut ctx.rng);
+    let p0 = kstat::pinned_pages()?;
     let mut live: Vec<(u32, usize)> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
-    let (mut pinned, mut unpinned, mut max_live) = (0usize, 0usize, 0usize);
+    let (mut pinned, mut unpinned, mut max_live, mut busy) = (0usize, 0usize, 0usize, 0usize);
     while pinned < pins {
         let r = ctx.rng.next_u64();
         if live.len() < 16 && (live.is_empty() || r.is_multiple_of(2)) {
-            let i = (r >> 8) as usize % surfaces.len();
-            let h = pin(&dev, &surfaces[i])?;
+            let free: Vec<usize> = (0..SLOTS)
+                .filter(|k| live.iter().all(|&(_, j)| j != *k))
+                .collect();
+            let k = free[(r >> 8) as usize % free.len()];
+            let h = pin_range(&dev, s.va() + (k * ISOLATION) as u64, g)?;
             if let Some((_, j)) = live.iter().find(|(x, _)| *x == h) {
                 return Err(format!(
-                    "PIN_CUDA #{pinned} returned handle {h}, still pinned (surface {j})"
+                    "PIN_CUDA #{pinned} returned handle {h}, still pinned (slot {j})"
                 ));
             }
-            live.push((h, i));
+            live.push((h, k));
             seen.insert(h);
             pinned += 1;
             max_live = max_live.max(live.len());
-            if pinned % 50 == 0 {
-                let (h, i) = live[(r >> 16) as usize % live.len()];
-                surface_to_host(&dev, &mut ctx.rng, &mut surfaces[i], h, 4096, 0)
-                    .map_err(|e| format!("after {pinned} pins: {e}"))?;
+            if pinned.is_multiple_of(10) {
+                let (_, j) = live[(r >> 16) as usize % live.len()];
+                expect_errno(
+                    &format!("PIN_CUDA of slot {j}, pinned"),
+                    dev.pin_cuda(s.va() + (j * ISOLATION) as u64, g as u64),
+                    libc::EBUSY,
+                )?;
+                busy += 1;
+            }
+            if pinned.is_multiple_of(50) {
+                let (h, j) = live[(r >> 24) as usize % live.len()];
+                let len = g.min(RAM);
+                ctx_err(
+                    &format!("H2C from slot {j}"),
+                    dev.h2c_cuda(h.into(), 0, len as u64),
+                )?;
+                let mut host = crate::buf::GuardedBuf::new(len, 0);
+                ctx_err("C2H", dev.c2h(host.as_mut_slice(), 0))?;
+                let at = j * ISOLATION;
+                compare(
+                    &format!("after {pinned} pins, slot {j} (handle {h})"),
+                    &s.as_slice()[at..at + len],
+                    host.as_slice(),
+                )?;
             }
         } else {
             let (h, _) = live.swap_remove((r >> 8) as usize % live.len());
             unpin(&dev, h)?;
             unpinned += 1;
-            if unpinned % 25 == 0 {
+            if unpinned.is_multiple_of(25) {
                 expect_errno(
                     &format!("UNPIN_CUDA {h} again"),
                     dev.unpin_cuda(h),
@@ -715,8 +834,10 @@ fn churn(ctx: &mut Ctx, pins: usize) -> TestResult {
         unpin(&dev, h)?;
         dma_refuses(&dev, h.into(), &format!("unpinned handle {h}"))?;
     }
+    pins_are(p0, SETTLE, "after the last UNPIN_CUDA")?;
     println!(
-        "GUEST CHURN {pinned} pins, {unpinned} early unpins, at most {max_live} live, {} distinct handle values",
+        "GUEST CHURN {pinned} pins, {unpinned} early unpins, {busy} overlapping pins refused, at most \
+         {max_live} live, {} distinct handle values",
         seen.len()
     );
     sanity(ctx)
