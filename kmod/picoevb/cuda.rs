@@ -206,10 +206,15 @@ fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64) -> Result<Arc<Surface>> {
     Ok(s)
 }
 
-/// The 64 KiB-aligned page range around `[va, va + len)`: the largest GPU page either flavour uses, so
-/// two pins that share a GPU page are caught in both.
+/// The GPU pages a pin covers: 4 KiB on Jetson (pinned system memory), 64 KiB on dGPU.
+const GPU_PAGE: u64 = if cfg!(gdr_p2p_dgpu) {
+    64 << 10
+} else {
+    4 << 10
+};
+
+/// The GPU-page-aligned range around `[va, va + len)`: what the provider really pins and maps.
 fn page_range(va: u64, len: u64) -> (u64, u64) {
-    const GPU_PAGE: u64 = 64 << 10;
     (
         va & !(GPU_PAGE - 1),
         (va + len).div_ceil(GPU_PAGE) * GPU_PAGE,
