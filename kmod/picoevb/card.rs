@@ -122,6 +122,20 @@ impl Card {
         self.gate.lock().gone
     }
 
+    /// Whether the card has vanished from the bus: a read of an identifier register completes with all
+    /// ones. Marks the card gone, so every later request fails with ENODEV at once; unbind (hot-unplug,
+    /// PCI remove) still releases what the card holds.
+    pub(crate) fn vanished(&self) -> bool {
+        let gone = match self.dma_regs() {
+            Ok(r) => r.try_read32(xdma::block(xdma::TARGET_H2C, 0)) == Ok(u32::MAX),
+            Err(_) => true,
+        };
+        if gone {
+            self.gate.lock().gone = true;
+        }
+        gone
+    }
+
     /// Held while an engine is started: removal sets `gone` under the same lock and then stops the
     /// engines, so an engine is either started before removal stops it, or not started at all.
     pub(crate) fn start_guard(&self) -> Result<SpinLockGuard<'_, Gate>> {
@@ -322,8 +336,10 @@ impl irq::Handler for Card {
         let Ok(r) = self.bar_dma.access(dev) else {
             return IrqReturn::None;
         };
-        let Ok(req) = r.try_read32(xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ) else {
-            return IrqReturn::None;
+        // All ones: the card is gone (a shared INTx line may still be someone else's).
+        let req = match r.try_read32(xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ) {
+            Ok(req) if req != u32::MAX => req,
+            _ => return IrqReturn::None,
         };
         let mut handled = IrqReturn::None;
         for e in [&self.h2c, &self.c2h] {

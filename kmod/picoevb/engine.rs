@@ -180,6 +180,11 @@ impl Engine {
             // Unbind stopped the engine before waking us; the pages may be unmapped now.
             return Err(ENODEV);
         }
+        if !completed && card.vanished() {
+            // Surprise removal: the card answers all ones and will never complete; nothing to stop.
+            dev_err!(card.dev(), "card stopped answering (surprise removal?)\n");
+            return Err(ENODEV);
+        }
         if !completed {
             let busy = self.stop(card);
             dev_err!(

@@ -7,7 +7,7 @@
 //! * `{"cmd":"inject","fault":NAME,"count":N,"delay_ms":MS}` -> arm a fault for the next N transfers
 //!   (default 1; 0 = until cleared). `delay_ms` only for `slow`.
 //! * `{"cmd":"clear"}` -> disarm all faults. `{"cmd":"reset_counters"}` -> zero the counters.
-//! * `{"cmd":"unplug"}` -> reserved: `{"ok":false,...}`.
+//! * `{"cmd":"unplug"}` / `{"cmd":"replug"}` -> surprise removal of the card and its re-insertion.
 //!
 //! Errors: `{"ok":false,"error":"..."}`.
 
@@ -50,7 +50,11 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
         None => return Err("missing \"cmd\"".into()),
     };
     match cmd {
-        "state" => Ok(state_json(&device.snapshot())),
+        "state" => {
+            let mut v = state_json(&device.snapshot());
+            v["unplugged"] = json!(device.unplugged());
+            Ok(v)
+        }
         "inject" => {
             let name = object
                 .get("fault")
@@ -85,9 +89,20 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
             device.reset_counters();
             Ok(json!({ "ok": true }))
         }
-        "unplug" => Err("unplug is not supported yet".into()),
+        "unplug" | "replug" => {
+            device.set_unplugged(cmd == "unplug");
+            info!(
+                "control: card {}",
+                if cmd == "unplug" {
+                    "unplugged"
+                } else {
+                    "plugged back in"
+                }
+            );
+            Ok(json!({ "ok": true }))
+        }
         other => Err(format!(
-            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug)"
+            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug)"
         )),
     }
 }

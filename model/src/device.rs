@@ -37,6 +37,8 @@ pub(crate) struct State {
     pub(crate) faults: FaultQueue,
     pub(crate) stats: Stats,
     pub(crate) shutdown: bool,
+    /// Surprise removal: the card answers nothing (BAR reads all ones, writes lost, no DMA, no IRQ).
+    pub(crate) unplugged: bool,
 }
 
 impl State {
@@ -179,6 +181,7 @@ impl Device {
             faults: FaultQueue::default(),
             stats: Stats::default(),
             shutdown: false,
+            unplugged: false,
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -233,6 +236,11 @@ impl Device {
             return;
         };
         let mut st = self.shared.lock();
+        if st.unplugged {
+            // What a read of a vanished PCIe device completes with.
+            data.fill(0xff);
+            return;
+        }
         let mut i = 0;
         while i < data.len() {
             let at = offset.saturating_add(i as u64);
@@ -270,6 +278,9 @@ impl Device {
             return;
         }
         let mut st = self.shared.lock();
+        if st.unplugged {
+            return;
+        }
         for (i, chunk) in data.chunks_exact(4).enumerate() {
             let v = u32::from_le_bytes(chunk.try_into().expect("4-byte chunk"));
             self.write_dword(&mut st, bar, offset as usize + 4 * i, v);
@@ -334,6 +345,24 @@ impl Device {
         st.xdma.reset();
         st.irq_out.reset();
         self.shared.wake.notify_all();
+    }
+
+    /// Surprise removal (`true`) and re-insertion (`false`). While unplugged the card answers nothing and a
+    /// transfer in flight never completes; re-inserted, its engines are idle, as after a power cycle, and
+    /// the guest finds it again by a rescan.
+    pub fn set_unplugged(&self, unplugged: bool) {
+        let mut st = self.shared.lock();
+        st.unplugged = unplugged;
+        if !unplugged {
+            st.xdma.reset();
+            st.irq_out.reset();
+        }
+        self.shared.wake.notify_all();
+    }
+
+    /// Whether the card is unplugged.
+    pub fn unplugged(&self) -> bool {
+        self.shared.lock().unplugged
     }
 
     /// MSI enabled with `vectors` eventfds (0 = disabled).

@@ -104,7 +104,7 @@ impl<'a> Transfer<'a> {
     }
 
     fn stale(&self, st: &State) -> bool {
-        st.shutdown || st.xdma.engine(self.dir).seq != self.job.seq
+        st.shutdown || st.unplugged || st.xdma.engine(self.dir).seq != self.job.seq
     }
 
     fn walk(&mut self) -> Result<End, Abandoned> {

@@ -41,6 +41,7 @@ fn state_reports_everything() {
             "dropped_writes": 0,
             "faults_injected": 0,
             "pending_faults": ["hang"],
+            "unplugged": false,
         })
     );
 }
@@ -124,7 +125,10 @@ fn errors_are_reported_not_fatal() {
         err(r#"{"cmd":"inject","fault":"hang","delay_ms":5}"#)
             .contains("only applies to the slow fault")
     );
-    assert!(err(r#"{"cmd":"unplug"}"#).contains("not supported yet"));
+    assert_eq!(ask(&r, r#"{"cmd":"unplug"}"#)["ok"], json!(true));
+    assert_eq!(ask(&r, r#"{"cmd":"state"}"#)["unplugged"], json!(true));
+    assert_eq!(ask(&r, r#"{"cmd":"replug"}"#)["ok"], json!(true));
+    assert_eq!(ask(&r, r#"{"cmd":"state"}"#)["unplugged"], json!(false));
     assert_eq!(
         ask(&r, r#"{"cmd":"state"}"#)["pending_faults"],
         json!([]),

@@ -219,3 +219,41 @@ fn count_zero_lasts_until_cleared() {
     r.dev.reset_counters();
     assert_eq!(r.dev.snapshot().stats, Default::default());
 }
+
+#[test]
+fn unplug_answers_all_ones_and_drops_the_transfer_in_flight() {
+    let (r, data) = rig_with_data();
+    r.dev
+        .inject(FaultKind::Slow, 1, Some(Duration::from_millis(200)));
+    r.put_desc(DESC, last(256, SRC, 0));
+    r.start(Dir::H2c, DESC, 0, CTRL_ALL);
+    r.dev.set_unplugged(true);
+    assert_eq!(r.ch(Dir::H2c, xdma::CH_IDENTIFIER), u32::MAX);
+    assert_eq!(r.bar0(0), u32::MAX);
+    // Writes are lost while unplugged.
+    r.set_bar0(0, 5);
+    thread_sleep(Duration::from_millis(400));
+    assert_eq!(
+        r.dev.peek_bram(0, 256),
+        vec![0; 256],
+        "the transfer in flight still moved data"
+    );
+    r.dev.set_unplugged(false);
+    assert_eq!(
+        r.ch(Dir::H2c, xdma::CH_IDENTIFIER),
+        xdma::identifier(xdma::TARGET_H2C, 0)
+    );
+    assert_eq!(
+        r.ch(Dir::H2c, xdma::CH_STATUS),
+        0,
+        "engine not idle after re-insertion"
+    );
+    assert_ne!(r.bar0(0) & 7, 5, "a write while unplugged reached the GPIO");
+    // Working again.
+    assert_eq!(r.single(Dir::H2c, SRC, 0, 256), DONE);
+    assert_eq!(r.dev.peek_bram(0, 256), data);
+}
+
+fn thread_sleep(d: Duration) {
+    std::thread::sleep(d);
+}

@@ -19,6 +19,7 @@ use crate::buf::GuardedBuf;
 use crate::dev::Device;
 
 pub fn register(v: &mut Vec<Test>) {
+    v.push(test("removal::surprise_unplug_mid_dma", surprise_unplug));
     v.push(test("removal::remove_mid_dma_then_rescan", remove_mid_dma));
 }
 
@@ -56,6 +57,72 @@ fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> Te
 
 fn is_enodev(r: &io::Result<impl Sized>) -> bool {
     matches!(r, Err(e) if e.raw_os_error() == Some(libc::ENODEV))
+}
+
+/// The model drops off the bus in the middle of a DMA (reads all ones, never completes): the DMA ends with
+/// ENODEV within the engine timeout, not a hang and not ETIMEDOUT, and every later ioctl fails at once.
+/// Then the card is plugged back in, removed and rescanned (what pciehp does on re-insertion), and works.
+fn surprise_unplug(ctx: &mut Ctx) -> TestResult {
+    let dev_path = ctx.dev_path.to_string();
+    let busy = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
+    let mut src = vec![0u8; 1 << 20];
+    ctx.rng.fill(&mut src);
+    // Slow transfers, so the unplug lands while one is in flight.
+    ctx.rpc.get()?.inject_slow(0, 50)?;
+    let rpc = ctx.rpc.get()?;
+    let outcome = thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let mut dst = vec![0u8; 1 << 20];
+            loop {
+                let t0 = Instant::now();
+                if let Err(e) = busy.h2c2h(&src, &mut dst) {
+                    return (e, t0.elapsed());
+                }
+            }
+        });
+        thread::sleep(Duration::from_millis(400));
+        let unplugged = rpc.call(&serde_json::json!({"cmd": "unplug"}));
+        let r = worker.join().map_err(|_| "DMA thread panicked".to_string());
+        unplugged.map(|_| ()).and(r)
+    });
+    let (err, took) = outcome?;
+    ctx.rpc.get()?.clear()?;
+    ensure!(
+        err.raw_os_error() == Some(libc::ENODEV),
+        "the DMA in flight at the unplug failed with {err}, want ENODEV"
+    );
+    ensure!(
+        took < Duration::from_secs(30),
+        "the failing DMA took {took:?}"
+    );
+    let t0 = Instant::now();
+    ensure!(
+        is_enodev(&busy.set_leds(0)),
+        "LED after unplug: {:?}",
+        busy.set_leds(0)
+    );
+    ensure!(
+        t0.elapsed() < Duration::from_secs(1),
+        "an ioctl after unplug took {:?}",
+        t0.elapsed()
+    );
+    drop(busy);
+
+    ctx.rpc.get()?.call(&serde_json::json!({"cmd": "replug"}))?;
+    for d in card_sysfs()? {
+        fs::write(d.join("remove"), "1").map_err(|e| format!("remove {}: {e}", d.display()))?;
+    }
+    wait_for("/dev node removed", Duration::from_secs(5), || {
+        fs::metadata(&dev_path).is_err()
+    })?;
+    fs::write("/sys/bus/pci/rescan", "1").map_err(|e| format!("rescan: {e}"))?;
+    wait_for(
+        "/dev node back after rescan",
+        Duration::from_secs(10),
+        || fs::metadata(&dev_path).is_ok(),
+    )?;
+    let again = ctx_err("open after re-insertion", Device::open(&dev_path))?;
+    round_trip(&again, &mut ctx.rng, 65536, 0, 1, 2).map(|_| ())
 }
 
 fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
