@@ -109,20 +109,11 @@ fn surprise_unplug(ctx: &mut Ctx) -> TestResult {
     drop(busy);
 
     ctx.rpc.get()?.call(&serde_json::json!({"cmd": "replug"}))?;
-    for d in card_sysfs()? {
-        fs::write(d.join("remove"), "1").map_err(|e| format!("remove {}: {e}", d.display()))?;
-    }
+    remove_all(&card_sysfs()?)?;
     wait_for("/dev node removed", Duration::from_secs(5), || {
         fs::metadata(&dev_path).is_err()
     })?;
-    fs::write("/sys/bus/pci/rescan", "1").map_err(|e| format!("rescan: {e}"))?;
-    wait_for(
-        "/dev node back after rescan",
-        Duration::from_secs(10),
-        || fs::metadata(&dev_path).is_ok(),
-    )?;
-    let again = ctx_err("open after re-insertion", Device::open(&dev_path))?;
-    round_trip(&again, &mut ctx.rng, 65536, 0, 1, 2).map(|_| ())
+    rescan_and_use(ctx, &dev_path)
 }
 
 fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
@@ -150,9 +141,7 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
             }
         });
         thread::sleep(Duration::from_millis(300));
-        let removed = sysfs.iter().try_for_each(|d| {
-            fs::write(d.join("remove"), "1").map_err(|e| format!("remove {}: {e}", d.display()))
-        });
+        let removed = remove_all(&sysfs);
         stop.store(true, Ordering::Relaxed);
         let r = worker
             .join()
@@ -192,12 +181,24 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
     drop(busy);
 
     // The card comes back on a rescan and works.
+    rescan_and_use(ctx, &dev_path)
+}
+
+/// Takes every card off the bus, as a hot-unplug does.
+fn remove_all(cards: &[PathBuf]) -> TestResult {
+    cards.iter().try_for_each(|d| {
+        fs::write(d.join("remove"), "1").map_err(|e| format!("remove {}: {e}", d.display()))
+    })
+}
+
+/// Rescans the bus and checks that the card is back at `dev_path` and moves data.
+fn rescan_and_use(ctx: &mut Ctx, dev_path: &str) -> TestResult {
     fs::write("/sys/bus/pci/rescan", "1").map_err(|e| format!("rescan: {e}"))?;
     wait_for(
         "/dev node back after rescan",
         Duration::from_secs(10),
-        || fs::metadata(&dev_path).is_ok(),
+        || fs::metadata(dev_path).is_ok(),
     )?;
-    let again = ctx_err("open after rescan", Device::open(&dev_path))?;
+    let again = ctx_err("open after rescan", Device::open(dev_path))?;
     round_trip(&again, &mut ctx.rng, 65536, 0, 1, 2).map(|_| ())
 }
