@@ -4,7 +4,7 @@
 
 use crate::abi;
 use crate::cuda::Surface;
-use crate::engine::{kerr, Engine};
+use crate::engine::Engine;
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
 use crate::{gpio, idblock, ids};
@@ -357,9 +357,4 @@ impl irq::Handler for Card {
         }
         handled
     }
-}
-
-/// Errors of the shared logic as kernel errors (re-exported for the ioctl layer).
-pub(crate) fn logic_err(e: crate::errno::Errno) -> Error {
-    kerr(e)
 }

@@ -13,6 +13,7 @@
 //! bounded too. Whichever of callback and unpin finishes second does the free.
 
 use crate::card::Card;
+use crate::engine::kerr;
 use crate::ffi;
 use crate::segments::{self, Segment};
 use core::ffi::c_void;
@@ -258,7 +259,7 @@ impl Surfaces {
         let _active = card.begin()?;
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
-            .map_err(|_| crate::engine::kerr(crate::errno::Errno::EOPNOTSUPP))?;
+            .map_err(|_| kerr(crate::errno::Errno::EOPNOTSUPP))?;
         // The DMA API does not support overlapping mappings of the same memory (on a non-coherent SoC
         // the cache maintenance of one would undo the other's): a range is pinned once per card and the
         // handle reused. Checked and pinned under one lock so two callers cannot both pass.

@@ -3,8 +3,9 @@
 //! `/dev/picoevbN`: the ioctl ABI (`crates/picoevb-abi`), checked by the shared logic, run on the card.
 
 use crate::abi;
-use crate::card::{logic_err, Card};
+use crate::card::Card;
 use crate::cuda::{self, InUse, Surfaces};
+use crate::engine::kerr;
 use crate::pin::UserPin;
 use crate::request::{self, Host};
 use crate::segments::Segment;
@@ -143,7 +144,7 @@ impl MiscDevice for PicoevbFile {
         }
         match cmd {
             abi::IOC_LED => {
-                let value = request::led_value(arg).map_err(logic_err)?;
+                let value = request::led_value(arg).map_err(kerr)?;
                 let _active = card.begin()?;
                 card.set_leds(value)?
             }
@@ -155,22 +156,22 @@ impl MiscDevice for PicoevbFile {
             )?,
             abi::IOC_ABI_INFO => write_out(arg, &me.abi_info())?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
-                let x = request::h2c(req, card.ram_size).map_err(logic_err)?;
+                let x = request::h2c(req, card.ram_size).map_err(kerr)?;
                 req.dma_time_ns = me.one_way(Dir::H2c, &x)?;
                 Ok(())
             })?,
             abi::IOC_C2H_DMA => inout(arg, |req: &mut abi::C2hDma| {
-                let x = request::c2h(req, card.ram_size).map_err(logic_err)?;
+                let x = request::c2h(req, card.ram_size).map_err(kerr)?;
                 req.dma_time_ns = me.one_way(Dir::C2h, &x)?;
                 Ok(())
             })?,
             abi::IOC_H2C2H_DMA => inout(arg, |req: &mut abi::H2c2hDma| {
-                let x = request::h2c2h(req).map_err(logic_err)?;
+                let x = request::h2c2h(req).map_err(kerr)?;
                 req.dma_time_ns = me.round_trip(&x)?;
                 Ok(())
             })?,
             abi::IOC_PIN_CUDA => inout(arg, |req: &mut abi::PinCuda| {
-                let (va, len) = request::pin_cuda(req).map_err(logic_err)?;
+                let (va, len) = request::pin_cuda(req).map_err(kerr)?;
                 req.handle = me.surfaces.pin(card, va, len)?;
                 Ok(())
             })?,
