@@ -152,7 +152,6 @@ fn zero_len(ctx: &mut Ctx) -> TestResult {
 
 fn beyond_ram(ctx: &mut Ctx) -> TestResult {
     let mut h = Host::new();
-    let p = h.ptr();
     for (off, len) in [
         (RAM - 1, 2),
         (0, RAM + 1),
@@ -160,38 +159,35 @@ fn beyond_ram(ctx: &mut Ctx) -> TestResult {
         (RAM + 4096, 4096),
         (1, RAM),
     ] {
-        let what = format!("offset {off} len {len}");
-        expect_errno(
-            &format!("h2c {what}"),
-            h2c(ctx.dev, p, off, len, 0),
-            libc::EINVAL,
-        )?;
-        // SAFETY: `len` <= RAM + 1 bytes, and `h` holds 2 * RAM.
-        let r = unsafe { c2h(ctx.dev, p, off, len, 0) };
-        expect_errno(&format!("c2h {what}"), r, libc::EINVAL)?;
+        both_einval(ctx, &mut h, off, len)?;
     }
     sanity(ctx)
+}
+
+/// H2C and C2H of `len` bytes at FPGA offset `off`, host side in `h`: both must be EINVAL.
+fn both_einval(ctx: &mut Ctx, h: &mut Host, off: u64, len: u64) -> TestResult {
+    let p = h.ptr();
+    let what = format!("offset {off:#x} len {len}");
+    expect_errno(
+        &format!("h2c {what}"),
+        h2c(ctx.dev, p, off, len, 0),
+        libc::EINVAL,
+    )?;
+    // SAFETY: every caller passes `len` <= RAM + 1 bytes, and `h` holds 2 * RAM.
+    let r = unsafe { c2h(ctx.dev, p, off, len, 0) };
+    expect_errno(&format!("c2h {what}"), r, libc::EINVAL)
 }
 
 /// offset + len wraps around u64: a driver that adds without checking would see a small end.
 fn offset_overflow(ctx: &mut Ctx) -> TestResult {
     let mut h = Host::new();
-    let p = h.ptr();
     for (off, len) in [
         (u64::MAX - 1, 4),
         (u64::MAX, 1),
         (u64::MAX - 4095, 8192),
         (1 << 63, 16),
     ] {
-        let what = format!("offset {off:#x} len {len}");
-        expect_errno(
-            &format!("h2c {what}"),
-            h2c(ctx.dev, p, off, len, 0),
-            libc::EINVAL,
-        )?;
-        // SAFETY: `len` <= 8192 bytes inside `h`.
-        let r = unsafe { c2h(ctx.dev, p, off, len, 0) };
-        expect_errno(&format!("c2h {what}"), r, libc::EINVAL)?;
+        both_einval(ctx, &mut h, off, len)?;
     }
     sanity(ctx)
 }
