@@ -5,6 +5,7 @@
 use crate::abi;
 use crate::cuda::Surface;
 use crate::engine::Engine;
+use crate::regcache::RegCache;
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
 use crate::{gpio, idblock, ids};
@@ -78,6 +79,9 @@ pub(crate) struct Card {
     /// Serialises PIN_CUDA's overlap check with the pin it allows.
     #[pin]
     pin_lock: Mutex<()>,
+    /// The open files' registration caches, to empty at removal.
+    #[pin]
+    caches: Mutex<KVec<Arc<RegCache>>>,
     /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
     caps: AtomicU64,
     design_version: AtomicU32,
@@ -102,6 +106,7 @@ impl Card {
             drained <- new_condvar!(),
             surfaces <- new_mutex!(KVec::new()),
             pin_lock <- new_mutex!(()),
+            caches <- new_mutex!(KVec::new()),
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
@@ -165,6 +170,25 @@ impl Card {
             .any(|s| s.overlaps(mm, first, end))
     }
 
+    /// Records an open file's registration cache.
+    pub(crate) fn add_cache(&self, c: Arc<RegCache>) -> Result {
+        self.caches.lock().push(c, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Drops every file's cached host buffers on pages `[first, end)` of address space `mm` (PIN_CUDA, under
+    /// the pin lock, before the surface is mapped).
+    pub(crate) fn evict_cached(&self, mm: usize, first: u64, end: u64) {
+        for c in self.caches.lock().iter() {
+            c.evict_pages(mm, first, end);
+        }
+    }
+
+    /// Forgets a closed file's registration cache.
+    pub(crate) fn drop_cache(&self, c: &RegCache) {
+        self.caches.lock().retain(|x| !core::ptr::eq(&**x, c));
+    }
+
     /// Forgets a surface that has been freed.
     pub(crate) fn drop_surface(&self, s: &Surface) {
         self.surfaces.lock().retain(|x| !core::ptr::eq(&**x, s));
@@ -172,7 +196,7 @@ impl Card {
 
     /// Hot removal or unbind, while the BARs are still mapped: new requests fail with ENODEV, the engines
     /// stop, waiting requests wake with ENODEV, and once none is left, everything this device had mapped
-    /// for DMA (descriptor tables, GPU surfaces) is released. Open files stay valid and fail with ENODEV.
+    /// for DMA (descriptor tables, GPU surfaces, cached host buffers) is released. Open files stay valid and fail with ENODEV.
     pub(crate) fn remove(&self) {
         self.gate.lock().gone = true;
         if self.quiesce().is_err() {
@@ -192,6 +216,9 @@ impl Card {
         let surfaces = core::mem::take(&mut *self.surfaces.lock());
         for s in surfaces.iter() {
             s.detach();
+        }
+        for c in self.caches.lock().iter() {
+            c.close();
         }
     }
 

@@ -270,6 +270,8 @@ impl Surfaces {
         let pinned = if card.overlaps(mm, first, end) {
             Err(EBUSY)
         } else {
+            // Host buffers cached on these pages would be a second long-lived mapping of the memory.
+            card.evict_cached(mm, first, end);
             pin(card, mm, va, len)
         };
         // SAFETY: the get above succeeded; a pin holds the provider on its own.

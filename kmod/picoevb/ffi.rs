@@ -11,6 +11,18 @@ pub(crate) struct PevbPin {
     _opaque: [u8; 0],
 }
 
+/// Opaque cached pin (pinned, mapped, watched by an mmu notifier) owned by the C side.
+#[repr(C)]
+pub(crate) struct PevbCpin {
+    _opaque: [u8; 0],
+}
+
+/// Opaque work item owned by the C side.
+#[repr(C)]
+pub(crate) struct PevbWork {
+    _opaque: [u8; 0],
+}
+
 /// Opaque pinned GPU-memory surface owned by `p2p.c`.
 #[repr(C)]
 pub(crate) struct PevbP2p {
@@ -37,6 +49,23 @@ extern "C" {
     pub(crate) fn pevb_completion_complete(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_wait_ms(c: *mut bindings::completion, ms: c_uint) -> c_long;
     pub(crate) fn pevb_current_mm() -> usize;
+    pub(crate) fn pevb_work_new(
+        f: Option<unsafe extern "C" fn(*mut c_void)>,
+        data: *mut c_void,
+    ) -> *mut PevbWork;
+    pub(crate) fn pevb_work_free(w: *mut PevbWork);
+    pub(crate) fn pevb_cpin_supported() -> bool;
+    pub(crate) fn pevb_cpin_new(
+        dev: *mut bindings::device,
+        uaddr: u64,
+        len: u64,
+        sweep: *mut PevbWork,
+        out: *mut *mut PevbCpin,
+    ) -> c_int;
+    pub(crate) fn pevb_cpin_stale(p: *mut PevbCpin) -> bool;
+    pub(crate) fn pevb_cpin_sgt(p: *mut PevbCpin) -> *mut bindings::sg_table;
+    pub(crate) fn pevb_cpin_sync(p: *mut PevbCpin, for_device: bool);
+    pub(crate) fn pevb_cpin_release(p: *mut PevbCpin, dirty: bool);
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
     pub(crate) fn pevb_p2p_get() -> c_int;

@@ -3,10 +3,11 @@
 //! `/dev/picoevbN`: the ioctl ABI (`crates/picoevb-abi`), checked by the shared logic, run on the card.
 
 use crate::abi;
+use crate::cache_policy;
 use crate::card::Card;
 use crate::cuda::{self, InUse, Surfaces};
 use crate::engine::kerr;
-use crate::pin::UserPin;
+use crate::regcache::{self, HostPin, RegCache};
 use crate::request::{self, Host};
 use crate::segments::Segment;
 use crate::xdma::Dir;
@@ -21,12 +22,13 @@ use kernel::{
 };
 
 /// An open file: holds the card alive (after hot removal its ioctls fail with ENODEV) and owns the GPU
-/// surfaces pinned through it.
+/// surfaces pinned and the host buffers cached through it.
 #[pin_data]
 pub(crate) struct PicoevbFile {
     card: Arc<Card>,
     #[pin]
     surfaces: Surfaces,
+    cache: Arc<RegCache>,
 }
 
 /// Reads a `T` from user memory at `arg`, lets `f` update it, writes it back.
@@ -47,7 +49,7 @@ fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
 
 /// One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface.
 enum Held {
-    User(UserPin),
+    User(HostPin),
     Gpu(InUse),
 }
 
@@ -66,12 +68,9 @@ impl PicoevbFile {
     /// done, so pinning can never wait on a surface this very request holds.
     fn pin_user(&self, host: Host, len: u64, to_device: bool) -> Result<Option<Held>> {
         match host {
-            Host::User(addr) => Ok(Some(Held::User(UserPin::new(
-                self.card.dev(),
-                addr,
-                len,
-                to_device,
-            )?))),
+            Host::User(addr) => Ok(Some(Held::User(
+                self.cache.get(&self.card, addr, len, to_device)?,
+            ))),
             Host::Cuda(_) => Ok(None),
         }
     }
@@ -103,6 +102,9 @@ impl PicoevbFile {
 
     fn abi_info(&self) -> abi::AbiInfo {
         let mut info = self.card.abi_info();
+        if regcache::supported() {
+            info.caps |= abi::CAP_REG_CACHE;
+        }
         if cuda::provider_available() {
             info.caps |= if cfg!(gdr_p2p_dgpu) {
                 abi::CAP_CUDA_DGPU
@@ -123,17 +125,28 @@ impl MiscDevice for PicoevbFile {
         // holds misc_mtx, so the registration (and the driver data around it) cannot go away meanwhile.
         let drv =
             unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
-        KBox::try_pin_init(
+        let cache = RegCache::new()?;
+        drv.card.add_cache(cache.clone())?;
+        let file_cache = cache.clone();
+        let file = KBox::try_pin_init(
             try_pin_init!(PicoevbFile {
                 card: drv.card.clone(),
                 surfaces <- Surfaces::new(),
+                cache: file_cache,
             }),
             GFP_KERNEL,
-        )
+        );
+        if file.is_err() {
+            drv.card.drop_cache(&cache);
+        }
+        file
     }
 
     fn release(me: Pin<KBox<Self>>, _file: &File) {
         me.surfaces.unpin_all();
+        me.cache.close();
+        me.cache.stop_sweeps();
+        me.card.drop_cache(&me.cache);
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -173,6 +186,11 @@ impl MiscDevice for PicoevbFile {
             abi::IOC_PIN_CUDA => inout(arg, |req: &mut abi::PinCuda| {
                 let (va, len) = request::pin_cuda(req).map_err(kerr)?;
                 req.handle = me.surfaces.pin(card, va, len)?;
+                Ok(())
+            })?,
+            abi::IOC_REG_CACHE => inout(arg, |req: &mut abi::RegCache| {
+                let op = cache_policy::parse(req).map_err(kerr)?;
+                *req = me.cache.control(op);
                 Ok(())
             })?,
             abi::IOC_UNPIN_CUDA => {

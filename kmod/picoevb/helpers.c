@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * C half of picoevb.ko: kernel services that Linux 6.18's Rust `kernel` crate does not wrap (pinning user
- * pages into a DMA-mapped sg_table, MSI/INTx vector allocation, completions with a timeout). Each function
+ * pages into a DMA-mapped sg_table, mmu interval notifiers for cached pins, work items, MSI/INTx vector
+ * allocation, completions with a timeout). Each function
  * is a thin, policy-free wrapper; the driver's decisions stay in Rust.
  */
 #include <linux/completion.h>
 #include <linux/dma-mapping.h>
 #include <linux/jiffies.h>
 #include <linux/mm.h>
+#include <linux/mmu_notifier.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
 
 struct pevb_pin {
 	struct sg_table sgt;
@@ -19,6 +22,7 @@ struct pevb_pin {
 	unsigned long npages;
 	struct device *dev;
 	enum dma_data_direction dir;
+	unsigned long attrs;
 };
 
 int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
@@ -33,17 +37,26 @@ void pevb_completion_reinit(struct completion *c);
 void pevb_completion_complete(struct completion *c);
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms);
 unsigned long pevb_current_mm(void);
+struct pevb_work;
+struct pevb_cpin;
+struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data);
+void pevb_work_free(struct pevb_work *w);
+bool pevb_cpin_supported(void);
+int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
+		  struct pevb_cpin **out);
+bool pevb_cpin_stale(struct pevb_cpin *p);
+struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p);
+void pevb_cpin_sync(struct pevb_cpin *p, bool for_device);
+void pevb_cpin_release(struct pevb_cpin *p, bool dirty);
 
 /*
- * Pin [uaddr, uaddr + len) with FOLL_LONGTERM (writable only when the device writes it), build an sg_table
- * that merges physically contiguous pages, and DMA-map it for @dev.
+ * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
+ * contiguous pages, and DMA-map it for @dev in direction @dir with DMA @attrs.
  */
-int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
-		  struct pevb_pin **out)
+static int pin_map(struct pevb_pin *p, struct device *dev, u64 uaddr, u64 len, unsigned int gup,
+		   enum dma_data_direction dir, unsigned long attrs)
 {
-	unsigned int gup = FOLL_LONGTERM | (to_device ? 0 : FOLL_WRITE);
 	unsigned long first, npages, done = 0;
-	struct pevb_pin *p;
 	int ret;
 
 	if (!len || uaddr + len < uaddr)
@@ -53,16 +66,12 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
 	if (npages > INT_MAX)
 		return -EINVAL;
 
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
-	if (!p)
-		return -ENOMEM;
 	p->dev = dev;
-	p->dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	p->dir = dir;
+	p->attrs = attrs;
 	p->pages = kvmalloc_array(npages, sizeof(*p->pages), GFP_KERNEL);
-	if (!p->pages) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
+	if (!p->pages)
+		return -ENOMEM;
 	/* pin_user_pages_fast may pin fewer pages than asked: keep going until all are pinned. */
 	while (done < npages) {
 		ret = pin_user_pages_fast((first + done) << PAGE_SHIFT, npages - done, gup,
@@ -78,10 +87,9 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
 						len, dma_get_max_seg_size(dev), GFP_KERNEL);
 	if (ret)
 		goto err_unpin;
-	ret = dma_map_sgtable(dev, &p->sgt, p->dir, 0);
+	ret = dma_map_sgtable(dev, &p->sgt, p->dir, attrs);
 	if (ret)
 		goto err_sgt;
-	*out = p;
 	return 0;
 
 err_sgt:
@@ -89,9 +97,41 @@ err_sgt:
 err_unpin:
 	unpin_user_pages(p->pages, done);
 	kvfree(p->pages);
-err_free:
-	kfree(p);
 	return ret;
+}
+
+/* Undo pin_map; pages the device may have written are marked dirty (if @dirty) so the data is not lost. */
+static void unmap_unpin(struct pevb_pin *p, bool dirty)
+{
+	dma_unmap_sgtable(p->dev, &p->sgt, p->dir, p->attrs);
+	sg_free_table(&p->sgt);
+	unpin_user_pages_dirty_lock(p->pages, p->npages, dirty);
+	kvfree(p->pages);
+}
+
+/*
+ * Pin for one request, FOLL_LONGTERM, writable only when the device writes the memory. Mapped like a cached
+ * pin (DMA_ATTR_SKIP_CPU_SYNC, the whole buffer handed to the device here and back to the CPU at unpin), so
+ * it may share cache lines with a cached buffer of the same memory without being an overlapping mapping
+ * that syncs on its own.
+ */
+int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
+		  struct pevb_pin **out)
+{
+	struct pevb_pin *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	int ret;
+
+	if (!p)
+		return -ENOMEM;
+	ret = pin_map(p, dev, uaddr, len, FOLL_LONGTERM | (to_device ? 0 : FOLL_WRITE),
+		      to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
+	if (ret) {
+		kfree(p);
+		return ret;
+	}
+	dma_sync_sgtable_for_device(dev, &p->sgt, p->dir);
+	*out = p;
+	return 0;
 }
 
 struct sg_table *pevb_pin_sgt(struct pevb_pin *p)
@@ -99,15 +139,190 @@ struct sg_table *pevb_pin_sgt(struct pevb_pin *p)
 	return &p->sgt;
 }
 
-/* Undo pevb_pin_user; pages the device wrote are marked dirty so the data is not lost. */
 void pevb_unpin_user(struct pevb_pin *p)
 {
-	dma_unmap_sgtable(p->dev, &p->sgt, p->dir, 0);
-	sg_free_table(&p->sgt);
-	unpin_user_pages_dirty_lock(p->pages, p->npages, p->dir == DMA_FROM_DEVICE);
-	kvfree(p->pages);
+	if (p->dir == DMA_FROM_DEVICE)
+		dma_sync_sgtable_for_cpu(p->dev, &p->sgt, p->dir);
+	unmap_unpin(p, p->dir == DMA_FROM_DEVICE);
 	kfree(p);
 }
+
+/* A work item that calls back into Rust: the registration cache's sweep of invalidated buffers. */
+struct pevb_work {
+	struct work_struct work;
+	void (*fn)(void *data);
+	void *data;
+};
+
+static void pevb_work_run(struct work_struct *work)
+{
+	struct pevb_work *w = container_of(work, struct pevb_work, work);
+
+	w->fn(w->data);
+}
+
+struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data)
+{
+	struct pevb_work *w = kzalloc(sizeof(*w), GFP_KERNEL);
+
+	if (!w)
+		return NULL;
+	INIT_WORK(&w->work, pevb_work_run);
+	w->fn = fn;
+	w->data = data;
+	return w;
+}
+
+/* Waits for a running call to end; nothing may queue @w any more (its notifiers are all removed). */
+void pevb_work_free(struct pevb_work *w)
+{
+	if (!w)
+		return;
+	cancel_work_sync(&w->work);
+	kfree(w);
+}
+
+bool pevb_cpin_supported(void)
+{
+	return IS_ENABLED(CONFIG_MMU_NOTIFIER);
+}
+
+#ifdef CONFIG_MMU_NOTIFIER
+/*
+ * A cached pin: pinned writable, mapped bidirectionally (one mapping serves H2C and C2H), and watched by an
+ * mmu interval notifier over its pages. Mapped with DMA_ATTR_SKIP_CPU_SYNC: the CPU cache is handed over
+ * only around each DMA (pevb_cpin_sync), never at map or unmap time. That is what makes a long-lived
+ * mapping safe next to other mappings of the same cache lines (another file's cached buffer, a one-off
+ * pin): each is synced only while its own DMA runs. The notifier only bumps the sequence (the buffer is stale from then
+ * on) and queues the owner's sweep: it may run where sleeping is not allowed, and removing a notifier from
+ * inside its own callback would deadlock, so the unpinning happens in the sweep.
+ */
+struct pevb_cpin {
+	struct pevb_pin pin;
+	struct mmu_interval_notifier mn;
+	unsigned long seq;
+	struct pevb_work *sweep;
+};
+
+static bool pevb_cpin_invalidate(struct mmu_interval_notifier *mn,
+				 const struct mmu_notifier_range *range, unsigned long cur_seq)
+{
+	struct pevb_cpin *p = container_of(mn, struct pevb_cpin, mn);
+
+	mmu_interval_set_seq(mn, cur_seq);
+	schedule_work(&p->sweep->work);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops pevb_cpin_ops = {
+	.invalidate = pevb_cpin_invalidate,
+};
+
+/* Tries per pin when the memory changes while it is being pinned; then the caller pins it for once only. */
+#define PEVB_CPIN_TRIES 3
+
+int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
+		  struct pevb_cpin **out)
+{
+	unsigned long start, end;
+	struct pevb_cpin *p;
+	int ret, i;
+
+	if (!len || uaddr + len < uaddr)
+		return -EINVAL;
+	start = uaddr & PAGE_MASK;
+	end = PAGE_ALIGN(uaddr + len);
+	if (end <= start || !current->mm)
+		return -EFAULT;
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return -ENOMEM;
+	p->sweep = sweep;
+	/* Watch first, pin second: a change between the two is then seen, not missed. */
+	ret = mmu_interval_notifier_insert(&p->mn, current->mm, start, end - start, &pevb_cpin_ops);
+	if (ret)
+		goto err_free;
+	for (i = 0; i < PEVB_CPIN_TRIES; i++) {
+		unsigned long seq = mmu_interval_read_begin(&p->mn);
+
+		ret = pin_map(&p->pin, dev, uaddr, len, FOLL_LONGTERM | FOLL_WRITE, DMA_BIDIRECTIONAL,
+			      DMA_ATTR_SKIP_CPU_SYNC);
+		if (ret)
+			goto err_remove;
+		/* Breaking copy-on-write for FOLL_WRITE changes the mapping once: the next try is stable. */
+		if (!mmu_interval_check_retry(&p->mn, seq)) {
+			p->seq = seq;
+			*out = p;
+			return 0;
+		}
+		unmap_unpin(&p->pin, false);
+	}
+	ret = -EAGAIN;
+err_remove:
+	mmu_interval_notifier_remove(&p->mn);
+err_free:
+	kfree(p);
+	return ret;
+}
+
+/* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */
+bool pevb_cpin_stale(struct pevb_cpin *p)
+{
+	return mmu_interval_check_retry(&p->mn, p->seq);
+}
+
+struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
+{
+	return &p->pin.sgt;
+}
+
+/*
+ * Hands the whole buffer to the device (before a DMA) or back to the CPU (after a C2H). Whole, with the
+ * mapping's direction: DMA-API debug matches a sync to its mapping by best fit, and a partial sync of
+ * memory that another mapping also covers (another file's cached buffer, a one-off pin) matches neither.
+ */
+void pevb_cpin_sync(struct pevb_cpin *p, bool for_device)
+{
+	if (for_device)
+		dma_sync_sgtable_for_device(p->pin.dev, &p->pin.sgt, DMA_BIDIRECTIONAL);
+	else
+		dma_sync_sgtable_for_cpu(p->pin.dev, &p->pin.sgt, DMA_BIDIRECTIONAL);
+}
+
+/* Stops watching, unmaps and unpins. Never from the notifier callback (remove waits for it). */
+void pevb_cpin_release(struct pevb_cpin *p, bool dirty)
+{
+	mmu_interval_notifier_remove(&p->mn);
+	unmap_unpin(&p->pin, dirty);
+	kfree(p);
+}
+#else
+struct pevb_cpin;
+
+int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
+		  struct pevb_cpin **out)
+{
+	return -EOPNOTSUPP;
+}
+
+bool pevb_cpin_stale(struct pevb_cpin *p)
+{
+	return true;
+}
+
+struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
+{
+	return NULL;
+}
+
+void pevb_cpin_sync(struct pevb_cpin *p, bool for_device)
+{
+}
+
+void pevb_cpin_release(struct pevb_cpin *p, bool dirty)
+{
+}
+#endif
 
 /* One vector: MSI where the platform allows it, else the legacy INTx line. Returns 1 for MSI, 0 for INTx. */
 int pevb_irq_vectors_alloc(struct pci_dev *pdev)

@@ -30,6 +30,9 @@ use kernel::{
 #[path = "../../crates/picoevb-abi/src/abi.rs"]
 mod abi;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/cache_policy.rs"]
+mod cache_policy;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/chain.rs"]
 mod chain;
 #[allow(dead_code, unreachable_pub)]
@@ -64,6 +67,7 @@ mod engine;
 mod ffi;
 mod file;
 mod pin;
+mod regcache;
 
 use card::Card;
 use file::PicoevbFile;
@@ -103,6 +107,10 @@ unsafe impl kernel::transmute::FromBytes for abi::UnpinCuda {}
 unsafe impl kernel::transmute::AsBytes for abi::AbiInfo {}
 // SAFETY: as above.
 unsafe impl kernel::transmute::FromBytes for abi::AbiInfo {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::AsBytes for abi::RegCache {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for abi::RegCache {}
 
 /// Device node names; the misc layer keeps a pointer to the name, so they are static.
 const NAMES: [&CStr; 8] = [

@@ -4,7 +4,7 @@
 
 use crate::ffi;
 use crate::segments::{self, Segment};
-use kernel::{device::Device, prelude::*, scatterlist::SGTable};
+use kernel::{bindings, device::Device, prelude::*, scatterlist::SGTable};
 
 /// A pinned, DMA-mapped user buffer; unmapped and unpinned (dirtied if the device wrote it) on drop.
 pub(crate) struct UserPin {
@@ -26,20 +26,7 @@ impl UserPin {
     /// The buffer's bus segments in order, bus-contiguous neighbours merged.
     pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
         // SAFETY: `self.raw` is a live pin; its sg_table stays mapped until `drop`, which needs `&mut self`.
-        let sgt = unsafe { SGTable::from_raw(ffi::pevb_pin_sgt(self.raw)) };
-        let mut segs = KVec::new();
-        for e in sgt.iter() {
-            segs.push(
-                Segment {
-                    addr: e.dma_address(),
-                    len: e.dma_len() as u64,
-                },
-                GFP_KERNEL,
-            )?;
-        }
-        let n = segments::coalesce(&mut segs);
-        segs.truncate(n);
-        Ok(segs)
+        unsafe { mapped_segments(ffi::pevb_pin_sgt(self.raw)) }
     }
 }
 
@@ -48,4 +35,26 @@ impl Drop for UserPin {
         // SAFETY: `self.raw` came from `pevb_pin_user` and is released exactly once, here.
         unsafe { ffi::pevb_unpin_user(self.raw) };
     }
+}
+
+/// The bus segments of a DMA-mapped sg_table, in order, bus-contiguous neighbours merged.
+///
+/// # Safety
+/// `sgt` is a valid sg_table, DMA-mapped, and stays so for the duration of the call.
+pub(crate) unsafe fn mapped_segments(sgt: *mut bindings::sg_table) -> Result<KVec<Segment>> {
+    // SAFETY: the caller's contract.
+    let sgt = unsafe { SGTable::from_raw(sgt) };
+    let mut segs = KVec::new();
+    for e in sgt.iter() {
+        segs.push(
+            Segment {
+                addr: e.dma_address(),
+                len: e.dma_len() as u64,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    let n = segments::coalesce(&mut segs);
+    segs.truncate(n);
+    Ok(segs)
 }

@@ -165,8 +165,8 @@ const _: () = {
 // EINVAL: use only the reference ioctls then. `abi_version` major changes only if an extension changes
 // incompatibly; a minor bump adds ioctls or `caps` bits. Structs only grow at the end, into `reserved`.
 
-/// ABI version this header describes: major [31:16], minor [15:0].
-pub const ABI_VERSION: u32 = 1 << 16;
+/// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE.
+pub const ABI_VERSION: u32 = 1 << 16 | 1;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -180,7 +180,7 @@ pub const CAP_CUDA_DGPU: u64 = 1 << 1;
 pub const CAP_ID_BLOCK: u64 = 1 << 2;
 /// Capability: the card interrupts by MSI (else INTx).
 pub const CAP_MSI: u64 = 1 << 3;
-/// Capability: pinned host buffers are cached between requests (registration cache).
+/// Capability: pinned host buffers are cached between requests (registration cache, IOC_REG_CACHE).
 pub const CAP_REG_CACHE: u64 = 1 << 4;
 
 /// `PICOEVB_IOC_ABI_INFO` argument.
@@ -209,4 +209,55 @@ pub const IOC_ABI_INFO: u32 = ior(0x40, core::mem::size_of::<AbiInfo>());
 const _: () = {
     assert!(core::mem::size_of::<AbiInfo>() == 64);
     assert!(IOC_ABI_INFO == 0x8040_5040);
+};
+
+/// [`RegCache::op`]: only read the settings and counters.
+pub const REG_CACHE_QUERY: u32 = 0;
+/// [`RegCache::op`]: set `max_entries` and `max_bytes` (evicting down to them), then read.
+pub const REG_CACHE_SET_LIMITS: u32 = 1;
+/// [`RegCache::op`]: drop every cached buffer of this file (unpinning it), then read.
+pub const REG_CACHE_FLUSH: u32 = 2;
+
+/// `PICOEVB_IOC_REG_CACHE` argument: the registration cache of one open file. Host buffers used by H2C,
+/// C2H and H2C2H stay pinned and DMA-mapped after the request, so using them again costs no pinning or
+/// mapping; a cached buffer is dropped when its memory changes (munmap, mremap, madvise, fork's
+/// copy-on-write, exit), when the least recently used must make room, when a new buffer shares a page with
+/// it (the new one covers both), when PIN_CUDA pins its memory, on FLUSH and on close.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegCache {
+    /// In: `REG_CACHE_*`.
+    pub op: u32,
+    /// In (SET_LIMITS): most buffers cached, at most `capacity`; 0 turns the cache off. Out: the limit.
+    pub max_entries: u32,
+    /// In (SET_LIMITS): most bytes cached; a larger buffer is never cached. Out: the limit.
+    pub max_bytes: u64,
+    /// Out: buffers cached now.
+    pub entries: u32,
+    /// Out: the largest `max_entries` this driver accepts.
+    pub capacity: u32,
+    /// Out: bytes cached now.
+    pub bytes: u64,
+    /// Out: requests served by a cached buffer, since open.
+    pub hits: u64,
+    /// Out: requests that pinned a buffer and cached it.
+    pub misses: u64,
+    /// Out: buffers dropped to make room (least recently used first) or by a lower limit.
+    pub evictions: u64,
+    /// Out: buffers dropped because their memory changed.
+    pub invalidations: u64,
+    /// Out: requests pinned for once only: cache off, buffer over `max_bytes`, memory the device may not
+    /// write (a read-only mapping, for H2C), memory pinned as a GPU surface (PIN_CUDA), or memory that kept
+    /// changing while it was pinned.
+    pub uncached: u64,
+    /// Reserved: zero in, zero out.
+    pub reserved: [u64; 4],
+}
+
+/// Query or tune this file's registration cache (only with [`CAP_REG_CACHE`]).
+pub const IOC_REG_CACHE: u32 = iowr(0x41, core::mem::size_of::<RegCache>());
+
+const _: () = {
+    assert!(core::mem::size_of::<RegCache>() == 104);
+    assert!(IOC_REG_CACHE == 0xc068_5041);
 };

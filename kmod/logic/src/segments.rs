@@ -103,9 +103,43 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The bytes `[offset, offset + len)` of the buffer `segs` describe, as segments: a cached buffer serving
+/// part of itself.
+pub fn window(segs: &[Segment], offset: u64, len: u64) -> Result<Window<'_>, Errno> {
+    match offset.checked_add(len) {
+        Some(end) if end <= total_len(segs) => {}
+        _ => return Err(Errno::EINVAL),
+    }
+    let mut cur = Cursor::new(segs);
+    cur.skip(offset)?;
+    Ok(Window { cur, left: len })
+}
+
+/// Iterator returned by [`window`].
+#[derive(Clone, Debug)]
+pub struct Window<'a> {
+    cur: Cursor<'a>,
+    left: u64,
+}
+
+impl Iterator for Window<'_> {
+    type Item = Segment;
+
+    fn next(&mut self) -> Option<Segment> {
+        if self.left == 0 {
+            return None;
+        }
+        let piece = self.cur.take(self.left)?;
+        self.left -= piece.len;
+        Some(piece)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    extern crate std;
+    use std::vec::Vec;
 
     fn s(addr: u64, len: u64) -> Segment {
         Segment { addr, len }
@@ -157,5 +191,25 @@ mod tests {
         let mut c = Cursor::new(&v);
         assert_eq!(c.skip(0x10), Ok(()));
         assert_eq!(c.take(1), None);
+    }
+
+    #[test]
+    fn window_cuts_inside_and_across_segments() {
+        let v = [s(0x1000, 0x1000), s(0x8000, 0x3000)];
+        let w: Vec<Segment> = window(&v, 0x800, 0x1000).unwrap().collect();
+        assert_eq!(w, [s(0x1800, 0x800), s(0x8000, 0x800)]);
+        let w: Vec<Segment> = window(&v, 0x1100, 0x100).unwrap().collect();
+        assert_eq!(w, [s(0x8100, 0x100)]);
+        let whole: Vec<Segment> = window(&v, 0, 0x4000).unwrap().collect();
+        assert_eq!(whole, v);
+        assert_eq!(window(&v, 0x4000, 0).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn window_past_the_end_is_an_error() {
+        let v = [s(0x1000, 0x1000)];
+        assert!(window(&v, 0x800, 0x801).is_err());
+        assert!(window(&v, 0x1001, 0).is_err());
+        assert!(window(&v, u64::MAX, 2).is_err());
     }
 }

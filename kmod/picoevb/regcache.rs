@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The registration cache of one open file ("lazy unpinning"): host buffers stay pinned and DMA-mapped
+//! between requests. What hits and what is evicted is `cache_policy`'s business; this file holds the pins.
+//!
+//! A cached buffer is pinned writable, mapped bidirectionally and watched by an mmu interval notifier
+//! (`helpers.c`). When its memory changes the notifier marks it stale and queues `sweep`, which drops it;
+//! a stale buffer never serves a request (checked under the table lock at every hit). Requests hold their
+//! buffer by reference, so dropping it from the table (sweep, eviction, flush, removal) never unpins under
+//! a running DMA: the last holder unpins. Pinning happens outside the table lock (it may fault pages in
+//! for a long time); the notifier takes no lock of ours.
+
+use crate::abi;
+use crate::cache_policy::{Lookup, Op, Policy, Range, Removal, CAPACITY};
+use crate::card::Card;
+use crate::ffi;
+use crate::pin::{mapped_segments, UserPin};
+use crate::segments::{self, Segment};
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use kernel::{
+    device::Device,
+    new_mutex,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+/// A cached buffer's pin; unpinned when its last holder (the table or a request) drops it.
+pub(crate) struct CachedPin {
+    raw: *mut ffi::PevbCpin,
+    /// Bus segments of the whole buffer.
+    segs: KVec<Segment>,
+    /// The device wrote it: its pages are dirtied when unpinned.
+    written: AtomicBool,
+}
+
+// SAFETY: the C object is only read (sg_table, sequence) and synced concurrently, which the DMA API allows
+// from any thread; it is released once, by `drop`.
+unsafe impl Send for CachedPin {}
+// SAFETY: as above.
+unsafe impl Sync for CachedPin {}
+
+impl CachedPin {
+    fn new(dev: &Device, addr: u64, len: u64, sweep: *mut ffi::PevbWork) -> Result<Arc<Self>> {
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: `dev` is a live device; `sweep` is the cache's work item, freed only after every pin of the
+        // cache is released; `raw` is a valid out-pointer.
+        kernel::error::to_result(unsafe {
+            ffi::pevb_cpin_new(ffi::raw_dev(dev), addr, len, sweep, &mut raw)
+        })?;
+        let mut pin = CachedPin {
+            raw,
+            segs: KVec::new(),
+            written: AtomicBool::new(false),
+        };
+        // SAFETY: `raw` is a live cached pin (released by `pin`'s drop, also on error here).
+        pin.segs = unsafe { mapped_segments(ffi::pevb_cpin_sgt(raw)) }?;
+        Ok(Arc::new(pin, GFP_KERNEL)?)
+    }
+
+    fn stale(&self) -> bool {
+        // SAFETY: `self.raw` is live until `drop`.
+        unsafe { ffi::pevb_cpin_stale(self.raw) }
+    }
+}
+
+impl Drop for CachedPin {
+    fn drop(&mut self) {
+        // SAFETY: `self.raw` came from `pevb_cpin_new` and is released exactly once, here, outside the
+        // notifier callback.
+        unsafe { ffi::pevb_cpin_release(self.raw, self.written.load(Ordering::Relaxed)) };
+    }
+}
+
+/// A request's window `[offset, offset + len)` of a cached buffer. The whole buffer is handed to the device
+/// when it is taken and back to the CPU when it is dropped after a C2H (see `pevb_cpin_sync` for why whole).
+pub(crate) struct CacheUse {
+    pin: Arc<CachedPin>,
+    offset: u64,
+    len: u64,
+    to_device: bool,
+}
+
+impl CacheUse {
+    fn new(pin: Arc<CachedPin>, offset: u64, len: u64, to_device: bool) -> Self {
+        if !to_device {
+            pin.written.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: the pin is live (we hold it).
+        unsafe { ffi::pevb_cpin_sync(pin.raw, true) };
+        Self {
+            pin,
+            offset,
+            len,
+            to_device,
+        }
+    }
+
+    fn segments(&self) -> Result<KVec<Segment>> {
+        let mut out = KVec::new();
+        let window =
+            segments::window(&self.pin.segs, self.offset, self.len).map_err(crate::engine::kerr)?;
+        for s in window {
+            out.push(s, GFP_KERNEL)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for CacheUse {
+    fn drop(&mut self) {
+        if !self.to_device {
+            // SAFETY: the pin is live (we hold it).
+            unsafe { ffi::pevb_cpin_sync(self.pin.raw, false) };
+        }
+    }
+}
+
+/// Host memory held for one request.
+pub(crate) enum HostPin {
+    Cached(CacheUse),
+    Once(UserPin),
+}
+
+impl HostPin {
+    /// The request's bus segments.
+    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
+        match self {
+            HostPin::Cached(u) => u.segments(),
+            HostPin::Once(p) => p.segments(),
+        }
+    }
+}
+
+struct Table {
+    policy: Policy,
+    pins: [Option<Arc<CachedPin>>; CAPACITY],
+    /// Close or card removal: nothing is cached any more.
+    closed: bool,
+}
+
+impl Table {
+    fn remove(&mut self, slot: usize, why: Removal) {
+        self.policy.remove(slot, why);
+        self.pins[slot] = None;
+    }
+
+    fn clear(&mut self) {
+        for slot in 0..CAPACITY {
+            if self.pins[slot].is_some() {
+                self.remove(slot, Removal::Flushed);
+            }
+        }
+    }
+}
+
+/// The cache of one open file.
+#[pin_data(PinnedDrop)]
+pub(crate) struct RegCache {
+    #[pin]
+    table: Mutex<Table>,
+    /// Runs `sweep` once a notifier fired; null where the kernel has no mmu notifiers (nothing is cached).
+    work: AtomicPtr<ffi::PevbWork>,
+}
+
+/// Queued by a cached pin's notifier: drops the stale buffers.
+unsafe extern "C" fn sweep(data: *mut c_void) {
+    // SAFETY: `data` is the cache that owns this work item; it frees the work item, waiting for this call,
+    // before it can go away (`stop_sweeps`).
+    let cache = unsafe { &*data.cast::<RegCache>() };
+    let mut t = cache.table.lock();
+    for slot in 0..CAPACITY {
+        if t.pins[slot].as_ref().is_some_and(|p| p.stale()) {
+            t.remove(slot, Removal::Invalidated);
+        }
+    }
+}
+
+/// Whether this kernel can cache pins (it has mmu notifiers).
+pub(crate) fn supported() -> bool {
+    // SAFETY: plain call.
+    unsafe { ffi::pevb_cpin_supported() }
+}
+
+impl RegCache {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        let cache = Arc::pin_init(
+            pin_init!(RegCache {
+                table <- new_mutex!(Table {
+                    policy: Policy::new(PAGE_SIZE as u64),
+                    pins: [const { None }; CAPACITY],
+                    closed: false,
+                }),
+                work: AtomicPtr::new(core::ptr::null_mut()),
+            }),
+            GFP_KERNEL,
+        )?;
+        if supported() {
+            let data = core::ptr::from_ref::<RegCache>(&cache)
+                .cast_mut()
+                .cast::<c_void>();
+            // SAFETY: `data` outlives the work item: `stop_sweeps` frees it first.
+            let w = unsafe { ffi::pevb_work_new(Some(sweep), data) };
+            if w.is_null() {
+                return Err(ENOMEM);
+            }
+            cache.work.store(w, Ordering::Release);
+        }
+        Ok(cache)
+    }
+
+    /// Pins `[addr, addr + len)` of the caller's memory for one request on `card`: a cached buffer when one
+    /// serves it or it can be cached, else a pin for this request only. `to_device`: the device only reads
+    /// it.
+    pub(crate) fn get(&self, card: &Card, addr: u64, len: u64, to_device: bool) -> Result<HostPin> {
+        let r = Range {
+            // SAFETY: plain read of the caller's mm pointer, used only as an identity.
+            mm: unsafe { ffi::pevb_current_mm() },
+            addr,
+            len,
+        };
+        let work = self.work.load(Ordering::Acquire);
+        if !work.is_null() {
+            if let Some(u) = self.cached(card, r, to_device, work)? {
+                return Ok(HostPin::Cached(u));
+            }
+        }
+        let once = UserPin::new(card.dev(), addr, len, to_device)?;
+        self.table.lock().policy.note_uncached();
+        Ok(HostPin::Once(once))
+    }
+
+    /// The cached way of `get`; `None`: pin for once only.
+    fn cached(
+        &self,
+        card: &Card,
+        r: Range,
+        to_device: bool,
+        work: *mut ffi::PevbWork,
+    ) -> Result<Option<CacheUse>> {
+        let want = {
+            let mut t = self.table.lock();
+            loop {
+                if t.closed {
+                    return Ok(None);
+                }
+                match t.policy.lookup(r) {
+                    Lookup::Hit { slot, offset } => match t.pins[slot].clone() {
+                        Some(p) if !p.stale() => {
+                            t.policy.hit(slot);
+                            drop(t);
+                            return Ok(Some(CacheUse::new(p, offset, r.len, to_device)));
+                        }
+                        _ => t.remove(slot, Removal::Invalidated),
+                    },
+                    Lookup::Miss => break t.policy.merged(r),
+                    Lookup::Bypass => return Ok(None),
+                }
+            }
+        };
+        // Memory pinned as a GPU surface keeps that one mapping: the DMA API does not support a second,
+        // long-lived one. Checked, pinned and cached under the lock PIN_CUDA takes to evict cached buffers.
+        let _pins = card.lock_pins();
+        let page = PAGE_SIZE as u64;
+        let end = (want.addr + want.len).div_ceil(page) * page;
+        if card.overlaps(want.mm, want.addr & !(page - 1), end) {
+            return Ok(None);
+        }
+        let pin = match CachedPin::new(card.dev(), want.addr, want.len, work) {
+            Ok(p) => p,
+            // Read-only memory the device only reads, or memory that kept changing: pin it for once.
+            Err(e) if to_device || e == EAGAIN => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut t = self.table.lock();
+        if !t.closed {
+            while let Some(v) = t.policy.make_room(want) {
+                t.remove(v, Removal::Evicted);
+            }
+            if let Some(slot) = t.policy.insert(want) {
+                t.pins[slot] = Some(pin.clone());
+            }
+        }
+        drop(t);
+        Ok(Some(CacheUse::new(
+            pin,
+            r.addr - want.addr,
+            r.len,
+            to_device,
+        )))
+    }
+
+    /// PIN_CUDA of `[first, end)` in address space `mm` (under the card's pin lock): drops the cached
+    /// buffers on those pages, so the surface's mapping is the only long-lived one of that memory.
+    pub(crate) fn evict_pages(&self, mm: usize, first: u64, end: u64) {
+        let r = Range {
+            mm,
+            addr: first,
+            len: end - first,
+        };
+        let mut t = self.table.lock();
+        while let Some(slot) = t.policy.sharing(r) {
+            t.remove(slot, Removal::Evicted);
+        }
+    }
+
+    /// IOC_REG_CACHE: does `op`, returns the cache's state.
+    pub(crate) fn control(&self, op: Op) -> abi::RegCache {
+        let mut t = self.table.lock();
+        match op {
+            Op::Query => {}
+            Op::SetLimits(l) => {
+                t.policy.set_limits(l);
+                while let Some(slot) = t.policy.over_limits() {
+                    t.remove(slot, Removal::Evicted);
+                }
+            }
+            Op::Flush => t.clear(),
+        }
+        t.policy.report()
+    }
+
+    /// Close or card removal: drops (unmaps and, unless a request still holds it, unpins) every buffer and
+    /// caches nothing more.
+    pub(crate) fn close(&self) {
+        let mut t = self.table.lock();
+        t.closed = true;
+        t.clear();
+    }
+
+    /// Once closed, and with no request running: waits for a queued sweep and frees the work item.
+    pub(crate) fn stop_sweeps(&self) {
+        let w = self.work.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: `w` is null or our work item; after `close` no notifier of ours exists, so nothing can
+        // queue it again; no request runs (the file is being released), so nothing loaded it before the swap.
+        unsafe { ffi::pevb_work_free(w) };
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for RegCache {
+    fn drop(self: Pin<&mut Self>) {
+        // Release stops the sweeps; a cache dropped unused has no notifier that could have queued one.
+        self.stop_sweeps();
+    }
+}
