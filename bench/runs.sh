@@ -11,7 +11,7 @@ check() { local n=$1; shift; if "$@"; then count "$n" 1 0; else count "$n" 0 1; 
 counted() {
   local name=$1 log=$2; shift 2
   local rc=0; "$@" >"$log" 2>&1 || rc=$?
-  grep -E '^(TEST|CHECK|FAIL|GUEST FUZZ)' "$log" >&2 || true
+  grep -E '^(TEST|CHECK|FAIL|FIGURES|GUEST (FUZZ|BENCH|REGCACHE))' "$log" >&2 || true
   local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
   if [ -z "$line" ]; then tail -n 40 "$log" >&2; count "$name" 0 1; return; fi
   local p=${line%% passed*} f; f=$(echo "$line" | sed 's/.* passed, \([0-9]*\) failed.*/\1/')

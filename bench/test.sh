@@ -4,7 +4,9 @@
 #   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh)
 #   3. the emulated bench, each boot judged by the harness (no kernel splat, no kmemleak report, clean
 #      module load and unload): the guest suite without a GPU-memory provider, with the Jetson and with the
-#      dGPU nvidia_p2p provider, and a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default 3000)
+#      dGPU nvidia_p2p provider, a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default 3000) and a short
+#      registration-cache benchmark (GDR_PERF_ITERATIONS, default 40; prints numbers, fails only on a DMA
+#      or byte-check failure; bench/perf.sh is the longer one)
 #   4. the suite with the model corrupting every transfer, which must fail
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
@@ -44,6 +46,8 @@ if vars=$("$REPO/bench/build.sh"); then
   counted "bench: suite, dGPU nvidia_p2p" "$L/last-suite-dgpu.log" harness "$GDR_P2P_DGPU" "$GDR_KO_DGPU" -- --mode suite
   counted "bench: ioctl fuzzer" "$L/last-fuzz.log" harness "$GDR_P2P" "$GDR_KO" -- --mode fuzz \
     --guest-args "--iterations ${GDR_FUZZ_ITERATIONS:-3000} --threads 4"
+  counted "bench: registration cache benchmark" "$L/last-perf.log" harness "$GDR_P2P" "$GDR_KO" -- --mode bench \
+    --guest-args "--iterations ${GDR_PERF_ITERATIONS:-40}"
   check "bench: the suite fails when the model corrupts data" must_fail
 else
   count "bench build" 0 1

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 pub const USAGE: &str = "\
 usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
-                     [--mode suite|loopback|fuzz] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
+                     [--mode suite|loopback|fuzz|bench] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
                      [--memory MB] [--cards N] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
                      [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
 
@@ -14,7 +14,8 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
   --module PATH       kernel module to insmod, in the order given (repeatable)
   --guest PATH        static gdr-guest-tests binary
   --model PATH        picoevb-model binary
-  --mode MODE         suite (default), loopback or fuzz, passed to the guest program
+  --mode MODE         suite (default), loopback, fuzz or bench (ioctl times, registration cache on vs off),
+                      passed to the guest program
   --guest-args ARGS   extra guest program arguments, split on whitespace (e.g. \"--seed 5 --filter dma::\")
   --run-dir DIR       sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*)
   --timeout SECS      whole-run limit from QEMU start (default 900)
@@ -35,6 +36,7 @@ pub enum Mode {
     Suite,
     Loopback,
     Fuzz,
+    Bench,
 }
 
 impl Mode {
@@ -43,6 +45,7 @@ impl Mode {
             Mode::Suite => "suite",
             Mode::Loopback => "loopback",
             Mode::Fuzz => "fuzz",
+            Mode::Bench => "bench",
         }
     }
 }
@@ -122,7 +125,12 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
                     "suite" => Mode::Suite,
                     "loopback" => Mode::Loopback,
                     "fuzz" => Mode::Fuzz,
-                    m => return Err(format!("--mode {m}: expected suite, loopback or fuzz")),
+                    "bench" => Mode::Bench,
+                    m => {
+                        return Err(format!(
+                            "--mode {m}: expected suite, loopback, fuzz or bench"
+                        ));
+                    }
                 }
             }
             "--guest-args" => a
@@ -199,6 +207,24 @@ mod tests {
         assert!(a.expect_failures && a.keep);
         assert_eq!(a.model_args, vec!["-v"]);
         assert_eq!(a.run_dir, Some(PathBuf::from("/tmp/x")));
+    }
+
+    #[test]
+    fn every_mode_round_trips() {
+        let base = "--root /r --kernel /k --module a.ko --guest /g --model /m --mode";
+        for m in [Mode::Suite, Mode::Loopback, Mode::Fuzz, Mode::Bench] {
+            let a = parse_run(&args(&format!("{base} {}", m.as_str()))).unwrap();
+            assert_eq!(a.mode, m);
+        }
+        assert_eq!(
+            parse_run(&args(&format!("{base}=bench --guest-args=--iterations")))
+                .unwrap()
+                .mode
+                .as_str(),
+            "bench"
+        );
+        let e = parse_run(&args(&format!("{base} perf"))).unwrap_err();
+        assert!(e.contains("bench"), "{e}");
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub struct RunFacts {
     /// Tails of QEMU's stderr and the model's log, for a guest that never finished.
     pub qemu_stderr: Vec<String>,
     pub model_log: Vec<String>,
+    /// Faults the FPGA models injected, over all cards; `None` if a model did not answer at the end.
+    pub faults_injected: Option<u64>,
 }
 
 /// Console lines that mention any of `needles`, at most `max`.
@@ -228,6 +230,51 @@ pub fn checks(c: &Console, modules: &[String], facts: &RunFacts) -> Vec<Check> {
     ]
 }
 
+/// The number after `key` in `line` (e.g. "FOLL_PIN pages held " in a guest counters line).
+fn number_after(line: &str, key: &str) -> Option<i64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let end = rest
+        .find(|ch: char| !(ch.is_ascii_digit() || ch == '-'))
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// `after - before` of a counter in the guest's counter lines (the suite's "GUEST COUNTERS", the fuzzer's
+/// "GUEST FUZZ counters"), from the last pair printed.
+fn counter_delta(c: &Console, key: &str) -> Option<i64> {
+    let last = |prefixes: &[&str]| {
+        c.lines
+            .iter()
+            .rev()
+            .find(|l| prefixes.iter().any(|p| l.starts_with(p)))
+            .and_then(|l| number_after(l, key))
+    };
+    let before = last(&["GUEST COUNTERS before", "GUEST FUZZ counters before"])?;
+    let after = last(&["GUEST COUNTERS now", "GUEST FUZZ counters after"])?;
+    Some(after - before)
+}
+
+/// The run's figures in one line: what was exercised and what it left behind. `-` where the run had no
+/// way to know (no counters printed by this guest mode, a model that did not answer).
+pub fn figures(c: &Console, facts: &RunFacts) -> String {
+    let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    let reports: usize = c
+        .kmemleak
+        .iter()
+        .flat_map(|k| &k.lines)
+        .filter(|l| l.contains("unreferenced object"))
+        .count();
+    format!(
+        "FIGURES guest tests {}, faults injected {}, kernel splat lines {}, kmemleak reports {reports}, \
+         FOLL_PIN pages leaked {}, DMA mappings leaked {}",
+        c.tests.len(),
+        opt(facts.faults_injected.map(|n| n as i64)),
+        c.splats.len(),
+        opt(counter_delta(c, "FOLL_PIN pages held ")),
+        opt(counter_delta(c, "dma-debug entries in use ")),
+    )
+}
+
 /// Prints failing guest tests, every check (failing ones with evidence) and the closing tally; returns
 /// whether the run succeeded.
 pub fn print(c: &Console, checks: &[Check], expect_failures: bool) -> bool {
@@ -389,5 +436,41 @@ mod tests {
         // The old two-field summary still parses (as 0 skipped).
         let c = console(&GOOD.replace("0 failed\n", "0 failed, 0 skipped\n"));
         assert!(result_reported(&c).ok());
+    }
+
+    #[test]
+    fn figures_count_what_the_run_left() {
+        let c = console(
+            "TEST a ... ok\nTEST b ... FAILED: x\n\
+             GUEST COUNTERS before the first test: dma-api error_count 0, dma-debug entries in use 2, FOLL_PIN pages held 0\n\
+             GUEST COUNTERS now: dma-api error_count 0, dma-debug entries in use 5, FOLL_PIN pages held -3\n\
+             INIT KMEMLEAK BEGIN after-tests\nunreferenced object 0xffff (size 64):\n  comm \"x\"\n\
+             INIT KMEMLEAK END after-tests\n",
+        );
+        let facts = RunFacts {
+            faults_injected: Some(7),
+            ..Default::default()
+        };
+        assert_eq!(
+            figures(&c, &facts),
+            "FIGURES guest tests 2, faults injected 7, kernel splat lines 0, kmemleak reports 1, \
+             FOLL_PIN pages leaked -3, DMA mappings leaked 3"
+        );
+        let bare = console("TEST a ... ok\n");
+        assert!(figures(&bare, &RunFacts::default()).contains("faults injected -, "));
+        assert!(
+            figures(&bare, &RunFacts::default()).ends_with("pages leaked -, DMA mappings leaked -")
+        );
+    }
+
+    #[test]
+    fn fuzz_counter_lines_count_too() {
+        let c = console(
+            "GUEST FUZZ counters before: dma-api error_count 0, dma-debug entries in use 2, FOLL_PIN pages held 4\n\
+             GUEST FUZZ counters after:  dma-api error_count 0, dma-debug entries in use 2, FOLL_PIN pages held 4\n",
+        );
+        assert_eq!(counter_delta(&c, "FOLL_PIN pages held "), Some(0));
+        assert_eq!(number_after("x held -12, y", "held "), Some(-12));
+        assert_eq!(number_after("x held", "held "), None);
     }
 }

@@ -112,6 +112,16 @@ fn sock(kind: &str, i: u32) -> String {
     }
 }
 
+/// Faults the models injected in this run, over all cards; `None` if one did not answer.
+fn model_faults(run: &RunDir, cards: u32) -> Option<u64> {
+    let state = serde_json::json!({"cmd": "state"});
+    (0..cards)
+        .map(|i| {
+            control::call_ok(&run.path(&sock("ctl", i)), &state).ok()?["faults_injected"].as_u64()
+        })
+        .sum()
+}
+
 fn start_model(a: &RunArgs, run: &RunDir, i: u32) -> Result<Group, String> {
     let log_name = if i == 0 {
         "model.log".to_string()
@@ -372,6 +382,8 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
     let mut console = Console::default();
     let mut facts = report::RunFacts::default();
     watch(&rx, &mut console, a.timeout, &mut facts);
+    // Asked while QEMU still holds the models (they exit when it disconnects).
+    facts.faults_injected = model_faults(&run, a.cards);
 
     qemu.stop();
     // The model exits when QEMU disconnects; give it a moment, then make sure.
@@ -397,6 +409,7 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
     }
 
     let checks = report::checks(&console, &modules, &facts);
+    println!("{}", report::figures(&console, &facts));
     let ok = report::print(&console, &checks, a.expect_failures);
     if run.created && ok && !a.keep {
         let _ = std::fs::remove_dir_all(&run.dir);

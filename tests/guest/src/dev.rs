@@ -129,6 +129,61 @@ impl Device {
         unsafe { self.ioctl_ptr(abi::IOC_H2C2H_DMA, a) }
     }
 
+    /// IOC_REG_CACHE with any argument struct (bad ops, reserved words): returns the cache's state as the
+    /// driver wrote it back into `a`.
+    pub fn reg_cache_raw(&self, a: &mut abi::RegCache) -> io::Result<()> {
+        // SAFETY: REG_CACHE reads and writes only the struct, which is ours and live; it names no buffers.
+        unsafe { self.ioctl_ptr(abi::IOC_REG_CACHE, a) }
+    }
+
+    /// IOC_REG_CACHE `op`; `max_entries` and `max_bytes` matter only to SET_LIMITS. Returns the state after
+    /// the operation.
+    pub fn reg_cache(
+        &self,
+        op: u32,
+        max_entries: u32,
+        max_bytes: u64,
+    ) -> io::Result<abi::RegCache> {
+        let mut a = abi::RegCache {
+            op,
+            max_entries,
+            max_bytes,
+            ..Default::default()
+        };
+        self.reg_cache_raw(&mut a)?;
+        Ok(a)
+    }
+
+    /// This file's registration cache: limits, contents and counters.
+    pub fn reg_cache_query(&self) -> io::Result<abi::RegCache> {
+        self.reg_cache(abi::REG_CACHE_QUERY, 0, 0)
+    }
+
+    /// New limits for this file's cache (evicting down to them).
+    pub fn reg_cache_set_limits(
+        &self,
+        max_entries: u32,
+        max_bytes: u64,
+    ) -> io::Result<abi::RegCache> {
+        self.reg_cache(abi::REG_CACHE_SET_LIMITS, max_entries, max_bytes)
+    }
+
+    /// Drops every buffer this file has cached.
+    pub fn reg_cache_flush(&self) -> io::Result<abi::RegCache> {
+        self.reg_cache(abi::REG_CACHE_FLUSH, 0, 0)
+    }
+
+    /// Turns this file's cache off (max_entries 0, byte limit kept): every request pins for itself again.
+    pub fn reg_cache_disable(&self) -> io::Result<abi::RegCache> {
+        let now = self.reg_cache_query()?;
+        self.reg_cache_set_limits(0, now.max_bytes)
+    }
+
+    /// Whether the driver announces the registration cache (ABI_INFO `CAP_REG_CACHE`).
+    pub fn has_reg_cache(&self) -> io::Result<bool> {
+        Ok(self.abi_info()?.caps & abi::CAP_REG_CACHE != 0)
+    }
+
     /// PIN_CUDA on `va..va+size`; returns the handle.
     pub fn pin_cuda(&self, va: u64, size: u64) -> io::Result<u32> {
         let mut a = abi::PinCuda {
@@ -200,10 +255,20 @@ impl Device {
     }
 }
 
-/// An anonymous private mapping, for pointers with chosen protections (read-only, unmapped).
+/// An anonymous private mapping, for pointers with chosen protections (read-only, unmapped) and for memory
+/// whose mapping a test changes under the driver (madvise, MAP_FIXED, mremap, mprotect).
 pub struct Mapping {
     addr: *mut libc::c_void,
     len: usize,
+    prot: libc::c_int,
+}
+
+fn os_result(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 impl Mapping {
@@ -222,22 +287,100 @@ impl Mapping {
         if addr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { addr, len })
+        Ok(Mapping { addr, len, prot })
     }
 
     pub fn addr(&self) -> u64 {
         self.addr as u64
     }
 
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The mapping's bytes. Only for a readable mapping with no hole punched into it.
+    pub fn as_slice(&self) -> &[u8] {
+        assert!(
+            self.prot & libc::PROT_READ != 0,
+            "reading an unreadable mapping"
+        );
+        // SAFETY: `len` bytes mapped readable for our lifetime (the caller punched no hole, see above).
+        unsafe { std::slice::from_raw_parts(self.addr.cast(), self.len) }
+    }
+
+    /// The mapping's bytes, writable. Only for a writable mapping with no hole punched into it.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        assert!(
+            self.prot & libc::PROT_WRITE != 0,
+            "writing a read-only mapping"
+        );
+        // SAFETY: `len` bytes mapped writable for our lifetime, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.addr.cast(), self.len) }
+    }
+
     /// Unmaps `len` bytes at `offset` inside the mapping (page-aligned), leaving a hole.
     pub fn punch(&mut self, offset: usize, len: usize) -> io::Result<()> {
         // SAFETY: the range lies inside our own mapping, and no Rust reference points into it.
-        let rc = unsafe { libc::munmap(self.addr.cast::<u8>().add(offset).cast(), len) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
+        os_result(unsafe { libc::munmap(self.addr.cast::<u8>().add(offset).cast(), len) })
+    }
+
+    /// `madvise(advice)` on the whole mapping (MADV_DONTNEED: the next touch gets fresh zeroed pages).
+    pub fn madvise(&mut self, advice: libc::c_int) -> io::Result<()> {
+        // SAFETY: our own mapping; `&mut self` means no Rust reference points into it.
+        os_result(unsafe { libc::madvise(self.addr, self.len, advice) })
+    }
+
+    /// `mprotect` of the whole mapping; the slice accessors follow the new protection.
+    pub fn protect(&mut self, prot: libc::c_int) -> io::Result<()> {
+        // SAFETY: our own mapping; `&mut self` means no Rust reference points into it.
+        os_result(unsafe { libc::mprotect(self.addr, self.len, prot) })?;
+        self.prot = prot;
+        Ok(())
+    }
+
+    /// Fresh zeroed memory at the same address (mmap MAP_FIXED over whatever is there, or over a punched
+    /// hole), with the mapping's protection.
+    pub fn remap_fixed(&mut self) -> io::Result<()> {
+        // SAFETY: MAP_FIXED replaces only our own range; `&mut self` means no Rust reference points into it.
+        let addr = unsafe {
+            libc::mmap(
+                self.addr,
+                self.len,
+                self.prot,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
         }
+        assert_eq!(addr, self.addr, "MAP_FIXED moved the mapping");
+        Ok(())
+    }
+
+    /// Moves the pages to `target`'s address (mremap MREMAP_FIXED over `target`, same length), leaving the
+    /// old address unmapped. Returns the old address.
+    pub fn move_to(&mut self, target: Mapping) -> io::Result<u64> {
+        assert_eq!(target.len, self.len, "mremap target of another length");
+        // SAFETY: both ranges are our own mappings and no Rust reference points into either; `target`'s
+        // range is replaced, so it is forgotten below instead of unmapped.
+        let addr = unsafe {
+            libc::mremap(
+                self.addr,
+                self.len,
+                self.len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                target.addr,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let old = self.addr as u64;
+        self.addr = addr;
+        std::mem::forget(target);
+        Ok(old)
     }
 }
 
@@ -245,5 +388,64 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: our mapping; munmap of an already punched hole inside it is harmless.
         unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RW: libc::c_int = libc::PROT_READ | libc::PROT_WRITE;
+
+    /// Whether `addr` is mapped: msync fails with ENOMEM on an unmapped page.
+    fn mapped(addr: u64) -> bool {
+        // SAFETY: msync only inspects the mapping; MS_ASYNC on anonymous memory does nothing else.
+        unsafe { libc::msync(addr as *mut libc::c_void, 4096, libc::MS_ASYNC) == 0 }
+    }
+
+    #[test]
+    fn mapping_changes_under_the_same_address() {
+        let mut m = Mapping::new(8192, RW).unwrap();
+        let addr = m.addr();
+        m.as_mut_slice().fill(7);
+        m.madvise(libc::MADV_DONTNEED).unwrap();
+        assert!(m.as_slice().iter().all(|&b| b == 0), "DONTNEED zeroes");
+        m.as_mut_slice().fill(9);
+        m.remap_fixed().unwrap();
+        assert_eq!(m.addr(), addr);
+        assert!(
+            m.as_slice().iter().all(|&b| b == 0),
+            "MAP_FIXED gives new memory"
+        );
+        m.punch(0, 8192).unwrap();
+        assert!(!mapped(addr));
+        m.remap_fixed().unwrap();
+        assert!(mapped(addr));
+        m.protect(libc::PROT_READ).unwrap();
+        assert_eq!(m.as_slice().len(), 8192);
+        m.protect(RW).unwrap();
+        m.as_mut_slice()[0] = 1;
+    }
+
+    #[test]
+    fn move_to_leaves_the_old_address_unmapped() {
+        let mut m = Mapping::new(8192, RW).unwrap();
+        m.as_mut_slice().fill(5);
+        let target = Mapping::new(8192, libc::PROT_NONE).unwrap();
+        let to = target.addr();
+        let old = m.move_to(target).unwrap();
+        assert_eq!(m.addr(), to);
+        assert!(!mapped(old));
+        assert!(
+            m.as_slice().iter().all(|&b| b == 5),
+            "pages moved with their bytes"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "read-only")]
+    fn no_mutable_slice_of_a_readonly_mapping() {
+        let mut m = Mapping::new(4096, libc::PROT_READ).unwrap();
+        m.as_mut_slice();
     }
 }

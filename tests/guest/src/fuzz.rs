@@ -4,13 +4,16 @@
 //! valid buffers must also move the right bytes. Pointers are either our own buffers or addresses that
 //! are invalid by construction (NULL, low, kernel, a PROT_NONE hole, a read-only page), never random: a
 //! random pointer could let the device scribble over this program. GPU surfaces are pinned, unpinned and
-//! unmapped under the driver's feet (the provider's free callback). At the end the device must still work
-//! and the kernel's DMA-mapping and pinned-page counters must be back where they started.
+//! unmapped under the driver's feet (the provider's free callback). With the registration cache, its ioctl
+//! is fuzzed too (valid limits, FLUSH, malformed calls), and besides its two own files each thread uses one
+//! file shared by all threads, so lookups, inserts, evictions and limit changes race on one cache. At the
+//! end the device must still work and the kernel's DMA-mapping and pinned-page counters must be back where
+//! they started.
 
 use std::io;
 use std::thread;
 
-use picoevb_abi as abi;
+use picoevb_abi::{self as abi, RegCache};
 
 use crate::dev::{Device, Mapping};
 use crate::kstat;
@@ -35,6 +38,7 @@ struct Tally {
     verified_bytes: u64,
     pins: u64,
     unmapped_pinned: u64,
+    reg_cache: u64,
     failures: Vec<String>,
 }
 
@@ -47,6 +51,7 @@ impl Default for Tally {
             verified_bytes: 0,
             pins: 0,
             unmapped_pinned: 0,
+            reg_cache: 0,
             failures: Vec::new(),
         }
     }
@@ -62,7 +67,14 @@ impl Tally {
         self.verified_bytes += o.verified_bytes;
         self.pins += o.pins;
         self.unmapped_pinned += o.unmapped_pinned;
+        self.reg_cache += o.reg_cache;
         self.failures.extend(o.failures);
+    }
+
+    fn fail(&mut self, msg: String) {
+        if self.failures.len() < 20 {
+            self.failures.push(msg);
+        }
     }
 
     /// Records a result; `allowed` are the errnos this call may legitimately fail with.
@@ -145,8 +157,144 @@ fn flags(rng: &mut Rng, cuda_bits: u64) -> u64 {
 
 const E: &[i32] = &[libc::EINVAL, libc::EFAULT];
 
-/// One thread's run.
-fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> Tally {
+/// The registration cache as the fuzzer sees it: whether the driver has it, its capacity, and per file the
+/// last answer (counters never go back).
+struct CacheView {
+    present: bool,
+    capacity: u32,
+    last: [Option<RegCache>; 3],
+}
+
+/// The shared file's index in a worker's files.
+const SHARED: usize = 2;
+
+/// A random IOC_REG_CACHE call on file `d`: valid ones must succeed with a consistent answer, malformed ones
+/// fail with their errno; without the cache every call is ENOTTY.
+fn reg_cache_call(
+    rng: &mut Rng,
+    dev: &Device,
+    d: usize,
+    arena: &Arena,
+    cache: &mut CacheView,
+    tally: &mut Tally,
+) {
+    tally.reg_cache += 1;
+    let small = |rng: &mut Rng| match rng.next_u64() % 4 {
+        0 => 0,
+        1 => cache.capacity,
+        _ => 1 + (rng.next_u64() % 8) as u32,
+    };
+    let mut a = RegCache::default();
+    let kind = rng.next_u64() % 10;
+    let (what, allowed): (&str, &[i32]) = match kind {
+        0..=2 => ("REG_CACHE QUERY", &[]),
+        3 | 4 => {
+            a.op = abi::REG_CACHE_SET_LIMITS;
+            a.max_entries = small(rng);
+            a.max_bytes = match rng.next_u64() % 3 {
+                0 => 4096 * (1 + rng.next_u64() % 16),
+                1 => 1 << 20,
+                _ => 64 << 20,
+            };
+            ("REG_CACHE SET_LIMITS", &[])
+        }
+        5 => {
+            a.op = abi::REG_CACHE_FLUSH;
+            ("REG_CACHE FLUSH", &[])
+        }
+        6 => {
+            a.op = 3 + (rng.next_u64() % u64::from(u32::MAX - 3)) as u32;
+            a.max_entries = small(rng);
+            ("REG_CACHE unknown op", &[libc::EINVAL])
+        }
+        7 => {
+            a.op = abi::REG_CACHE_SET_LIMITS;
+            a.max_entries = cache
+                .capacity
+                .saturating_add(1 + (rng.next_u64() % 1000) as u32);
+            a.max_bytes = 1 << 20;
+            ("REG_CACHE SET_LIMITS over capacity", &[libc::EINVAL])
+        }
+        8 => {
+            a.op = (rng.next_u64() % 3) as u32;
+            a.max_entries = small(rng);
+            a.max_bytes = 1 << 20;
+            a.reserved[(rng.next_u64() % 4) as usize] = rng.next_u64() | 1;
+            ("REG_CACHE nonzero reserved", &[libc::EINVAL])
+        }
+        _ => {
+            // Our scratch memory (random bytes: almost always a bad op, now and then a valid call) or an
+            // address invalid by construction.
+            let (p, valid) = arena.pointer(rng, std::mem::size_of::<RegCache>() as u64);
+            // SAFETY: `p` is our scratch memory, with no references into it, or invalid by construction.
+            let r = unsafe { dev.ioctl_raw(abi::IOC_REG_CACHE, p as libc::c_ulong) };
+            let allowed: &[i32] = match (cache.present, valid) {
+                (false, _) => &[libc::ENOTTY],
+                (true, true) => &[libc::EINVAL],
+                (true, false) => &[libc::EFAULT],
+            };
+            tally.record("REG_CACHE with a random pointer", &r, allowed);
+            return;
+        }
+    };
+    let requested = a;
+    let r = dev.reg_cache_raw(&mut a);
+    if !cache.present {
+        tally.record(what, &r, &[libc::ENOTTY]);
+        return;
+    }
+    if !tally.record(what, &r, allowed) || kind >= 6 {
+        if r.is_ok() {
+            tally.fail(format!("{what} succeeded: {requested:?}"));
+        }
+        return;
+    }
+    // Valid and done: a consistent answer, counters not going back. On the file only this thread uses the
+    // answer must also show exactly what was asked for.
+    let mut bad = Vec::new();
+    if a.max_entries > a.capacity
+        || a.entries > a.max_entries
+        || a.bytes > a.max_bytes
+        || (a.entries == 0) != (a.bytes == 0)
+        || a.reserved != [0; 4]
+        || a.capacity != cache.capacity
+    {
+        bad.push("inconsistent");
+    }
+    let own = d != SHARED;
+    if own
+        && requested.op == abi::REG_CACHE_SET_LIMITS
+        && (a.max_entries, a.max_bytes) != (requested.max_entries, requested.max_bytes)
+    {
+        bad.push("limits not as set");
+    }
+    if own && requested.op == abi::REG_CACHE_FLUSH && a.entries != 0 {
+        bad.push("entries left after FLUSH");
+    }
+    if let Some(l) = &cache.last[d] {
+        let now = [a.hits, a.misses, a.evictions, a.invalidations, a.uncached];
+        let then = [l.hits, l.misses, l.evictions, l.invalidations, l.uncached];
+        if now.iter().zip(then).any(|(n, t)| *n < t) {
+            bad.push("a counter went back");
+        }
+    }
+    if !bad.is_empty() {
+        tally.fail(format!(
+            "{what} on file {d}: {}: asked {requested:?}, answered {a:?}",
+            bad.join(", ")
+        ));
+    }
+    cache.last[d] = Some(a);
+}
+
+/// One thread's run: its own two files and the one shared by all threads.
+fn worker(
+    opts: &Options,
+    t: u32,
+    flavour: Option<Flavour>,
+    iterations: u64,
+    shared: &Device,
+) -> Tally {
     let mut rng = Rng::new(opts.seed ^ (u64::from(t) << 32 | 0x5eed));
     let mut tally = Tally::default();
     let open = |tally: &mut Tally| match Device::open(&opts.dev_path) {
@@ -159,7 +307,19 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
     let (Some(a), Some(b)) = (open(&mut tally), open(&mut tally)) else {
         return tally;
     };
-    let devs = [a, b];
+    let devs = [&a, &b, shared];
+    let mut cache = match shared.reg_cache_query() {
+        Ok(s) => CacheView {
+            present: true,
+            capacity: s.capacity,
+            last: [None; 3],
+        },
+        Err(_) => CacheView {
+            present: false,
+            capacity: 64,
+            last: [None; 3],
+        },
+    };
     let arena = match Arena::new() {
         Ok(a) => a,
         Err(e) => {
@@ -179,8 +339,8 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
     ];
 
     for _ in 0..iterations {
-        let d = (rng.next_u64() % 2) as usize;
-        let dev = &devs[d];
+        let d = (rng.next_u64() % 3) as usize;
+        let dev = devs[d];
         let handle = |rng: &mut Rng| -> u64 {
             match pinned
                 .iter()
@@ -198,7 +358,7 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
                 }
             }
         };
-        match rng.next_u64() % 10 {
+        match rng.next_u64() % 11 {
             0 => {
                 let v = if rng.next_u64().is_multiple_of(8) {
                     rng.next_u64()
@@ -316,6 +476,9 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
                 }
             }
             6 => {
+                // Never on the shared file: another thread's random UNPIN_CUDA could end this thread's pin.
+                let d = d % 2;
+                let dev = devs[d];
                 let Some(fl) = flavour else {
                     let r = dev.pin_cuda(arena.scratch as u64, 4096);
                     tally.record("PIN_CUDA without provider", &r, &[libc::EOPNOTSUPP]);
@@ -354,7 +517,8 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
                 let h = handle(&mut rng);
                 let r = dev.unpin_cuda(h as u32);
                 tally.record("UNPIN_CUDA", &r, &[libc::EINVAL]);
-                pinned.retain(|p| !(p.0 == d && u64::from(p.1) == h));
+                // UNPIN_CUDA's handle is 32 bits: a random one with high bits set names `h as u32`.
+                pinned.retain(|p| !(p.0 == d && p.1 == h as u32));
             }
             8 => {
                 // The memory behind a pinned surface goes away: the provider's callback ends the pin.
@@ -374,6 +538,7 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
                     }
                 }
             }
+            9 => reg_cache_call(&mut rng, dev, d, &arena, &mut cache, &mut tally),
             _ => {
                 // Unknown ioctls: other numbers of our type and foreign types, with our scratch pointer.
                 let nr = 7 + rng.next_u64() % 0x39;
@@ -394,6 +559,7 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
                     abi::IOC_H2C_DMA,
                     abi::IOC_C2H_DMA,
                     abi::IOC_ABI_INFO,
+                    abi::IOC_REG_CACHE,
                 ];
                 if known.contains(&cmd) {
                     continue;
@@ -416,7 +582,7 @@ fn worker(opts: &Options, t: u32, flavour: Option<Flavour>, iterations: u64) -> 
             tally.record("final UNPIN_CUDA", &r, &[]);
         }
     }
-    drop(devs);
+    drop((a, b));
     drop(pinned);
     tally
 }
@@ -431,9 +597,20 @@ pub fn run(opts: &Options) -> i32 {
         .and_then(|i| Flavour::from_caps(i.caps));
     let per = opts.iterations.div_ceil(u64::from(opts.threads.max(1)));
     let mut total = Tally::default();
+    let shared = match Device::open(&opts.dev_path) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("TEST fuzz::open ... FAILED: open {}: {e}", opts.dev_path);
+            println!("GUEST RESULT: 0 passed, 1 failed");
+            return 1;
+        }
+    };
     thread::scope(|s| {
         let hs: Vec<_> = (0..opts.threads.max(1))
-            .map(|t| s.spawn(move || worker(opts, t, flavour, per)))
+            .map(|t| {
+                let shared = &shared;
+                s.spawn(move || worker(opts, t, flavour, per, shared))
+            })
             .collect();
         for h in hs {
             match h.join() {
@@ -450,7 +627,8 @@ pub fn run(opts: &Options) -> i32 {
         .map(|(e, n)| format!("{}:{n}", crate::tests::errno_name(e as i32)))
         .collect();
     println!(
-        "GUEST FUZZ threads {} calls {} ok {} errors [{}] verified_bytes {} pins {} unmapped_while_pinned {} provider {}",
+        "GUEST FUZZ threads {} calls {} ok {} errors [{}] verified_bytes {} pins {} unmapped_while_pinned {} \
+         provider {} reg_cache {}",
         opts.threads,
         total.calls,
         total.ok,
@@ -458,8 +636,17 @@ pub fn run(opts: &Options) -> i32 {
         total.verified_bytes,
         total.pins,
         total.unmapped_pinned,
-        flavour.map_or("none", |f| f.name())
+        flavour.map_or("none", |f| f.name()),
+        total.reg_cache
     );
+    if let Ok(c) = shared.reg_cache_query() {
+        println!(
+            "GUEST FUZZ shared file's cache: hits {} misses {} evictions {} invalidations {} uncached {}",
+            c.hits, c.misses, c.evictions, c.invalidations, c.uncached
+        );
+    }
+    // Closed before the counters are compared: its cached buffers are pinned until then.
+    drop(shared);
     let mut failed = 0;
     let mut report = |name: &str, r: Result<(), String>| match r {
         Ok(()) => println!("TEST {name} ... ok"),

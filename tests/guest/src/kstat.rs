@@ -45,15 +45,26 @@ fn vmstat_field(text: &str, key: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("/proc/vmstat has no {key}"))
 }
 
-/// Pages held by FOLL_PIN right now (`nr_foll_pin_acquired - nr_foll_pin_released`), folded first. Needs no
-/// debugfs.
-pub fn pinned_pages() -> Result<i64, String> {
+/// /proc/vmstat's text, with the per-CPU deltas folded first (/proc/sys/vm/stat_refresh), else the pin
+/// counters could lag by up to the per-CPU threshold. Needs no debugfs.
+fn vmstat() -> Result<String, String> {
     fs::write("/proc/sys/vm/stat_refresh", "1\n")
         .map_err(|e| format!("write /proc/sys/vm/stat_refresh: {e}"))?;
-    let vm = fs::read_to_string("/proc/vmstat").map_err(|e| format!("read /proc/vmstat: {e}"))?;
+    fs::read_to_string("/proc/vmstat").map_err(|e| format!("read /proc/vmstat: {e}"))
+}
+
+/// Pages held by FOLL_PIN right now (`nr_foll_pin_acquired - nr_foll_pin_released`).
+pub fn pinned_pages() -> Result<i64, String> {
+    let vm = vmstat()?;
     let acquired = vmstat_field(&vm, "nr_foll_pin_acquired")?;
     let released = vmstat_field(&vm, "nr_foll_pin_released")?;
     Ok(acquired as i64 - released as i64)
+}
+
+/// Pages ever pinned with FOLL_PIN since boot (`nr_foll_pin_acquired`): what a registration-cache hit must
+/// not add to.
+pub fn pins_acquired() -> Result<u64, String> {
+    vmstat_field(&vmstat()?, "nr_foll_pin_acquired")
 }
 
 /// Reads the counters now. Per-CPU vmstat deltas are folded first (/proc/sys/vm/stat_refresh), else the

@@ -2,6 +2,7 @@
 //! the host harness (`TEST <name> ... ok|FAILED: why|skipped (why)`, then
 //! `GUEST RESULT: N passed, M failed, K skipped`).
 
+mod bench;
 mod buf;
 mod dev;
 mod fuzz;
@@ -19,6 +20,7 @@ const USAGE: &str = "\
 usage: gdr-guest-tests suite [--filter SUBSTR[,SUBSTR...]] [--seed N] [--extended] [--list] [--dev PATH] [--rpc PATH]
        gdr-guest-tests loopback [--bytes N] [--seed N] [--leds V] [--dev PATH] [--rpc PATH|none]
        gdr-guest-tests fuzz [--iterations N] [--threads N] [--seed N] [--dev PATH]
+       gdr-guest-tests bench [--iterations N] [--seed N] [--dev PATH]   (ioctl times, registration cache on vs off)
        gdr-guest-tests rpc JSON [--rpc PATH]   (one model control request, e.g. '{\"cmd\":\"state\"}')
   --dev PATH   device node (default /dev/picoevb0)
   --rpc PATH   serial port to the harness's model relay (default /dev/ttyS1)";
@@ -42,7 +44,8 @@ fn run(args: Vec<String>) -> Result<i32, String> {
     };
     let (mut seed, mut filter, mut extended, mut list) = (None, None, false, false);
     let (mut bytes, mut leds) = (4u64 << 20, 2u64);
-    let (mut iterations, mut threads) = (2000u64, 4u64);
+    // Defaults per subcommand: fuzz 2000 calls, bench 200 timed ioctls per file and case.
+    let (mut iterations, mut threads) = (None, 4u64);
     let mut dev_path = dev::DEFAULT_PATH.to_string();
     let mut rpc_path = rpc::DEFAULT_TTY.to_string();
     while let Some(flag) = it.next() {
@@ -53,7 +56,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             "--list" => list = true,
             "--bytes" => bytes = parse_num(&flag, it.next())?,
             "--leds" => leds = parse_num(&flag, it.next())?,
-            "--iterations" => iterations = parse_num(&flag, it.next())?,
+            "--iterations" => iterations = Some(parse_num(&flag, it.next())?),
             "--threads" => threads = parse_num(&flag, it.next())?,
             "--dev" => dev_path = it.next().ok_or("--dev needs a value")?,
             "--rpc" => rpc_path = it.next().ok_or("--rpc needs a value")?,
@@ -95,8 +98,19 @@ fn run(args: Vec<String>) -> Result<i32, String> {
                 .ok_or("--threads must be 1..64")?;
             Ok(fuzz::run(&fuzz::Options {
                 seed,
-                iterations,
+                iterations: iterations.unwrap_or(2000),
                 threads,
+                dev_path,
+            }))
+        }
+        "bench" => {
+            let iterations = iterations.unwrap_or(200);
+            if iterations == 0 {
+                return Err("--iterations must be > 0".into());
+            }
+            Ok(bench::run(&bench::Options {
+                seed,
+                iterations,
                 dev_path,
             }))
         }

@@ -63,6 +63,8 @@ pub fn run(opts: &Options) -> i32 {
                 Needs::Provider => " (needs a GPU-memory provider)",
                 Needs::NoProvider => " (needs no GPU-memory provider)",
                 Needs::SecondCard => " (needs a second card)",
+                Needs::RegCache => " (needs the registration cache)",
+                Needs::JetsonRegCache => " (needs the Jetson provider and the registration cache)",
             };
             let ext = if t.extended { " (extended)" } else { "" };
             println!("{}{ext}{needs}", t.name);

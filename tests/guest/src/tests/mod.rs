@@ -7,13 +7,16 @@ mod dma;
 mod errors;
 mod faults;
 mod lifecycle;
+mod regcache;
 mod removal;
 
 use std::io;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::buf::{GuardedBuf, compare};
 use crate::dev::Device;
-use crate::kstat::KernelCounters;
+use crate::kstat::{self, KernelCounters};
 use crate::rng::Rng;
 use crate::rpc::Rpc;
 use crate::surface::Flavour;
@@ -76,6 +79,11 @@ pub enum Needs {
     NoProvider,
     /// A second card, /dev/picoevb1 (the harness's --cards 2).
     SecondCard,
+    /// ABI_INFO announces the registration cache (`CAP_REG_CACHE`, ABI 1.1); older drivers have none.
+    RegCache,
+    /// The Jetson provider and the registration cache: GPU memory is host memory, so one range can be both
+    /// a surface and a host buffer.
+    JetsonRegCache,
 }
 
 impl Needs {
@@ -89,8 +97,23 @@ impl Needs {
             return (!std::path::Path::new(cards::SECOND).exists())
                 .then(|| format!("no {}: one card only", cards::SECOND));
         }
-        let caps = dev.abi_info().ok()?.caps;
+        let info = dev.abi_info().ok()?;
+        let caps = info.caps;
+        if self == Needs::RegCache {
+            return (caps & picoevb_abi::CAP_REG_CACHE == 0).then(|| {
+                format!(
+                    "no registration cache: ABI_INFO caps {caps:#x} lack CAP_REG_CACHE (abi_version {:#x})",
+                    info.abi_version
+                )
+            });
+        }
         match (self, Flavour::from_caps(caps)) {
+            (Needs::JetsonRegCache, f) if f != Some(Flavour::Jetson) => Some(format!(
+                "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x}): only there is GPU memory host memory"
+            )),
+            (Needs::JetsonRegCache, _) if caps & picoevb_abi::CAP_REG_CACHE == 0 => Some(format!(
+                "no registration cache: ABI_INFO caps {caps:#x} lack CAP_REG_CACHE"
+            )),
             (Needs::Provider, None) => Some(format!(
                 "no GPU-memory provider: ABI_INFO caps {caps:#x} have no CUDA bit"
             )),
@@ -150,6 +173,9 @@ pub fn all() -> Vec<Test> {
     basic::register(&mut v);
     dma::register(&mut v);
     errors::register(&mut v);
+    // Its tests open their own files; they flush the shared one first, so its cached buffers do not move
+    // the pinned-page counts they compare.
+    regcache::register(&mut v);
     faults::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);
@@ -234,9 +260,47 @@ pub fn h2c2h_check(
     Ok(ns)
 }
 
+/// Checks that exactly `want` pages are held by FOLL_PIN system-wide, giving the kernel up to `settle` to
+/// get there (the tests here are the only pinners while they run).
+pub fn pins_are(want: i64, settle: Duration, when: &str) -> TestResult {
+    let until = Instant::now() + settle;
+    loop {
+        let now = kstat::pinned_pages()?;
+        if now == want {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "{when}: {now} pages held by FOLL_PIN, expected {want}{}",
+                if settle.is_zero() {
+                    String::new()
+                } else {
+                    format!(" (waited {} ms)", settle.as_millis())
+                }
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A small known-good H2C/C2H round trip: proves the device still works after a bad call or a fault.
 pub fn sanity(ctx: &mut Ctx) -> TestResult {
     round_trip(ctx.dev, &mut ctx.rng, 4096, 0, 0, 0)
         .map(|_| ())
         .map_err(|e| format!("device wedged afterwards: {e}"))
+}
+
+#[cfg(test)]
+mod registry {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let all = all();
+        let mut names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "duplicate test names");
+    }
 }
