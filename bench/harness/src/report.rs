@@ -265,9 +265,9 @@ pub fn figures(c: &Console, facts: &RunFacts) -> String {
         .filter(|l| l.contains("unreferenced object"))
         .count();
     format!(
-        "FIGURES guest tests {}, faults injected {}, kernel splat lines {}, kmemleak reports {reports}, \
+        "FIGURES guest tests run {}, faults injected {}, kernel splat lines {}, kmemleak reports {reports}, \
          FOLL_PIN pages leaked {}, DMA mappings leaked {}",
-        c.tests.len(),
+        c.tests.iter().filter(|t| t.skipped.is_none()).count(),
         opt(facts.faults_injected.map(|n| n as i64)),
         c.splats.len(),
         opt(counter_delta(c, "FOLL_PIN pages held ")),
@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn figures_count_what_the_run_left() {
         let c = console(
-            "TEST a ... ok\nTEST b ... FAILED: x\n\
+            "TEST a ... ok\nTEST b ... FAILED: x\nTEST c ... skipped (why)\n\
              GUEST COUNTERS before the first test: dma-api error_count 0, dma-debug entries in use 2, FOLL_PIN pages held 0\n\
              GUEST COUNTERS now: dma-api error_count 0, dma-debug entries in use 5, FOLL_PIN pages held -3\n\
              INIT KMEMLEAK BEGIN after-tests\nunreferenced object 0xffff (size 64):\n  comm \"x\"\n\
@@ -453,7 +453,7 @@ mod tests {
         };
         assert_eq!(
             figures(&c, &facts),
-            "FIGURES guest tests 2, faults injected 7, kernel splat lines 0, kmemleak reports 1, \
+            "FIGURES guest tests run 2, faults injected 7, kernel splat lines 0, kmemleak reports 1, \
              FOLL_PIN pages leaked -3, DMA mappings leaked 3"
         );
         let bare = console("TEST a ... ok\n");

@@ -716,12 +716,7 @@ fn threads_mixed(ctx: &mut Ctx, dur: Duration) -> TestResult {
             })
             .collect()
     });
-    // The first real failure, not the "stopped by another thread" ones.
-    let mut errs: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    errs.sort_by_key(|e| e.contains("stopped by another"));
-    if let Some(e) = errs.first() {
-        return Err((*e).clone());
-    }
+    super::first_failure(&results)?;
     let mut total = [0u64; 5];
     for (t, r) in results.iter().enumerate() {
         let c = r.as_ref().expect("errors returned above");

@@ -126,6 +126,16 @@ impl Needs {
     }
 }
 
+/// The first real failure among threads' results, not the "stopped by another thread" ones it caused.
+pub fn first_failure<T>(results: &[Result<T, String>]) -> TestResult {
+    let mut errs: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    errs.sort_by_key(|e| e.contains("stopped by another"));
+    match errs.first() {
+        Some(e) => Err((*e).clone()),
+        None => Ok(()),
+    }
+}
+
 pub struct Test {
     pub name: String,
     /// Slow or timeout-dependent tests, run only with `--extended`.
@@ -302,5 +312,17 @@ mod registry {
         let n = names.len();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate test names");
+    }
+
+    #[test]
+    fn first_failure_skips_the_knock_on_ones() {
+        let r: Vec<Result<u8, String>> = vec![
+            Ok(1),
+            Err("thread 0: stopped by another thread".into()),
+            Err("thread 2: bytes differ".into()),
+        ];
+        assert_eq!(first_failure(&r), Err("thread 2: bytes differ".into()));
+        assert_eq!(first_failure(&r[..1]), Ok(()));
+        assert!(first_failure(&r[..2]).is_err());
     }
 }

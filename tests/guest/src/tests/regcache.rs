@@ -1612,11 +1612,7 @@ fn threads(ctx: &mut Ctx, dur: Duration) -> TestResult {
             })
             .collect()
     });
-    let mut errs: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    errs.sort_by_key(|e| e.contains("stopped by another"));
-    if let Some(e) = errs.first() {
-        return Err((*e).clone());
-    }
+    super::first_failure(&results)?;
     let mut ops = [0u64; 4];
     for r in &results {
         for (s, k) in ops
