@@ -120,6 +120,15 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
     let sysfs = card_sysfs()?;
     let dev_path = ctx.dev_path.to_string();
     let busy = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
+    // A buffer this file has cached when the card goes: unbind must drop its mapping too (DMA-API debug
+    // reports a mapping left behind at unbind, which the harness's splat check catches).
+    let kept = GuardedBuf::new(8192, 1);
+    let cache = ctx_err("ABI_INFO", busy.has_reg_cache())?;
+    if cache {
+        ctx_err("H2C of a buffer to cache", busy.h2c(kept.as_slice(), 0))?;
+        let st = ctx_err("REG_CACHE QUERY", busy.reg_cache_query())?;
+        ensure!(st.entries >= 1, "nothing cached before the removal: {st:?}");
+    }
     let stop = AtomicBool::new(false);
     let mut src = vec![0u8; 4 << 20];
     ctx.rng.fill(&mut src);
@@ -170,6 +179,10 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
     let mut small = GuardedBuf::new(4096, 0);
     let r = busy.c2h(small.as_mut_slice(), 0);
     ensure!(is_enodev(&r), "C2H after removal: {r:?}");
+    if cache {
+        let r = busy.reg_cache_query();
+        ensure!(is_enodev(&r), "REG_CACHE after removal: {r:?}");
+    }
     ensure!(
         t0.elapsed() < Duration::from_secs(1),
         "ioctls after removal took {:?}",
