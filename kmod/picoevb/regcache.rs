@@ -8,7 +8,8 @@
 //! a stale buffer never serves a request (checked under the table lock at every hit). Requests hold their
 //! buffer by reference, so dropping it from the table (sweep, eviction, flush, removal) never unpins under
 //! a running DMA: the last holder unpins. Pinning happens outside the table lock (it may fault pages in
-//! for a long time); the notifier takes no lock of ours.
+//! for a long time), under the card's pin lock (PIN_CUDA evicts cached buffers under it); the notifier
+//! takes no lock of ours.
 
 use crate::abi;
 use crate::cache_policy::{Lookup, Op, Policy, Range, Removal, CAPACITY};

@@ -69,26 +69,42 @@ impl Device {
 
     /// Host memory -> FPGA RAM at `fpga_offset`; returns `dma_time_ns`.
     pub fn h2c(&self, src: &[u8], fpga_offset: u64) -> io::Result<u64> {
+        self.h2c_at(src.as_ptr() as u64, src.len() as u64, fpga_offset)
+    }
+
+    /// H2C of `len` bytes at user address `addr`, which may not be mapped (or no longer be): the driver
+    /// must then fail the request. Returns `dma_time_ns`.
+    pub fn h2c_at(&self, addr: u64, len: u64, fpga_offset: u64) -> io::Result<u64> {
         let mut a = abi::H2cDma {
-            src: src.as_ptr() as u64,
+            src: addr,
             dst: fpga_offset,
-            len: src.len() as u64,
+            len,
             ..Default::default()
         };
-        // SAFETY: H2C only reads `src`, which is borrowed for the call.
+        // SAFETY: H2C only reads user memory; an address that is not ours to read fails the request.
         unsafe { self.h2c_raw(&mut a) }?;
         Ok(a.dma_time_ns)
     }
 
     /// FPGA RAM at `fpga_offset` -> host memory; returns `dma_time_ns`.
     pub fn c2h(&self, dst: &mut [u8], fpga_offset: u64) -> io::Result<u64> {
+        // SAFETY: C2H writes at most `dst.len()` bytes into `dst`, which is mutably borrowed for the call.
+        unsafe { self.c2h_at(dst.as_mut_ptr() as u64, dst.len() as u64, fpga_offset) }
+    }
+
+    /// C2H into `len` bytes at user address `addr`, which may not be writable (read-only or unmapped).
+    /// Returns `dma_time_ns`.
+    ///
+    /// # Safety
+    /// No Rust reference into `addr..addr + len` may be live during the call.
+    pub unsafe fn c2h_at(&self, addr: u64, len: u64, fpga_offset: u64) -> io::Result<u64> {
         let mut a = abi::C2hDma {
-            dst: dst.as_mut_ptr() as u64,
+            dst: addr,
             src: fpga_offset,
-            len: dst.len() as u64,
+            len,
             ..Default::default()
         };
-        // SAFETY: C2H writes at most `dst.len()` bytes into `dst`, which is mutably borrowed for the call.
+        // SAFETY: forwarded contract.
         unsafe { self.c2h_raw(&mut a) }?;
         Ok(a.dma_time_ns)
     }

@@ -286,35 +286,6 @@ fn c2h(dev: &Device, dst: &mut [u8], off: usize, what: &str) -> TestResult {
     .map(|_| ())
 }
 
-/// H2C from an address that may no longer be mapped.
-fn h2c_addr(dev: &Device, addr: u64, len: usize, off: usize) -> io::Result<u64> {
-    let mut a = abi::H2cDma {
-        src: addr,
-        dst: off as u64,
-        len: len as u64,
-        ..Default::default()
-    };
-    // SAFETY: H2C only reads user memory; an unmapped address makes the kernel fail the request.
-    unsafe { dev.h2c_raw(&mut a) }?;
-    Ok(a.dma_time_ns)
-}
-
-/// C2H into memory we may not write (read-only or unmapped).
-///
-/// # Safety
-/// No Rust reference into `addr..addr+len` may be live during the call.
-unsafe fn c2h_addr(dev: &Device, addr: u64, len: usize, off: usize) -> io::Result<u64> {
-    let mut a = abi::C2hDma {
-        dst: addr,
-        src: off as u64,
-        len: len as u64,
-        ..Default::default()
-    };
-    // SAFETY: forwarded contract.
-    unsafe { dev.c2h_raw(&mut a) }?;
-    Ok(a.dma_time_ns)
-}
-
 /// Reads FPGA RAM through `verify` (a file with the cache off) and compares it with `want`.
 fn fpga_holds(verify: &Device, off: usize, want: &[u8], what: &str) -> TestResult {
     let mut got: Vec<u8> = want.iter().map(|b| !b).collect();
@@ -748,11 +719,11 @@ fn munmap_and_mremap(ctx: &mut Ctx) -> TestResult {
     ctx_err("munmap", b.punch(0, LEN))?;
     expect_errno(
         "H2C from an unmapped, once cached address",
-        h2c_addr(&dev, old, LEN, 0),
+        dev.h2c_at(old, LEN as u64, 0),
         libc::EFAULT,
     )?;
     // SAFETY: nothing is mapped there.
-    let r = unsafe { c2h_addr(&dev, old, LEN, 0) };
+    let r = unsafe { dev.c2h_at(old, LEN as u64, 0) };
     expect_errno("C2H into an unmapped, once cached address", r, libc::EFAULT)?;
     settle(&dev, "munmap dropped the buffer", |s| {
         s.invalidations > s0.invalidations && s.entries == 0
@@ -767,7 +738,7 @@ fn munmap_and_mremap(ctx: &mut Ctx) -> TestResult {
     let old = ctx_err("mremap", m.move_to(target))?;
     expect_errno(
         "H2C from the old address after mremap",
-        h2c_addr(&dev, old, LEN, 0),
+        dev.h2c_at(old, LEN as u64, 0),
         libc::EFAULT,
     )?;
     let s2 = query(&dev)?;
@@ -809,7 +780,7 @@ fn mprotect_readonly(ctx: &mut Ctx) -> TestResult {
     let y = random(LEN, &mut ctx.rng);
     h2c(&verify, &y, 0, "new FPGA contents")?;
     // SAFETY: the mapping is read-only to us and no slice of it is live during the call.
-    let r = unsafe { c2h_addr(&dev, b.addr(), LEN, 0) };
+    let r = unsafe { dev.c2h_at(b.addr(), LEN as u64, 0) };
     expect_errno("C2H into a cached buffer made read-only", r, libc::EFAULT)?;
     compare("a read-only mapping after a refused C2H", &x, b.as_slice())?;
     let s1 = query(&dev)?;
@@ -870,7 +841,7 @@ fn readonly_mapping(ctx: &mut Ctx) -> TestResult {
     )?;
     holds("the destination cached", &s2, 1, LEN as u64)?;
     // SAFETY: `ro` is read-only to us; no slice of it is live during the call.
-    let r = unsafe { c2h_addr(&dev, ro.addr(), LEN, 0) };
+    let r = unsafe { dev.c2h_at(ro.addr(), LEN as u64, 0) };
     expect_errno("C2H into a read-only mapping", r, libc::EFAULT)?;
     // SAFETY: as above, for the destination; the source is `rw`, cached, not written.
     let r = unsafe { dev.h2c2h_any(rw.addr(), ro.addr(), LEN as u64, 0) };

@@ -65,6 +65,7 @@ fn is_enodev(r: &io::Result<impl Sized>) -> bool {
 fn surprise_unplug(ctx: &mut Ctx) -> TestResult {
     let dev_path = ctx.dev_path.to_string();
     let busy = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
+    let cache = ctx_err("ABI_INFO", busy.has_reg_cache())?;
     let mut src = vec![0u8; 1 << 20];
     ctx.rng.fill(&mut src);
     // Slow transfers, so the unplug lands while one is in flight.
@@ -95,17 +96,7 @@ fn surprise_unplug(ctx: &mut Ctx) -> TestResult {
         took < Duration::from_secs(30),
         "the failing DMA took {took:?}"
     );
-    let t0 = Instant::now();
-    ensure!(
-        is_enodev(&busy.set_leds(0)),
-        "LED after unplug: {:?}",
-        busy.set_leds(0)
-    );
-    ensure!(
-        t0.elapsed() < Duration::from_secs(1),
-        "an ioctl after unplug took {:?}",
-        t0.elapsed()
-    );
+    refuses_everything(&busy, cache, "after unplug")?;
     drop(busy);
 
     ctx.rpc.get()?.call(&serde_json::json!({"cmd": "replug"}))?;
@@ -164,30 +155,7 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
         "the DMA running at removal failed with {err} (after {before} good ones), want ENODEV"
     );
 
-    // Every ioctl on a file opened before the removal: ENODEV, at once.
-    let t0 = Instant::now();
-    ensure!(
-        is_enodev(&busy.set_leds(0)),
-        "LED after removal: {:?}",
-        busy.set_leds(0)
-    );
-    ensure!(
-        is_enodev(&busy.card_info()),
-        "CARD_INFO after removal: {:?}",
-        busy.card_info()
-    );
-    let mut small = GuardedBuf::new(4096, 0);
-    let r = busy.c2h(small.as_mut_slice(), 0);
-    ensure!(is_enodev(&r), "C2H after removal: {r:?}");
-    if cache {
-        let r = busy.reg_cache_query();
-        ensure!(is_enodev(&r), "REG_CACHE after removal: {r:?}");
-    }
-    ensure!(
-        t0.elapsed() < Duration::from_secs(1),
-        "ioctls after removal took {:?}",
-        t0.elapsed()
-    );
+    refuses_everything(&busy, cache, "after removal")?;
     wait_for("/dev node removed", Duration::from_secs(5), || {
         fs::metadata(&dev_path).is_err()
     })?;
@@ -195,6 +163,29 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
 
     // The card comes back on a rescan and works.
     rescan_and_use(ctx, &dev_path)
+}
+
+/// Every ioctl on a file opened before the card went fails with ENODEV, at once: LED, CARD_INFO, a C2H and,
+/// where the driver has a registration cache (`cache`, asked before: ABI_INFO fails now too), REG_CACHE.
+fn refuses_everything(busy: &Device, cache: bool, when: &str) -> TestResult {
+    let t0 = Instant::now();
+    let r = busy.set_leds(0);
+    ensure!(is_enodev(&r), "LED {when}: {r:?}");
+    let r = busy.card_info();
+    ensure!(is_enodev(&r), "CARD_INFO {when}: {r:?}");
+    let mut small = GuardedBuf::new(4096, 0);
+    let r = busy.c2h(small.as_mut_slice(), 0);
+    ensure!(is_enodev(&r), "C2H {when}: {r:?}");
+    if cache {
+        let r = busy.reg_cache_query();
+        ensure!(is_enodev(&r), "REG_CACHE {when}: {r:?}");
+    }
+    ensure!(
+        t0.elapsed() < Duration::from_secs(1),
+        "ioctls {when} took {:?}",
+        t0.elapsed()
+    );
+    Ok(())
 }
 
 /// Takes every card off the bus, as a hot-unplug does.
