@@ -18,6 +18,9 @@ toolchain=$(in_root "$ROOT" bash -c 'gcc --version | head -1; rustc --version; b
 key=$(hash_of "$0" "$FRAG" <(echo "$KDEB $toolchain"))
 OUT=$GDR_CACHE/kernel-$ARCH-$key
 if [ -f "$OUT/.gdr-complete" ]; then echo "$OUT"; exit 0; fi
+# One kernel build at a time on this machine (two cores): a second caller waits, then reuses the result.
+exec 9>"$GDR_CACHE/kernel-build.lock"; flock 9
+if [ -f "$OUT/.gdr-complete" ]; then echo "$OUT"; exit 0; fi
 
 SRC=$GDR_CACHE/src/linux-$KVER
 if [ ! -f "$SRC/.gdr-complete" ]; then

@@ -12,7 +12,7 @@ need_root
 . "$REPO/bench/runs.sh"
 eval "$("$REPO/bench/build.sh")"
 ITER=${GDR_PERF_ITERATIONS:-200}
-LOG=$GDR_CACHE/perf.log
+LOG=$LOGS/perf.log
 counted "perf: registration cache on vs off, x$ITER" "$LOG" \
   harness "$GDR_P2P" "$GDR_KO" -- --mode bench --guest-args "--iterations $ITER" --timeout 3600
 echo "registration cache, guest wall time per ioctl (TCG: compare the on/off ratios within this run only):"

@@ -1,4 +1,7 @@
 # Counting and boot helpers shared by bench/test.sh and bench/soak.sh. Source after lib.sh.
+# Consoles of the last runs, per checkout (worktrees run side by side).
+LOGS=$REPO/target/bench-logs
+mkdir -p "$LOGS"
 declare -i PASSED=0 FAILED=0
 declare -a BROKEN=()
 

@@ -10,7 +10,7 @@ need_root
 eval "$("$REPO/bench/build.sh")"
 ITER=${GDR_SOAK_ITERATIONS:-100000}
 THREADS=${GDR_SOAK_THREADS:-8}
-L=$GDR_CACHE
+L=$LOGS
 for flavour in jetson dgpu; do
   if [ $flavour = jetson ]; then mods=("$GDR_P2P" "$GDR_KO"); else mods=("$GDR_P2P_DGPU" "$GDR_KO_DGPU"); fi
   counted "soak $flavour: extended suite" "$L/soak-$flavour-suite.log" \

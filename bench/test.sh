@@ -27,19 +27,19 @@ p=$(sum passed); f=$(sum failed)
 [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || f=1
 count "cargo test" "$p" "$f"
 
-[ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$GDR_CACHE/last-rtl.log" bash fpga-bitstream/sim/run.sh
+[ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$LOGS/last-rtl.log" bash fpga-bitstream/sim/run.sh
 
 # The model corrupts every transfer: the guest's byte checks must catch it, so this suite run must fail
 # (the harness's --expect-failures succeeds only then, with every kernel check still clean).
 must_fail() {
-  harness "$GDR_KO" -- --mode suite --inject corrupt_data:0 --expect-failures >"$GDR_CACHE/last-must-fail.log" 2>&1 ||
-    { tail -n 40 "$GDR_CACHE/last-must-fail.log" >&2; return 1; }
+  harness "$GDR_KO" -- --mode suite --inject corrupt_data:0 --expect-failures >"$LOGS/last-must-fail.log" 2>&1 ||
+    { tail -n 40 "$LOGS/last-must-fail.log" >&2; return 1; }
 }
 
 if vars=$("$REPO/bench/build.sh"); then
   eval "$vars"
   check "kernel rustfmt (kmod)" "$REPO/bench/kfmt.sh" --check
-  L=$GDR_CACHE
+  L=$LOGS
   counted "bench: suite, two cards, no GPU-memory provider" "$L/last-suite-plain.log" \
     harness "$GDR_KO" -- --mode suite --cards 2
   counted "bench: suite, Jetson nvidia_p2p" "$L/last-suite-jetson.log" harness "$GDR_P2P" "$GDR_KO" -- --mode suite
