@@ -200,9 +200,19 @@ mod tests {
 
     #[test]
     fn bandwidth() {
-        let t = Transfer { bytes: 65536, dma_time_ns: 65536 };
+        let t = Transfer {
+            bytes: 65536,
+            dma_time_ns: 65536,
+        };
         assert_eq!(t.mbps(), 1000.0);
-        assert_eq!(Transfer { bytes: 1, dma_time_ns: 0 }.mbps(), 0.0);
+        assert_eq!(
+            Transfer {
+                bytes: 1,
+                dma_time_ns: 0
+            }
+            .mbps(),
+            0.0
+        );
     }
 }
 
