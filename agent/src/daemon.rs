@@ -272,13 +272,12 @@ impl Agent {
 
     /// Starts every card's bring-up on its own thread.
     pub fn start(self: &Arc<Self>) {
-        if let Some(_) = self
+        if self
             .manifest
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
+            .is_none()
         {
-        } else {
             eprintln!(
                 "<3>{}",
                 self.manifest_error

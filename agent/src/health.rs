@@ -29,15 +29,15 @@ pub fn check(
         ));
         return problems;
     }
-    if let Some((speed, width)) = pci.link(bdf) {
-        if (status.link_width, status.link_speed.as_str()) != (width, speed.as_str())
-            && !status.link_speed.is_empty()
-        {
-            problems.push(format!(
-                "link is {speed} x{width}, trained as {} x{}",
-                status.link_speed, status.link_width
-            ));
-        }
+    let link = pci.link(bdf);
+    if let Some((speed, width)) = link.filter(|(s, w)| {
+        !status.link_speed.is_empty()
+            && (status.link_width, status.link_speed.as_str()) != (*w, s.as_str())
+    }) {
+        problems.push(format!(
+            "link is {speed} x{width}, trained as {} x{}",
+            status.link_speed, status.link_width
+        ));
     }
     let aer = pci.aer_errors(bdf);
     if let (Some(now), Some(before)) = (aer, base.aer_errors) {

@@ -21,10 +21,9 @@ pub fn notify(state: &str) -> std::io::Result<()> {
 
 /// The watchdog interval systemd asked for (`WATCHDOG_USEC`, for this pid), if any.
 pub fn watchdog_usec() -> Option<u64> {
-    if let Ok(pid) = std::env::var("WATCHDOG_PID") {
-        if pid.parse::<u32>().ok() != Some(std::process::id()) {
-            return None;
-        }
+    let pid = std::env::var("WATCHDOG_PID").ok();
+    if pid.is_some_and(|p| p.parse::<u32>().ok() != Some(std::process::id())) {
+        return None;
     }
     std::env::var("WATCHDOG_USEC")
         .ok()?

@@ -186,13 +186,10 @@ mod tests {
             let line = format!("#define {name} ({})", e.code());
             assert!(header.contains(&line), "gdr.h lacks '{line}'");
         }
-        assert_eq!(
-            header.contains(&format!(
-                "GDR_H2C2H_SRC_CUDA {}",
-                picoevb_abi::H2C2H_SRC_CUDA
-            )),
-            true
-        );
+        assert!(header.contains(&format!(
+            "GDR_H2C2H_SRC_CUDA {}",
+            picoevb_abi::H2C2H_SRC_CUDA
+        )));
         assert_eq!(std::mem::size_of::<GdrCardInfo>(), 32);
     }
 

@@ -176,6 +176,13 @@ impl Device {
     }
 }
 
+impl Device {
+    /// Gives up the fd.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+}
+
 impl AsRawFd for Device {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()
@@ -213,12 +220,5 @@ mod tests {
             .mbps(),
             0.0
         );
-    }
-}
-
-impl Device {
-    /// Gives up the fd.
-    pub fn into_fd(self) -> OwnedFd {
-        self.fd
     }
 }
