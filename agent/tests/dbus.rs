@@ -44,33 +44,44 @@ fn dbus_daemon() -> Option<PathBuf> {
     // CI machines start bare; bench/test.sh runs as root, so install Debian's dbus-daemon there.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 && Path::new("/usr/bin/apt-get").exists() {
-        let _ = Command::new("apt-get")
-            .args([
-                "install",
-                "-y",
-                "-qq",
-                "--no-install-recommends",
-                "dbus-daemon",
-            ])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status();
+        let apt = |args: &[&str]| {
+            Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let install = [
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "dbus-daemon",
+        ];
+        if !apt(&install) {
+            // A fresh machine may have no package lists yet.
+            apt(&["update", "-qq"]);
+            apt(&install);
+        }
     }
     find()
 }
 
 fn start_bus(name: &str) -> Option<Bus> {
+    static DAEMON: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let Some(daemon) = DAEMON.get_or_init(dbus_daemon).clone() else {
+        eprintln!(
+            "SKIPPED {name}: dbus-daemon not found and not installable here (apt-get install dbus-daemon)"
+        );
+        return None;
+    };
     // A call that never gets a reply would hang the test run: fail it instead.
     std::thread::spawn(|| {
         std::thread::sleep(Duration::from_secs(120));
         eprintln!("D-Bus test timed out after 120 s");
         std::process::exit(1);
     });
-    let Some(daemon) = dbus_daemon() else {
-        eprintln!(
-            "SKIPPED {name}: dbus-daemon not found and not installable here (apt-get install dbus-daemon)"
-        );
-        return None;
-    };
     let dir = std::env::temp_dir().join(format!("gdr-dbus-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/org.gdr.Agent1.conf");
