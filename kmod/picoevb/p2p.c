@@ -279,6 +279,8 @@ static void pevb_p2p_free_rest(struct pevb_p2p *p)
 	kfree(p->segs);
 	kfree(p);
 	pevb_p2p_ops_put();
+	/* Last: the pin's hold on picoevb.ko (taken in pevb_p2p_pin), see there. */
+	module_put(THIS_MODULE);
 }
 
 #ifndef GDR_P2P_DGPU
@@ -455,6 +457,12 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 		pevb_p2p_ops_put();
 		return -ENOMEM;
 	}
+	/*
+	 * The pin holds picoevb.ko until it is completely freed: its free callback may come from the provider
+	 * after the last file closed (an invalidation that began before close), and the deferred table free
+	 * runs later still. Taken under the ioctl's own file reference, so the module is live.
+	 */
+	__module_get(THIS_MODULE);
 	refcount_set(&p->ref, 1);
 	spin_lock_init(&p->lock);
 	mutex_init(&p->map_lock);

@@ -1,0 +1,178 @@
+//! What users do that a happy path never does, each a defect the driver once had (issue 8): unloading the
+//! modules with files open, a huge PIN_CUDA, and a munmap that takes a surface and a cached host buffer
+//! while a request holds both.
+
+use std::ffi::CString;
+use std::io;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use picoevb_abi as abi;
+use picoevb_regs::pci::FPGA_RAM_SIZE;
+
+use super::cuda::{cuda, flavour, open, pin_range, surface};
+use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
+use crate::dev::Mapping;
+
+const RAM: usize = FPGA_RAM_SIZE as usize;
+/// The driver's largest PIN_CUDA (`kmod/logic` MAX_PIN_CUDA_LEN: an H2C2H's most).
+const MAX_PIN_CUDA_LEN: u64 = 256 << 20;
+/// How long a request may take before the test calls it hung (the engine timeout is 2 s).
+const HUNG: Duration = Duration::from_secs(30);
+
+pub fn register(v: &mut Vec<Test>) {
+    v.push(test(
+        "hardening::rmmod_with_open_file",
+        rmmod_with_open_file,
+    ));
+    v.push(cuda(
+        "hardening::rmmod_provider_with_pin",
+        rmmod_provider_with_pin,
+    ));
+    v.push(cuda("hardening::huge_pin_cuda", huge_pin_cuda));
+    v.push(
+        test(
+            "hardening::munmap_surface_and_cached_buffer_mid_dma",
+            munmap_mid_dma,
+        )
+        .needs(Needs::JetsonRegCache),
+    );
+}
+
+/// `delete_module(name, O_NONBLOCK)`, what `rmmod` does.
+fn delete_module(name: &str) -> io::Result<()> {
+    let c = CString::new(name).expect("module name without NUL");
+    // SAFETY: a NUL-terminated name and a flags word; the syscall reads nothing else.
+    let rc = unsafe { libc::syscall(libc::SYS_delete_module, c.as_ptr(), libc::O_NONBLOCK) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// rmmod with `/dev/picoevb0` open must fail (the kernel says EWOULDBLOCK, i.e. EAGAIN, for a module in
+/// use): a module that unloads under an open file runs freed text at its close. Fails on a driver whose
+/// files take no module reference: the unload succeeds (and the suite's shared fd then crashes at close).
+fn rmmod_with_open_file(ctx: &mut Ctx) -> TestResult {
+    expect_errno(
+        "rmmod picoevb with /dev/picoevb0 open",
+        delete_module("picoevb"),
+        libc::EAGAIN,
+    )?;
+    sanity(ctx)
+}
+
+/// The provider cannot go while a surface it pinned is live, nor picoevb while that surface's free
+/// callback may still come.
+fn rmmod_provider_with_pin(ctx: &mut Ctx) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    let dev = open(ctx)?;
+    let s = surface(f, RAM)?;
+    let h = pin_range(&dev, s.va(), s.len())?;
+    expect_errno(
+        "rmmod gdr_nv_p2p with a surface pinned",
+        delete_module("gdr_nv_p2p"),
+        libc::EAGAIN,
+    )?;
+    expect_errno(
+        "rmmod picoevb with a surface pinned",
+        delete_module("picoevb"),
+        libc::EAGAIN,
+    )?;
+    super::cuda::unpin(&dev, h)
+}
+
+/// A PIN_CUDA larger than any request could use is EINVAL before anything is allocated. Fails on a driver
+/// that passes the size on: `1 << 40` then reaches the provider's page-array allocation (ENOMEM and a
+/// kvmalloc WARNING, which the harness counts as a splat).
+fn huge_pin_cuda(ctx: &mut Ctx) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    let dev = open(ctx)?;
+    let s = surface(f, RAM)?;
+    for size in [MAX_PIN_CUDA_LEN + 1, 1 << 40, u64::MAX >> 17] {
+        expect_errno(
+            &format!("PIN_CUDA of {size:#x} bytes"),
+            dev.pin_cuda(s.va(), size),
+            libc::EINVAL,
+        )?;
+    }
+    sanity(ctx)
+}
+
+/// One munmap takes a GPU surface (Jetson: host memory) and a cached host buffer while an H2C2H from that
+/// surface into that buffer runs. The provider's callback waits for the request's use of the surface; the
+/// sweep drops the buffer from the cache, so the request holds its last reference. A driver that drops the
+/// buffer first (removing its mmu notifier, which waits for the invalidation in progress) deadlocks with the
+/// callback: both the request and the munmap hang. Here both must return.
+fn munmap_mid_dma(ctx: &mut Ctx) -> TestResult {
+    let dev = open(ctx)?;
+    let m = ctx_err(
+        "mmap",
+        Mapping::new(2 * RAM, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let (gpu, host) = (m.addr(), m.addr() + RAM as u64);
+    let h = u64::from(pin_range(&dev, gpu, RAM)?);
+    let flags = abi::H2C2H_SRC_CUDA;
+    // SAFETY: `host` is our mapping, no Rust reference into it is live.
+    ctx_err("H2C2H surface -> host, caching the host side", unsafe {
+        dev.h2c2h_any(h, host, RAM as u64, flags)
+    })?;
+    ensure!(
+        ctx_err("REG_CACHE QUERY", dev.reg_cache_query())?.entries == 1,
+        "the host side was not cached"
+    );
+    let rpc = ctx.rpc.get()?;
+    let runs = rpc.state()?.h2c.runs;
+    rpc.inject_slow(1, 1500)?;
+
+    let (tx, rx) = mpsc::channel();
+    let dma_tx = tx.clone();
+    let dev = std::sync::Arc::new(dev);
+    let d = dev.clone();
+    thread::spawn(move || {
+        // SAFETY: as above; the mapping is unmapped under the call on purpose, the driver holds the pages.
+        let r = unsafe { d.h2c2h_any(h, host, RAM as u64, flags) };
+        let _ = dma_tx.send(("dma", r.map(|_| ())));
+    });
+    // The slow transfer has started: the request holds the surface and the cached buffer.
+    let until = Instant::now() + HUNG;
+    while rpc.state()?.h2c.runs == runs {
+        ensure!(Instant::now() < until, "the H2C never started");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (addr, len) = (m.addr() as usize, m.len());
+    std::mem::forget(m);
+    thread::spawn(move || {
+        // SAFETY: our own mapping (forgotten above, so unmapped once); no Rust reference points into it.
+        let rc = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+        let r = if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
+        let _ = tx.send(("munmap", r));
+    });
+    for _ in 0..2 {
+        let (what, r) = rx.recv_timeout(HUNG).map_err(|_| {
+            format!(
+                "the H2C2H or the munmap hung for {HUNG:?}: request and surface callback deadlocked"
+            )
+        })?;
+        match (what, r) {
+            ("munmap", r) => ctx_err("munmap", r)?,
+            // The DMA may also see the surface die first: EINVAL, never a hang.
+            (_, Ok(())) => {}
+            (_, Err(e)) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            (_, r) => ctx_err("H2C2H during the munmap", r)?,
+        }
+    }
+    ctx.rpc.get()?.clear()?;
+    expect_errno(
+        "DMA with the unmapped surface's handle",
+        dev.h2c_cuda(h, 0, 4096),
+        libc::EINVAL,
+    )?;
+    sanity(ctx)
+}
