@@ -67,7 +67,14 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn pevb_cpin_stale(p: *mut PevbCpin) -> bool;
     pub(crate) fn pevb_cpin_sgt(p: *mut PevbCpin) -> *mut bindings::sg_table;
-    pub(crate) fn pevb_cpin_sync(p: *mut PevbCpin, for_device: bool);
+    pub(crate) fn pevb_cpin_sync(
+        p: *mut PevbCpin,
+        offset: u64,
+        len: u64,
+        to_device: bool,
+        for_device: bool,
+    );
+    pub(crate) fn pevb_p2p_sync(p: *mut PevbP2p, len: u64, to_device: bool, for_device: bool);
     pub(crate) fn pevb_cpin_release_later(p: *mut PevbCpin, dirty: bool);
 
     // p2p.c: the nvidia_p2p API, resolved at run time.

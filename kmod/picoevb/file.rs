@@ -58,11 +58,16 @@ impl Held {
         matches!(self, Held::Gpu(_))
     }
 
-    fn segments(&self, len: u64) -> Result<KVec<Segment>> {
+    /// The bus segments of the request's `len` bytes, handed to the device (host pins were when taken).
+    fn segments(&mut self, len: u64, to_device: bool) -> Result<KVec<Segment>> {
         match self {
             Held::User(p) => p.segments(),
             Held::Gpu(u) if len > u.len() => Err(EINVAL),
-            Held::Gpu(u) => u.segments(),
+            Held::Gpu(u) => {
+                let segs = u.segments()?;
+                u.sync_for_device(len, to_device);
+                Ok(segs)
+            }
         }
     }
 }
@@ -94,8 +99,8 @@ impl PicoevbFile {
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
         let _active = self.card.begin()?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
-        let held = self.enter(x.host, held)?;
-        let segs = held.segments(x.len)?;
+        let mut held = self.enter(x.host, held)?;
+        let segs = held.segments(x.len, dir == Dir::H2c)?;
         let r = self.card.one_way(dir, &segs, x.fpga, x.len);
         self.release(held, &r);
         r
@@ -105,8 +110,8 @@ impl PicoevbFile {
         let _active = self.card.begin()?;
         let src = self.pin_user(x.src, x.len, true)?;
         let dst = self.pin_user(x.dst, x.len, false)?;
-        let (src, dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
-        let (src_segs, dst_segs) = (src.segments(x.len)?, dst.segments(x.len)?);
+        let (mut src, mut dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
+        let (src_segs, dst_segs) = (src.segments(x.len, true)?, dst.segments(x.len, false)?);
         let r = self.card.round_trip(&src_segs, &dst_segs, x.len);
         // Surface uses first: a provider callback may be waiting for them (cuda.rs) while holding up
         // whatever the host side's release needs.

@@ -5,6 +5,7 @@
  * allocation, completions with a timeout). Each function
  * is a thin, policy-free wrapper; the driver's decisions stay in Rust.
  */
+#include <linux/capability.h>
 #include <linux/completion.h>
 #include <linux/dma-mapping.h>
 #include <linux/fs.h>
@@ -15,6 +16,7 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
@@ -51,7 +53,7 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 		  struct pevb_cpin **out);
 bool pevb_cpin_stale(struct pevb_cpin *p);
 struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p);
-void pevb_cpin_sync(struct pevb_cpin *p, bool for_device);
+void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device);
 void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
 
 /*
@@ -240,7 +242,25 @@ struct pevb_cpin {
 	struct pevb_work *sweep;
 	struct list_head dead_link;	/* on sweep->dead once released */
 	bool dirty;
+	unsigned long charged;		/* pages charged to mn.mm->pinned_vm */
 };
+
+/*
+ * Long-term pins count against the owner's RLIMIT_MEMLOCK through mm->pinned_vm, as RDMA's umem does
+ * (ib_umem_get): over the limit without CAP_IPC_LOCK is -ENOMEM, and the request is then served by a
+ * one-off pin instead.
+ */
+static int pevb_charge(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 now = atomic64_add_return(npages, &mm->pinned_vm);
+
+	if (now > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
 
 static bool pevb_cpin_invalidate(struct mmu_interval_notifier *mn,
 				 const struct mmu_notifier_range *range, unsigned long cur_seq)
@@ -280,6 +300,10 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 	ret = mmu_interval_notifier_insert(&p->mn, current->mm, start, end - start, &pevb_cpin_ops);
 	if (ret)
 		goto err_free;
+	ret = pevb_charge(current->mm, (end - start) >> PAGE_SHIFT);
+	if (ret)
+		goto err_remove;
+	p->charged = (end - start) >> PAGE_SHIFT;
 	for (i = 0; i < PEVB_CPIN_TRIES; i++) {
 		unsigned long seq = mmu_interval_read_begin(&p->mn);
 
@@ -297,6 +321,7 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 	}
 	ret = -EAGAIN;
 err_remove:
+	atomic64_sub(p->charged, &current->mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
 err_free:
 	kfree(p);
@@ -315,21 +340,44 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
 }
 
 /*
- * Hands the whole buffer to the device (before a DMA) or back to the CPU (after a C2H). Whole, with the
- * mapping's direction: DMA-API debug matches a sync to its mapping by best fit, and a partial sync of
- * memory that another mapping also covers (another file's cached buffer, a one-off pin) matches neither.
+ * Hands the bytes [offset, offset + len) of the buffer to the device (before a DMA) or back to the CPU
+ * (after a C2H), in the request's direction: only what the request touches, so a C2H never overwrites
+ * (swiotlb) or invalidates (a non-coherent cache) the CPU's writes to the rest of a cached buffer, which
+ * may be another buffer merged into it. Exact bytes, not rounded to cache lines: the architecture handles
+ * partial lines at the edges (arm64 cleans and invalidates them), and swiotlb would copy stale bytes over
+ * a neighbour's. One sync per mapped segment, and only where the DMA API says a sync does something
+ * (dma_need_sync: a non-coherent device or a bounce buffer): DMA-API debug matches a partial sync to the
+ * one mapping that contains it, and finds none when two mappings of one page share their addresses (no
+ * IOMMU, no bounce buffer), which is exactly where a sync does nothing.
  */
-void pevb_cpin_sync(struct pevb_cpin *p, bool for_device)
+void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
-	if (for_device)
-		dma_sync_sgtable_for_device(p->pin.dev, &p->pin.sgt, DMA_BIDIRECTIONAL);
-	else
-		dma_sync_sgtable_for_cpu(p->pin.dev, &p->pin.sgt, DMA_BIDIRECTIONAL);
+	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	struct scatterlist *sg;
+	u64 at = 0, end = offset + len;
+	int i;
+
+	for_each_sgtable_dma_sg(&p->pin.sgt, sg, i) {
+		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
+		dma_addr_t a = sg_dma_address(sg) + (from - at);
+
+		if (from < to && dma_need_sync(p->pin.dev, a)) {
+			if (for_device)
+				dma_sync_single_for_device(p->pin.dev, a, to - from, dir);
+			else
+				dma_sync_single_for_cpu(p->pin.dev, a, to - from, dir);
+		}
+		at += seg;
+		if (at >= end)
+			break;
+	}
 }
 
 /* Stops watching, unmaps and unpins. Never from the notifier callback or a request (remove waits). */
 static void pevb_cpin_release(struct pevb_cpin *p)
 {
+	/* The notifier holds the mm (mmgrab) until it is removed. */
+	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
 	unmap_unpin(&p->pin, p->dirty);
 	kfree(p);
@@ -377,7 +425,7 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
 	return NULL;
 }
 
-void pevb_cpin_sync(struct pevb_cpin *p, bool for_device)
+void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
 }
 
@@ -414,7 +462,8 @@ void pevb_dma_setup(struct pci_dev *pdev, unsigned int max_seg)
 {
 	if (!pdev->dev.dma_parms)
 		pdev->dev.dma_parms = &pdev->dma_parms;
-	dma_set_max_seg_size(&pdev->dev, max_seg);
+	/* Never more than one mapping can take (swiotlb bounces at most 256 KiB at once). */
+	dma_set_max_seg_size(&pdev->dev, min_t(size_t, max_seg, dma_max_mapping_size(&pdev->dev)));
 }
 
 /*

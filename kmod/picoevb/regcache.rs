@@ -86,8 +86,8 @@ impl Drop for CachedPin {
     }
 }
 
-/// A request's window `[offset, offset + len)` of a cached buffer. The whole buffer is handed to the device
-/// when it is taken and back to the CPU when it is dropped after a C2H (see `pevb_cpin_sync` for why whole).
+/// A request's window `[offset, offset + len)` of a cached buffer. That window (only) is handed to the
+/// device when it is taken and back to the CPU when it is dropped after a C2H (`pevb_cpin_sync` says why).
 pub(crate) struct CacheUse {
     pin: Arc<CachedPin>,
     offset: u64,
@@ -100,8 +100,8 @@ impl CacheUse {
         if !to_device {
             pin.written.store(true, Ordering::Relaxed);
         }
-        // SAFETY: the pin is live (we hold it).
-        unsafe { ffi::pevb_cpin_sync(pin.raw, true) };
+        // SAFETY: the pin is live (we hold it); the window lies inside it (`cache_policy` lookup).
+        unsafe { ffi::pevb_cpin_sync(pin.raw, offset, len, to_device, true) };
         Self {
             pin,
             offset,
@@ -124,8 +124,8 @@ impl CacheUse {
 impl Drop for CacheUse {
     fn drop(&mut self) {
         if !self.to_device {
-            // SAFETY: the pin is live (we hold it).
-            unsafe { ffi::pevb_cpin_sync(self.pin.raw, false) };
+            // SAFETY: as in `new`.
+            unsafe { ffi::pevb_cpin_sync(self.pin.raw, self.offset, self.len, false, false) };
         }
     }
 }

@@ -203,6 +203,7 @@ pub fn errno_name(e: i32) -> String {
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
         libc::EINTR => "EINTR",
+        libc::EAGAIN => "EAGAIN",
         libc::EIO => "EIO",
         libc::ENXIO => "ENXIO",
         libc::ENOMEM => "ENOMEM",
