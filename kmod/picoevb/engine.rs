@@ -136,10 +136,15 @@ impl Engine {
         let table = table.as_mut().ok_or(ENODEV)?;
         let mut done = 0;
         while done < len {
+            // A wedged engine may still fetch descriptors: its table is never written again. `wedge` runs
+            // under this lock (in `finish`), so every later holder sees it.
+            if card.is_wedged() {
+                return Err(EIO);
+            }
             let base = table.dma_handle();
             // SAFETY: the engine does not read the table now: we hold its lock, and every chain started on
-            // it went through `finish`, which returns only once the engine was shown idle, or else wedged the
-            // card, after which `start_guard` lets no chain start and the table is not written again.
+            // it went through `finish`, which returned only once the engine was shown idle, or else wedged
+            // the card, which the check above refuses.
             let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
             let c = chain::build(
                 self.dir,

@@ -362,7 +362,8 @@ impl PinnedDrop for RegCache {
         let w = self.work.swap(core::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: `w` is null or our work item. Nothing can queue it any more: every cached pin holds the
         // cache (`CachedPin::_cache`), so none exists now, and with it none of our notifiers; a request
-        // holds the file, which holds the cache. Nor does the work item run this drop (it holds no cache).
+        // holds the file, which holds the cache. Nor does the work item run this drop: it only drops pins
+        // the table held, and the table is emptied (`close`) before the file lets go of the cache.
         unsafe { ffi::pevb_work_free(w) };
     }
 }
