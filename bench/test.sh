@@ -4,9 +4,10 @@
 #   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh)
 #   3. the emulated bench, each boot judged by the harness (no kernel splat, no kmemleak report, clean
 #      module load and unload): the guest suite without a GPU-memory provider, with the Jetson and with the
-#      dGPU nvidia_p2p provider, a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default 3000) and a short
-#      registration-cache benchmark (GDR_PERF_ITERATIONS, default 40; prints numbers, fails only on a DMA
-#      or byte-check failure; bench/perf.sh is the longer one)
+#      dGPU nvidia_p2p provider, with the Jetson one under swiotlb=force (every DMA bounced), a short ioctl
+#      fuzzer run (GDR_FUZZ_ITERATIONS, default 3000) and a short registration-cache benchmark
+#      (GDR_PERF_ITERATIONS, default 40; prints numbers, fails only on a DMA or byte-check failure;
+#      bench/perf.sh is the longer one)
 #   4. the suite with the model corrupting every transfer, which must fail
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
@@ -44,6 +45,9 @@ if vars=$("$REPO/bench/build.sh"); then
     harness "$GDR_KO" -- --mode suite --cards 2
   counted "bench: suite, Jetson nvidia_p2p" "$L/last-suite-jetson.log" harness "$GDR_P2P" "$GDR_KO" -- --mode suite
   counted "bench: suite, dGPU nvidia_p2p" "$L/last-suite-dgpu.log" harness "$GDR_P2P_DGPU" "$GDR_KO_DGPU" -- --mode suite
+  # Bounce buffers for every mapping: a missing or partial CPU-cache sync becomes a byte mismatch here.
+  counted "bench: suite under swiotlb=force, Jetson nvidia_p2p" "$L/last-suite-swiotlb.log" \
+    harness "$GDR_P2P" "$GDR_KO" -- --mode suite --append "swiotlb=131072,force"
   counted "bench: ioctl fuzzer" "$L/last-fuzz.log" harness "$GDR_P2P" "$GDR_KO" -- --mode fuzz \
     --guest-args "--iterations ${GDR_FUZZ_ITERATIONS:-3000} --threads 4"
   counted "bench: registration cache benchmark" "$L/last-perf.log" harness "$GDR_P2P" "$GDR_KO" -- --mode bench \

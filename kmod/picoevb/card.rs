@@ -5,7 +5,7 @@
 use crate::abi;
 use crate::cuda::Surface;
 use crate::engine::Engine;
-use crate::regcache::RegCache;
+use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
 use crate::{gpio, idblock, ids};
@@ -19,7 +19,7 @@ use kernel::{
     prelude::*,
     revocable::RevocableGuard,
     sync::{aref::ARef, lock::spinlock::SpinLockGuard, Arc, CondVar, Mutex, SpinLock},
-    time::{Instant, Monotonic},
+    time::{Delta, Instant, Monotonic},
 };
 
 pub(crate) type UserBar = pci::Bar<{ ids::BAR_USER_SIZE }>;
@@ -38,6 +38,8 @@ pub(crate) struct Identity {
 pub(crate) struct Gate {
     active: u32,
     gone: bool,
+    /// An engine could not be shown idle: no chain starts again until unbind (see `wedge`).
+    wedged: bool,
 }
 
 /// A request's hold on the device: removal waits for it.
@@ -82,6 +84,9 @@ pub(crate) struct Card {
     /// The open files' registration caches, to empty at removal.
     #[pin]
     caches: Mutex<KVec<Arc<RegCache>>>,
+    /// Host pins of requests whose engine could not be shown idle: kept until unbind (see `wedge`).
+    #[pin]
+    quarantine: Mutex<KVec<HostPin>>,
     /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
     caps: AtomicU64,
     design_version: AtomicU32,
@@ -107,6 +112,7 @@ impl Card {
             surfaces <- new_mutex!(KVec::new()),
             pin_lock <- new_mutex!(()),
             caches <- new_mutex!(KVec::new()),
+            quarantine <- new_mutex!(KVec::new()),
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
@@ -118,6 +124,9 @@ impl Card {
         let mut g = self.gate.lock();
         if g.gone {
             return Err(ENODEV);
+        }
+        if g.wedged {
+            return Err(EIO);
         }
         g.active += 1;
         Ok(Active { card: self })
@@ -131,9 +140,16 @@ impl Card {
     /// ones. Marks the card gone, so every later request fails with ENODEV at once; unbind (hot-unplug,
     /// PCI remove) still releases what the card holds.
     pub(crate) fn vanished(&self) -> bool {
-        let gone = match self.dma_regs() {
-            Ok(r) => r.try_read32(xdma::block(xdma::TARGET_H2C, 0)) == Ok(u32::MAX),
+        // One all-ones read may be a glitch: every identifier must read so, again after a pause.
+        let all_ones = || match self.dma_regs() {
+            Ok(r) => [xdma::TARGET_H2C, xdma::TARGET_C2H, xdma::TARGET_CONFIG]
+                .iter()
+                .all(|&t| r.try_read32(xdma::block(t, 0)) == Ok(u32::MAX)),
             Err(_) => true,
+        };
+        let gone = all_ones() && {
+            kernel::time::delay::fsleep(Delta::from_millis(10));
+            all_ones()
         };
         if gone {
             self.gate.lock().gone = true;
@@ -148,7 +164,41 @@ impl Card {
         if g.gone {
             return Err(ENODEV);
         }
+        if g.wedged {
+            return Err(EIO);
+        }
         Ok(g)
+    }
+
+    /// An engine could not be shown idle after a run: it may still read descriptors and move data. No chain
+    /// starts again, bus mastering goes off (a PCIe function may then issue no memory request), and the
+    /// requests keep their pages pinned (`quarantine`) until unbind. Every later request fails with EIO.
+    pub(crate) fn wedge(&self) {
+        self.gate.lock().wedged = true;
+        // SAFETY: `pdev` is bound to us: a request holds `Active` (unbind waits for it) or unbind itself
+        // calls this, before its devres and the driver's `Enabled` are released.
+        unsafe { crate::ffi::pevb_clear_master(crate::ffi::raw_pdev(&self.pdev)) };
+        dev_err!(
+            self.dev(),
+            "card wedged until unbind: bus mastering off, the DMA's pages stay pinned\n"
+        );
+    }
+
+    pub(crate) fn is_wedged(&self) -> bool {
+        self.gate.lock().wedged
+    }
+
+    /// Keeps a request's host pins until unbind: its engine was not shown idle (see `wedge`).
+    pub(crate) fn quarantine(&self, pin: HostPin) {
+        let mut q = self.quarantine.lock();
+        let kept = match q.reserve(1, GFP_KERNEL) {
+            Ok(()) => q.push_within_capacity(pin).map_err(|e| e.0),
+            Err(_) => Err(pin),
+        };
+        if let Err(pin) = kept {
+            // Losing track of it is safer than unpinning memory the device may still write.
+            core::mem::forget(pin);
+        }
     }
 
     /// Records a GPU surface mapped for this device (the caller holds an `Active`).
@@ -200,7 +250,8 @@ impl Card {
     pub(crate) fn remove(&self) {
         self.gate.lock().gone = true;
         if self.quiesce().is_err() {
-            dev_warn!(self.dev(), "card unreachable while removing it\n");
+            // Tables and pages are released below: the device must not master the bus any more.
+            self.wedge();
         }
         self.h2c.wake();
         self.c2h.wake();
@@ -210,6 +261,8 @@ impl Card {
                 self.drained.wait(&mut g);
             }
         }
+        // Quarantined pins (`wedge`): the engines were stopped again above and bus mastering is off.
+        drop(core::mem::take(&mut *self.quarantine.lock()));
         self.h2c.release_table();
         self.c2h.release_table();
         // Unmap outside the lock: a surface's free callback takes it too.
@@ -286,7 +339,9 @@ impl Card {
     /// running) and routes both channels to vector 0: the design has one MSI vector.
     pub(crate) fn quiesce(&self) -> Result {
         for e in [&self.h2c, &self.c2h] {
-            e.stop(self);
+            if !e.stop(self) {
+                return Err(EIO);
+            }
         }
         let r = self.dma_regs()?;
         r.try_write32(u32::MAX, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C)?;

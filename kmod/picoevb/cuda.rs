@@ -39,6 +39,8 @@ struct Use {
     callback_done: bool,
     /// The card is gone: the DMA mapping was dropped at removal.
     detached: bool,
+    /// The pin is freed (and so unmapped).
+    freed: bool,
 }
 
 #[pin_data]
@@ -61,10 +63,19 @@ pub(crate) struct Surface {
 /// A DMA's hold on a surface: the callback waits for it.
 pub(crate) struct InUse {
     s: Arc<Surface>,
+    /// Bytes the request hands to the device and, after a C2H (`!to_device`), back to the CPU.
+    synced: u64,
+    to_device: bool,
 }
 
 impl Drop for InUse {
     fn drop(&mut self) {
+        if self.synced > 0 && !self.to_device {
+            // SAFETY: the pin is live: we still hold our use, the callback waits for it.
+            unsafe {
+                ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), self.synced, false, false)
+            };
+        }
         let mut g = self.s.state.lock();
         g.users -= 1;
         if g.users == 0 && g.dead {
@@ -93,6 +104,16 @@ impl InUse {
 
     pub(crate) fn len(&self) -> u64 {
         self.s.len
+    }
+
+    /// Hands the request's `len` bytes to the device now (and back to the CPU when the use ends, after a
+    /// C2H: `to_device` false).
+    pub(crate) fn sync_for_device(&mut self, len: u64, to_device: bool) {
+        let len = len.min(self.s.len);
+        // SAFETY: the pin is live (we hold a use); `len` is within the pinned length.
+        unsafe { ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), len, to_device, true) };
+        self.synced = len;
+        self.to_device = to_device;
     }
 }
 
@@ -123,6 +144,8 @@ impl Surface {
         // SAFETY: called exactly once per pin, after the callback and any unpin are over.
         unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
         self.card.drop_surface(self);
+        self.state.lock().freed = true;
+        self.idle.notify_all();
     }
 
     /// Whether this live surface covers any of pages `[first, end)` of address space `mm`.
@@ -135,7 +158,15 @@ impl Surface {
     pub(crate) fn detach(&self) {
         {
             let mut g = self.state.lock();
-            if g.dead || g.detached {
+            if g.dead {
+                // The callback has begun: its free unmaps. Wait for it, so nothing stays mapped past unbind.
+                // It waits only for DMA uses, and removal has waited for every request already.
+                while !g.freed {
+                    self.idle.wait(&mut g);
+                }
+                return;
+            }
+            if g.detached {
                 return;
             }
             g.detached = true;
@@ -186,6 +217,8 @@ fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64) -> Result<Arc<Surface>> {
         }),
         GFP_KERNEL,
     )?;
+    // Recorded before the pin exists: its callback may run (and forget it) as soon as the pin does.
+    card.add_surface(s.clone())?;
     let data = Arc::into_raw(s.clone()).cast_mut().cast::<c_void>();
     // SAFETY: `dev` is a live device; `data` stays valid until the callback reclaims it; the out-pointer is
     // the surface's own slot, which outlives the pin.
@@ -202,6 +235,7 @@ fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64) -> Result<Arc<Surface>> {
     if rc != 0 {
         // SAFETY: a failed pin never calls the callback: take back its reference.
         drop(unsafe { Arc::from_raw(data.cast::<Surface>()) });
+        card.drop_surface(&s);
         return Err(Error::from_errno(rc));
     }
     Ok(s)
@@ -277,10 +311,6 @@ impl Surfaces {
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };
         let s = pinned?;
-        if let Err(e) = card.add_surface(s.clone()) {
-            s.unpin();
-            return Err(e);
-        }
         let mut t = self.table.lock();
         // Handles are small non-negative ints, never reused while in the table.
         let mut h = t.next;
@@ -324,7 +354,11 @@ impl Surfaces {
             }
             g.users += 1;
         }
-        Ok(InUse { s })
+        Ok(InUse {
+            s,
+            synced: 0,
+            to_device: true,
+        })
     }
 
     /// Close: unpins everything.

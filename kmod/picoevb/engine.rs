@@ -136,9 +136,15 @@ impl Engine {
         let table = table.as_mut().ok_or(ENODEV)?;
         let mut done = 0;
         while done < len {
+            // A wedged engine may still fetch descriptors: its table is never written again. `wedge` runs
+            // under this lock (in `finish`), so every later holder sees it.
+            if card.is_wedged() {
+                return Err(EIO);
+            }
             let base = table.dma_handle();
-            // SAFETY: the engine is idle (we hold its lock and every chain we start is finished or stopped
-            // before we return), so the device does not read the table while we write it.
+            // SAFETY: the engine does not read the table now: we hold its lock, and every chain started on
+            // it went through `finish`, which returned only once the engine was shown idle, or else wedged
+            // the card, which the check above refuses.
             let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
             let c = chain::build(
                 self.dir,
@@ -156,54 +162,53 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs one chain to its STOP descriptor, or times out and resets the engine.
+    /// Runs one chain to its STOP descriptor. Every chain that was started ends in `finish`.
     fn run(&self, card: &Card, c: &chain::Chain, bytes: u64) -> Result {
-        let ch = self.dir.channel_base();
-        let sg = self.dir.sgdma_base();
         self.status.store(0, Ordering::Release);
         self.done.reinit();
-        {
-            let _start = card.start_guard()?;
-            let r = card.dma_regs()?;
-            r.try_write32(c.first as u32, sg + xdma::SG_DESC_LO)?;
-            r.try_write32((c.first >> 32) as u32, sg + xdma::SG_DESC_HI)?;
-            r.try_write32(c.first_adj, sg + xdma::SG_DESC_ADJ)?;
-            // Drop status a previous (stopped) run may have left.
-            r.try_read32(ch + xdma::CH_STATUS_RC)?;
-            r.try_write32(INT_MASK, ch + xdma::CH_INT_MASK)?;
-            r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)?;
-            // writel orders the descriptor writes in coherent memory before this MMIO write.
-            r.try_write32(CTRL_START, ch + xdma::CH_CONTROL)?;
-        }
+        self.start(card, c)?;
         let completed = self.done.wait(timeout_ms(bytes));
+        let outcome = self.outcome(card, c, completed, bytes);
+        self.finish(card, outcome)
+    }
+
+    /// Programs the chain and sets Run, last. An error means Run was not written: nothing runs.
+    fn start(&self, card: &Card, c: &chain::Chain) -> Result {
+        let (ch, sg) = (self.dir.channel_base(), self.dir.sgdma_base());
+        let _start = card.start_guard()?;
+        let r = card.dma_regs()?;
+        r.try_write32(c.first as u32, sg + xdma::SG_DESC_LO)?;
+        r.try_write32((c.first >> 32) as u32, sg + xdma::SG_DESC_HI)?;
+        r.try_write32(c.first_adj, sg + xdma::SG_DESC_ADJ)?;
+        // Drop status a previous (stopped) run may have left.
+        r.try_read32(ch + xdma::CH_STATUS_RC)?;
+        r.try_write32(INT_MASK, ch + xdma::CH_INT_MASK)?;
+        r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)?;
+        // writel orders the descriptor writes in coherent memory before this MMIO write.
+        r.try_write32(CTRL_START, ch + xdma::CH_CONTROL)
+    }
+
+    /// What the run came to, judged before the engine is stopped (the completed count is read while Run
+    /// is still set).
+    fn outcome(&self, card: &Card, c: &chain::Chain, completed: bool, bytes: u64) -> Result {
         if card.is_gone() {
-            // Unbind stopped the engine before waking us; the pages may be unmapped now.
-            return Err(ENODEV);
-        }
-        if !completed && card.vanished() {
-            // Surprise removal: the card answers all ones and will never complete; nothing to stop.
-            dev_err!(card.dev(), "card stopped answering (surprise removal?)\n");
+            // Removal is stopping the engines; `finish` still waits for this one to be idle.
             return Err(ENODEV);
         }
         if !completed {
-            let busy = self.stop(card);
+            if card.vanished() {
+                dev_err!(card.dev(), "card stopped answering (surprise removal?)\n");
+                return Err(ENODEV);
+            }
             dev_err!(
                 card.dev(),
-                "{:?} engine: no completion after {} ms{}; engine reset\n",
+                "{:?} engine: no completion after {} ms; engine reset\n",
                 self.dir,
-                timeout_ms(bytes),
-                if busy { " (still busy after halt)" } else { "" }
+                timeout_ms(bytes)
             );
             return Err(ETIMEDOUT);
         }
         let st = self.status.load(Ordering::Acquire);
-        let completed = {
-            let r = card.dma_regs()?;
-            let n = r.try_read32(ch + xdma::CH_COMPLETED_COUNT)?;
-            r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
-            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
-            n
-        };
         if let Err(e) = status::outcome(st) {
             dev_err!(
                 card.dev(),
@@ -212,15 +217,17 @@ impl Engine {
                 status::describe(st),
                 st
             );
-            self.stop(card);
             return Err(kerr(e));
         }
-        if completed as usize != c.count {
+        let n = card
+            .dma_regs()?
+            .try_read32(self.dir.channel_base() + xdma::CH_COMPLETED_COUNT)?;
+        if n as usize != c.count {
             dev_err!(
                 card.dev(),
                 "{:?} engine: completed {} of {} descriptors\n",
                 self.dir,
-                completed,
+                n,
                 c.count
             );
             return Err(EIO);
@@ -228,8 +235,37 @@ impl Engine {
         Ok(())
     }
 
+    /// The one way out of a run: the engine is stopped and shown idle before the caller may unpin its pages
+    /// or rewrite the table. An engine that cannot be shown idle wedges the card (bus mastering off, no new
+    /// chain) and the request fails with EIO (ENODEV if the card is gone): the caller keeps its pages
+    /// pinned until unbind (`Card::quarantine`).
+    fn finish(&self, card: &Card, outcome: Result) -> Result {
+        let idle = match outcome {
+            Ok(()) => self.clear_run(card) || self.stop(card),
+            Err(_) => self.stop(card),
+        };
+        if idle {
+            return outcome;
+        }
+        card.wedge();
+        Err(if outcome == Err(ENODEV) { ENODEV } else { EIO })
+    }
+
+    /// After a completed chain: clears Run and the interrupt mask; whether the engine then reads idle.
+    fn clear_run(&self, card: &Card) -> bool {
+        let ch = self.dir.channel_base();
+        let idle = || -> Result<bool> {
+            let r = card.dma_regs()?;
+            r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
+            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
+            Ok(r.try_read32(ch + xdma::CH_STATUS)? & xdma::STAT_BUSY == 0)
+        };
+        idle().unwrap_or(false)
+    }
+
     /// Stops the engine the way PG195 and NVIDIA's teardown do: clear Run, halt descriptor fetching, wait
-    /// for busy to drop, clear the status. Returns whether it was still busy.
+    /// for busy to drop, clear the status. Returns whether the engine was shown idle (false if busy stayed
+    /// set, or the registers could not be reached).
     pub(crate) fn stop(&self, card: &Card) -> bool {
         let ch = self.dir.channel_base();
         let halt = self.dir.sgdma_common_bit();
@@ -244,18 +280,21 @@ impl Engine {
         if quiesce().is_err() {
             return false;
         }
-        let busy = read_poll_timeout(
+        let idle = read_poll_timeout(
             || card.dma_regs()?.try_read32(ch + xdma::CH_STATUS),
             |s: &u32| s & xdma::STAT_BUSY == 0,
             Delta::from_millis(1),
             Delta::from_millis(100),
         )
-        .is_err();
+        .is_ok();
         if let Ok(r) = card.dma_regs() {
             let _ = r.try_write32(halt, xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1C);
             let _ = r.try_read32(ch + xdma::CH_STATUS_RC);
         }
-        busy
+        if !idle {
+            dev_err!(card.dev(), "{:?} engine still busy after halt\n", self.dir);
+        }
+        idle
     }
 }
 

@@ -43,8 +43,10 @@ extern "C" {
     pub(crate) fn pevb_unpin_user(p: *mut PevbPin);
     pub(crate) fn pevb_irq_vectors_alloc(pdev: *mut bindings::pci_dev) -> c_int;
     pub(crate) fn pevb_irq_vectors_free(pdev: *mut bindings::pci_dev);
-    pub(crate) fn pevb_dma_setup(dev: *mut bindings::device, max_seg: c_uint);
+    pub(crate) fn pevb_dma_setup(pdev: *mut bindings::pci_dev, max_seg: c_uint);
+    pub(crate) fn pevb_file_hold_module(file: *mut bindings::file) -> c_int;
     pub(crate) fn pevb_disable_device(pdev: *mut bindings::pci_dev);
+    pub(crate) fn pevb_clear_master(pdev: *mut bindings::pci_dev);
     pub(crate) fn pevb_completion_reinit(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_complete(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_wait_ms(c: *mut bindings::completion, ms: c_uint) -> c_long;
@@ -54,6 +56,7 @@ extern "C" {
         data: *mut c_void,
     ) -> *mut PevbWork;
     pub(crate) fn pevb_work_free(w: *mut PevbWork);
+    pub(crate) fn pevb_work_drain(w: *mut PevbWork);
     pub(crate) fn pevb_cpin_supported() -> bool;
     pub(crate) fn pevb_cpin_new(
         dev: *mut bindings::device,
@@ -64,8 +67,15 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn pevb_cpin_stale(p: *mut PevbCpin) -> bool;
     pub(crate) fn pevb_cpin_sgt(p: *mut PevbCpin) -> *mut bindings::sg_table;
-    pub(crate) fn pevb_cpin_sync(p: *mut PevbCpin, for_device: bool);
-    pub(crate) fn pevb_cpin_release(p: *mut PevbCpin, dirty: bool);
+    pub(crate) fn pevb_cpin_sync(
+        p: *mut PevbCpin,
+        offset: u64,
+        len: u64,
+        to_device: bool,
+        for_device: bool,
+    );
+    pub(crate) fn pevb_p2p_sync(p: *mut PevbP2p, len: u64, to_device: bool, for_device: bool);
+    pub(crate) fn pevb_cpin_release_later(p: *mut PevbCpin, dirty: bool);
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
     pub(crate) fn pevb_p2p_get() -> c_int;

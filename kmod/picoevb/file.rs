@@ -54,11 +54,20 @@ enum Held {
 }
 
 impl Held {
-    fn segments(&self, len: u64) -> Result<KVec<Segment>> {
+    fn is_gpu(&self) -> bool {
+        matches!(self, Held::Gpu(_))
+    }
+
+    /// The bus segments of the request's `len` bytes, handed to the device (host pins were when taken).
+    fn segments(&mut self, len: u64, to_device: bool) -> Result<KVec<Segment>> {
         match self {
             Held::User(p) => p.segments(),
             Held::Gpu(u) if len > u.len() => Err(EINVAL),
-            Held::Gpu(u) => u.segments(),
+            Held::Gpu(u) => {
+                let segs = u.segments()?;
+                u.sync_for_device(len, to_device);
+                Ok(segs)
+            }
         }
     }
 }
@@ -68,9 +77,13 @@ impl PicoevbFile {
     /// done, so pinning can never wait on a surface this very request holds.
     fn pin_user(&self, host: Host, len: u64, to_device: bool) -> Result<Option<Held>> {
         match host {
-            Host::User(addr) => Ok(Some(Held::User(
-                self.cache.get(&self.card, addr, len, to_device)?,
-            ))),
+            Host::User(addr) => Ok(Some(Held::User(RegCache::get(
+                &self.cache,
+                &self.card,
+                addr,
+                len,
+                to_device,
+            )?))),
             Host::Cuda(_) => Ok(None),
         }
     }
@@ -86,18 +99,36 @@ impl PicoevbFile {
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
         let _active = self.card.begin()?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
-        let held = self.enter(x.host, held)?;
-        let segs = held.segments(x.len)?;
-        self.card.one_way(dir, &segs, x.fpga, x.len)
+        let mut held = self.enter(x.host, held)?;
+        let segs = held.segments(x.len, dir == Dir::H2c)?;
+        let r = self.card.one_way(dir, &segs, x.fpga, x.len);
+        self.release(held, &r);
+        r
     }
 
     fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
         let _active = self.card.begin()?;
         let src = self.pin_user(x.src, x.len, true)?;
         let dst = self.pin_user(x.dst, x.len, false)?;
-        let (src, dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
-        let (src_segs, dst_segs) = (src.segments(x.len)?, dst.segments(x.len)?);
-        self.card.round_trip(&src_segs, &dst_segs, x.len)
+        let (mut src, mut dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
+        let (src_segs, dst_segs) = (src.segments(x.len, true)?, dst.segments(x.len, false)?);
+        let r = self.card.round_trip(&src_segs, &dst_segs, x.len);
+        // Surface uses first: a provider callback may be waiting for them (cuda.rs) while holding up
+        // whatever the host side's release needs.
+        let (first, second) = if src.is_gpu() { (src, dst) } else { (dst, src) };
+        self.release(first, &r);
+        self.release(second, &r);
+        r
+    }
+
+    /// Lets go of one side of a finished request. If the request failed because its engine could not be
+    /// shown idle (the card is wedged), host pages stay pinned until unbind; a surface use is released,
+    /// since its provider callback (munmap, close) must not wait until unbind, and bus mastering is off.
+    fn release(&self, held: Held, r: &Result<u64>) {
+        match held {
+            Held::User(p) if r.is_err() && self.card.is_wedged() => self.card.quarantine(p),
+            h => drop(h),
+        }
     }
 
     fn abi_info(&self) -> abi::AbiInfo {
@@ -120,7 +151,10 @@ impl PicoevbFile {
 impl MiscDevice for PicoevbFile {
     type Ptr = Pin<KBox<Self>>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+    fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        // First: the file holds the module until after its release (see helpers.c), also if we fail below.
+        // SAFETY: `file` is being opened by misc_open(), which holds misc_mtx around this call.
+        kernel::error::to_result(unsafe { crate::ffi::pevb_file_hold_module(file.as_ptr()) })?;
         // SAFETY: every registration of this type is the `misc` field of a `PicoevbDriver`, and misc_open()
         // holds misc_mtx, so the registration (and the driver data around it) cannot go away meanwhile.
         let drv =
@@ -144,9 +178,11 @@ impl MiscDevice for PicoevbFile {
 
     fn release(me: Pin<KBox<Self>>, _file: &File) {
         me.surfaces.unpin_all();
-        me.cache.close();
-        me.cache.stop_sweeps();
+        // Forgotten by the card first, so its removal cannot be closing this cache while we free its work.
         me.card.drop_cache(&me.cache);
+        // The sweeps stop when the cache is dropped: here, or after unbind if a wedged card still holds
+        // one of its pins (`RegCache`'s drop).
+        me.cache.close();
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

@@ -5,14 +5,18 @@
  * allocation, completions with a timeout). Each function
  * is a thin, policy-free wrapper; the driver's decisions stay in Rust.
  */
+#include <linux/capability.h>
 #include <linux/completion.h>
 #include <linux/dma-mapping.h>
+#include <linux/fs.h>
 #include <linux/jiffies.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
@@ -31,8 +35,10 @@ struct sg_table *pevb_pin_sgt(struct pevb_pin *p);
 void pevb_unpin_user(struct pevb_pin *p);
 int pevb_irq_vectors_alloc(struct pci_dev *pdev);
 void pevb_irq_vectors_free(struct pci_dev *pdev);
-void pevb_dma_setup(struct device *dev, unsigned int max_seg);
+void pevb_dma_setup(struct pci_dev *pdev, unsigned int max_seg);
+int pevb_file_hold_module(struct file *file);
 void pevb_disable_device(struct pci_dev *pdev);
+void pevb_clear_master(struct pci_dev *pdev);
 void pevb_completion_reinit(struct completion *c);
 void pevb_completion_complete(struct completion *c);
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms);
@@ -41,13 +47,14 @@ struct pevb_work;
 struct pevb_cpin;
 struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data);
 void pevb_work_free(struct pevb_work *w);
+void pevb_work_drain(struct pevb_work *w);
 bool pevb_cpin_supported(void);
 int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
 		  struct pevb_cpin **out);
 bool pevb_cpin_stale(struct pevb_cpin *p);
 struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p);
-void pevb_cpin_sync(struct pevb_cpin *p, bool for_device);
-void pevb_cpin_release(struct pevb_cpin *p, bool dirty);
+void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device);
+void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
 
 /*
  * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
@@ -110,7 +117,9 @@ static void unmap_unpin(struct pevb_pin *p, bool dirty)
 }
 
 /*
- * Pin for one request, FOLL_LONGTERM, writable only when the device writes the memory. Mapped like a cached
+ * Pin for one request: plain FOLL_PIN (the pin ends with the request, so FOLL_LONGTERM's refusals of file
+ * mappings that need writeback and its CMA migrations would only cost), writable only when the device
+ * writes the memory. Mapped like a cached
  * pin (DMA_ATTR_SKIP_CPU_SYNC, the whole buffer handed to the device here and back to the CPU at unpin), so
  * it may share cache lines with a cached buffer of the same memory without being an overlapping mapping
  * that syncs on its own.
@@ -123,7 +132,7 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
 
 	if (!p)
 		return -ENOMEM;
-	ret = pin_map(p, dev, uaddr, len, FOLL_LONGTERM | (to_device ? 0 : FOLL_WRITE),
+	ret = pin_map(p, dev, uaddr, len, to_device ? 0 : FOLL_WRITE,
 		      to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
 	if (ret) {
 		kfree(p);
@@ -147,18 +156,29 @@ void pevb_unpin_user(struct pevb_pin *p)
 	kfree(p);
 }
 
-/* A work item that calls back into Rust: the registration cache's sweep of invalidated buffers. */
+/*
+ * A work item that calls back into Rust: the registration cache's sweep of invalidated buffers. It also
+ * releases the cached pins whose last holder let go (@dead): a request thread must never remove an mmu
+ * notifier itself, because mmu_interval_notifier_remove() waits for an invalidation in progress, and that
+ * invalidation may be waiting (in the GPU provider's callback) for a surface this very request holds.
+ */
 struct pevb_work {
 	struct work_struct work;
 	void (*fn)(void *data);
 	void *data;
+	spinlock_t lock;		/* dead */
+	struct list_head dead;		/* struct pevb_cpin.dead_link, to release */
 };
+
+static void pevb_cpin_release_dead(struct pevb_work *w);
 
 static void pevb_work_run(struct work_struct *work)
 {
 	struct pevb_work *w = container_of(work, struct pevb_work, work);
 
+	pevb_cpin_release_dead(w);
 	w->fn(w->data);
+	pevb_cpin_release_dead(w);	/* what the sweep dropped */
 }
 
 struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data)
@@ -170,15 +190,33 @@ struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data)
 	INIT_WORK(&w->work, pevb_work_run);
 	w->fn = fn;
 	w->data = data;
+	spin_lock_init(&w->lock);
+	INIT_LIST_HEAD(&w->dead);
 	return w;
 }
 
-/* Waits for a running call to end; nothing may queue @w any more (its notifiers are all removed). */
+/*
+ * Releases every pin handed to @w so far, on this thread, then waits for a running sweep: after this, no
+ * pin that was dropped before the call is still mapped. Not from a request thread (see struct pevb_work).
+ */
+void pevb_work_drain(struct pevb_work *w)
+{
+	if (!w)
+		return;
+	pevb_cpin_release_dead(w);
+	flush_work(&w->work);
+}
+
+/*
+ * Nothing may queue @w any more (its notifiers are all removed and no request runs): waits for a running
+ * call to end, releases what is left and frees it.
+ */
 void pevb_work_free(struct pevb_work *w)
 {
 	if (!w)
 		return;
 	cancel_work_sync(&w->work);
+	pevb_cpin_release_dead(w);
 	kfree(w);
 }
 
@@ -202,7 +240,27 @@ struct pevb_cpin {
 	struct mmu_interval_notifier mn;
 	unsigned long seq;
 	struct pevb_work *sweep;
+	struct list_head dead_link;	/* on sweep->dead once released */
+	bool dirty;
+	unsigned long charged;		/* pages charged to mn.mm->pinned_vm */
 };
+
+/*
+ * Long-term pins count against the owner's RLIMIT_MEMLOCK through mm->pinned_vm, as RDMA's umem does
+ * (ib_umem_get): over the limit without CAP_IPC_LOCK is -ENOMEM, and the request is then served by a
+ * one-off pin instead.
+ */
+static int pevb_charge(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 now = atomic64_add_return(npages, &mm->pinned_vm);
+
+	if (now > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
 
 static bool pevb_cpin_invalidate(struct mmu_interval_notifier *mn,
 				 const struct mmu_notifier_range *range, unsigned long cur_seq)
@@ -242,6 +300,10 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 	ret = mmu_interval_notifier_insert(&p->mn, current->mm, start, end - start, &pevb_cpin_ops);
 	if (ret)
 		goto err_free;
+	ret = pevb_charge(current->mm, (end - start) >> PAGE_SHIFT);
+	if (ret)
+		goto err_remove;
+	p->charged = (end - start) >> PAGE_SHIFT;
 	for (i = 0; i < PEVB_CPIN_TRIES; i++) {
 		unsigned long seq = mmu_interval_read_begin(&p->mn);
 
@@ -259,6 +321,7 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 	}
 	ret = -EAGAIN;
 err_remove:
+	atomic64_sub(p->charged, &current->mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
 err_free:
 	kfree(p);
@@ -277,24 +340,71 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
 }
 
 /*
- * Hands the whole buffer to the device (before a DMA) or back to the CPU (after a C2H). Whole, with the
- * mapping's direction: DMA-API debug matches a sync to its mapping by best fit, and a partial sync of
- * memory that another mapping also covers (another file's cached buffer, a one-off pin) matches neither.
+ * Hands the bytes [offset, offset + len) of the buffer to the device (before a DMA) or back to the CPU
+ * (after a C2H), in the request's direction: only what the request touches, so a C2H never overwrites
+ * (swiotlb) or invalidates (a non-coherent cache) the CPU's writes to the rest of a cached buffer, which
+ * may be another buffer merged into it. Exact bytes, not rounded to cache lines: the architecture handles
+ * partial lines at the edges (arm64 cleans and invalidates them), and swiotlb would copy stale bytes over
+ * a neighbour's. One sync per mapped segment, and only where the DMA API says a sync does something
+ * (dma_need_sync: a non-coherent device or a bounce buffer): DMA-API debug matches a partial sync to the
+ * one mapping that contains it, and finds none when two mappings of one page share their addresses (no
+ * IOMMU, no bounce buffer), which is exactly where a sync does nothing.
  */
-void pevb_cpin_sync(struct pevb_cpin *p, bool for_device)
+void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
-	if (for_device)
-		dma_sync_sgtable_for_device(p->pin.dev, &p->pin.sgt, DMA_BIDIRECTIONAL);
-	else
-		dma_sync_sgtable_for_cpu(p->pin.dev, &p->pin.sgt, DMA_BIDIRECTIONAL);
+	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	struct scatterlist *sg;
+	u64 at = 0, end = offset + len;
+	int i;
+
+	for_each_sgtable_dma_sg(&p->pin.sgt, sg, i) {
+		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
+		dma_addr_t a = sg_dma_address(sg) + (from - at);
+
+		if (from < to && dma_need_sync(p->pin.dev, a)) {
+			if (for_device)
+				dma_sync_single_for_device(p->pin.dev, a, to - from, dir);
+			else
+				dma_sync_single_for_cpu(p->pin.dev, a, to - from, dir);
+		}
+		at += seg;
+		if (at >= end)
+			break;
+	}
 }
 
-/* Stops watching, unmaps and unpins. Never from the notifier callback (remove waits for it). */
-void pevb_cpin_release(struct pevb_cpin *p, bool dirty)
+/* Stops watching, unmaps and unpins. Never from the notifier callback or a request (remove waits). */
+static void pevb_cpin_release(struct pevb_cpin *p)
 {
+	/* The notifier holds the mm (mmgrab) until it is removed. */
+	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
-	unmap_unpin(&p->pin, dirty);
+	unmap_unpin(&p->pin, p->dirty);
 	kfree(p);
+}
+
+/* The last holder let go: the owner's work item (or drain/free) releases it, never the caller. */
+void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty)
+{
+	struct pevb_work *w = p->sweep;
+
+	p->dirty = dirty;
+	spin_lock(&w->lock);
+	list_add_tail(&p->dead_link, &w->dead);
+	spin_unlock(&w->lock);
+	schedule_work(&w->work);
+}
+
+static void pevb_cpin_release_dead(struct pevb_work *w)
+{
+	struct pevb_cpin *p, *n;
+	LIST_HEAD(dead);
+
+	spin_lock(&w->lock);
+	list_splice_init(&w->dead, &dead);
+	spin_unlock(&w->lock);
+	list_for_each_entry_safe(p, n, &dead, dead_link)
+		pevb_cpin_release(p);
 }
 #else
 struct pevb_cpin;
@@ -315,11 +425,15 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
 	return NULL;
 }
 
-void pevb_cpin_sync(struct pevb_cpin *p, bool for_device)
+void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
 }
 
-void pevb_cpin_release(struct pevb_cpin *p, bool dirty)
+void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty)
+{
+}
+
+static void pevb_cpin_release_dead(struct pevb_work *w)
 {
 }
 #endif
@@ -339,14 +453,50 @@ void pevb_irq_vectors_free(struct pci_dev *pdev)
 	pci_free_irq_vectors(pdev);
 }
 
-void pevb_dma_setup(struct device *dev, unsigned int max_seg)
+/*
+ * The PCI core points dev.dma_parms at the pci_dev's own storage when it adds the device, but a driver
+ * bound before us may have cleared it (NVIDIA's reference driver does on remove), and
+ * dma_set_max_seg_size() warns without it: point it back at that same storage first.
+ */
+void pevb_dma_setup(struct pci_dev *pdev, unsigned int max_seg)
 {
-	dma_set_max_seg_size(dev, max_seg);
+	if (!pdev->dev.dma_parms)
+		pdev->dev.dma_parms = &pdev->dma_parms;
+	/* Never more than one mapping can take (swiotlb bounces at most 256 KiB at once). */
+	dma_set_max_seg_size(&pdev->dev, min_t(size_t, max_seg, dma_max_mapping_size(&pdev->dev)));
+}
+
+/*
+ * Makes an open file hold picoevb.ko. The Rust misc device's file_operations have no owner in 6.18, so
+ * misc_open() takes no module reference: without this, rmmod succeeds with files open and their release
+ * jumps into freed text. We give the file a copy of those operations with .owner set: __fput() drops the
+ * reference (fops_put) after ->release has returned, outside this module, and if the open fails after
+ * this, do_dentry_open() drops it the same way. try_module_get() fails once rmmod has begun.
+ * Called from ->open, under misc_mtx (misc_open holds it around ->open), which serialises the one fill.
+ */
+int pevb_file_hold_module(struct file *file)
+{
+	static struct file_operations owned;
+
+	if (!try_module_get(THIS_MODULE))
+		return -ENODEV;
+	if (!owned.owner) {
+		owned = *file->f_op;
+		owned.owner = THIS_MODULE;
+	}
+	replace_fops(file, &owned);
+	return 0;
 }
 
 void pevb_disable_device(struct pci_dev *pdev)
 {
 	pci_disable_device(pdev);
+}
+
+/* Bus mastering off; a config write is non-posted, so the device has it when this returns. */
+void pevb_clear_master(struct pci_dev *pdev)
+{
+	pci_clear_master(pdev);
 }
 
 void pevb_completion_reinit(struct completion *c)

@@ -51,6 +51,7 @@
 #include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/dma-direction.h>
+#include <linux/dma-mapping.h>
 #include <linux/errno.h>
 #include <linux/list.h>
 #include <linux/mmu_notifier.h>
@@ -91,6 +92,7 @@ void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
+void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
 
 #ifdef GDR_P2P_DGPU
 #define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
@@ -279,6 +281,8 @@ static void pevb_p2p_free_rest(struct pevb_p2p *p)
 	kfree(p->segs);
 	kfree(p);
 	pevb_p2p_ops_put();
+	/* Last: the pin's hold on picoevb.ko (taken in pevb_p2p_pin), see there. */
+	module_put(THIS_MODULE);
 }
 
 #ifndef GDR_P2P_DGPU
@@ -455,6 +459,12 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 		pevb_p2p_ops_put();
 		return -ENOMEM;
 	}
+	/*
+	 * The pin holds picoevb.ko until it is completely freed: its free callback may come from the provider
+	 * after the last file closed (an invalidation that began before close), and the deferred table free
+	 * runs later still. Taken under the ioctl's own file reference, so the module is live.
+	 */
+	__module_get(THIS_MODULE);
 	refcount_set(&p->ref, 1);
 	spin_lock_init(&p->lock);
 	mutex_init(&p->map_lock);
@@ -604,4 +614,33 @@ void pevb_p2p_free_from_callback(struct pevb_p2p *p)
 void pevb_p2p_unmap_device(struct pevb_p2p *p)
 {
 	pevb_p2p_unmap(p, false);
+}
+
+/*
+ * Hands the first @len bytes of the surface to the device (before a DMA) or back to the CPU (after a C2H),
+ * in the request's direction. Jetson: GPU memory is system memory that the provider DMA-mapped once, and
+ * the CPU writes it through its caches (or, under swiotlb, the device sees a bounce copy). One sync per
+ * segment, each inside one of the provider's mapped entries (pevb_p2p_collect). dGPU: the bus addresses
+ * are the GPU's BAR, which the CPU does not cache: nothing to do. The caller holds off the callback (a
+ * use), so the mapping is live.
+ */
+void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
+{
+#ifndef GDR_P2P_DGPU
+	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	u32 i;
+
+	for (i = 0; i < p->nseg && len; i++) {
+		u64 n = min(p->segs[i].len, len);
+
+		/* Only where it does something: see pevb_cpin_sync (helpers.c) for why. */
+		if (!dma_need_sync(p->dev, p->segs[i].addr))
+			;
+		else if (for_device)
+			dma_sync_single_for_device(p->dev, p->segs[i].addr, n, dir);
+		else
+			dma_sync_single_for_cpu(p->dev, p->segs[i].addr, n, dir);
+		len -= n;
+	}
+#endif
 }

@@ -214,17 +214,19 @@ impl pci::Driver for PicoevbDriver {
         }
         pdev.enable_device_mem()?;
         let enabled = Enabled { pdev: pdev.into() };
-        pdev.set_master();
         // SAFETY: nothing is DMA-mapped for this device yet.
         unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<64>())? };
-        let dev: &kernel::device::Device<kernel::device::Bound> = pdev.as_ref();
-        // SAFETY: `dev` is a bound device. Segments up to a descriptor's length keep chains short.
-        unsafe { ffi::pevb_dma_setup(ffi::raw_dev(dev), (xdma::DESC_LEN_MAX & !0xfff) as u32) };
+        // SAFETY: `pdev` is bound to us (probe) and nothing maps for it yet. Segments up to a descriptor's
+        // length keep chains short.
+        unsafe { ffi::pevb_dma_setup(ffi::raw_pdev(pdev), (xdma::DESC_LEN_MAX & !0xfff) as u32) };
 
         let slot = Slot::take()?;
         let card = Arc::pin_init(Card::new(pdev, slot.0)?, GFP_KERNEL)?;
         let id = card.identify()?;
+        // A previous driver (or a kexec'd kernel) may have left an engine running: stop both before the card
+        // may master the bus, so nothing it had queued reaches memory we no longer own.
         card.quiesce()?;
+        pdev.set_master();
 
         // SAFETY: `pdev` is bound and has no vectors yet.
         let msi = unsafe { ffi::pevb_irq_vectors_alloc(ffi::raw_pdev(pdev)) };

@@ -11,6 +11,12 @@ pub(crate) struct UserPin {
     raw: *mut ffi::PevbPin,
 }
 
+// SAFETY: the C object is owned by this value alone and only released (by `drop`) through it. Its release
+// (`pevb_unpin_user`: dma_sync_sgtable_for_cpu, dma_unmap_sgtable, unpin_user_pages_dirty_lock, kfree)
+// works on the pages and the device, not on the pinning task, so any thread may do it: a pin quarantined
+// by a wedged card is released by the unbinding thread.
+unsafe impl Send for UserPin {}
+
 impl UserPin {
     /// Pins `len` bytes at user address `addr` for DMA by `dev`. `to_device`: the device only reads them.
     pub(crate) fn new(dev: &Device, addr: u64, len: u64, to_device: bool) -> Result<Self> {

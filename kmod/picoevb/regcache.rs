@@ -30,6 +30,9 @@ use kernel::{
 /// A cached buffer's pin; unpinned when its last holder (the table or a request) drops it.
 pub(crate) struct CachedPin {
     raw: *mut ffi::PevbCpin,
+    /// Keeps the cache, and so the work item that releases this pin, alive: a pin quarantined on a wedged
+    /// card (`Card::quarantine`) may outlive its file.
+    _cache: Arc<RegCache>,
     /// Bus segments of the whole buffer.
     segs: KVec<Segment>,
     /// The device wrote it: its pages are dirtied when unpinned.
@@ -43,15 +46,22 @@ unsafe impl Send for CachedPin {}
 unsafe impl Sync for CachedPin {}
 
 impl CachedPin {
-    fn new(dev: &Device, addr: u64, len: u64, sweep: *mut ffi::PevbWork) -> Result<Arc<Self>> {
+    fn new(
+        dev: &Device,
+        addr: u64,
+        len: u64,
+        cache: &Arc<RegCache>,
+        sweep: *mut ffi::PevbWork,
+    ) -> Result<Arc<Self>> {
         let mut raw = core::ptr::null_mut();
-        // SAFETY: `dev` is a live device; `sweep` is the cache's work item, freed only after every pin of the
-        // cache is released; `raw` is a valid out-pointer.
+        // SAFETY: `dev` is a live device; `sweep` is `cache`'s work item, freed only when the cache is
+        // dropped, which the pin prevents (`_cache`); `raw` is a valid out-pointer.
         kernel::error::to_result(unsafe {
             ffi::pevb_cpin_new(ffi::raw_dev(dev), addr, len, sweep, &mut raw)
         })?;
         let mut pin = CachedPin {
             raw,
+            _cache: cache.clone(),
             segs: KVec::new(),
             written: AtomicBool::new(false),
         };
@@ -68,14 +78,16 @@ impl CachedPin {
 
 impl Drop for CachedPin {
     fn drop(&mut self) {
-        // SAFETY: `self.raw` came from `pevb_cpin_new` and is released exactly once, here, outside the
-        // notifier callback.
-        unsafe { ffi::pevb_cpin_release(self.raw, self.written.load(Ordering::Relaxed)) };
+        // The last holder may be a request thread, which must not remove the notifier (helpers.c, struct
+        // pevb_work): the cache's work item releases it.
+        // SAFETY: `self.raw` came from `pevb_cpin_new` and is handed over exactly once, here; its work item
+        // is alive: `_cache` is dropped after this, and only the cache's drop frees the work item.
+        unsafe { ffi::pevb_cpin_release_later(self.raw, self.written.load(Ordering::Relaxed)) };
     }
 }
 
-/// A request's window `[offset, offset + len)` of a cached buffer. The whole buffer is handed to the device
-/// when it is taken and back to the CPU when it is dropped after a C2H (see `pevb_cpin_sync` for why whole).
+/// A request's window `[offset, offset + len)` of a cached buffer. That window (only) is handed to the
+/// device when it is taken and back to the CPU when it is dropped after a C2H (`pevb_cpin_sync` says why).
 pub(crate) struct CacheUse {
     pin: Arc<CachedPin>,
     offset: u64,
@@ -88,8 +100,8 @@ impl CacheUse {
         if !to_device {
             pin.written.store(true, Ordering::Relaxed);
         }
-        // SAFETY: the pin is live (we hold it).
-        unsafe { ffi::pevb_cpin_sync(pin.raw, true) };
+        // SAFETY: the pin is live (we hold it); the window lies inside it (`cache_policy` lookup).
+        unsafe { ffi::pevb_cpin_sync(pin.raw, offset, len, to_device, true) };
         Self {
             pin,
             offset,
@@ -112,8 +124,8 @@ impl CacheUse {
 impl Drop for CacheUse {
     fn drop(&mut self) {
         if !self.to_device {
-            // SAFETY: the pin is live (we hold it).
-            unsafe { ffi::pevb_cpin_sync(self.pin.raw, false) };
+            // SAFETY: as in `new`.
+            unsafe { ffi::pevb_cpin_sync(self.pin.raw, self.offset, self.len, false, false) };
         }
     }
 }
@@ -168,7 +180,7 @@ pub(crate) struct RegCache {
 /// Queued by a cached pin's notifier: drops the stale buffers.
 unsafe extern "C" fn sweep(data: *mut c_void) {
     // SAFETY: `data` is the cache that owns this work item; it frees the work item, waiting for this call,
-    // before it can go away (`stop_sweeps`).
+    // before it can go away (`RegCache`'s drop).
     let cache = unsafe { &*data.cast::<RegCache>() };
     let mut t = cache.table.lock();
     for slot in 0..CAPACITY {
@@ -201,7 +213,7 @@ impl RegCache {
             let data = core::ptr::from_ref::<RegCache>(&cache)
                 .cast_mut()
                 .cast::<c_void>();
-            // SAFETY: `data` outlives the work item: `stop_sweeps` frees it first.
+            // SAFETY: `data` outlives the work item: the cache's drop frees it first.
             let w = unsafe { ffi::pevb_work_new(Some(sweep), data) };
             if w.is_null() {
                 return Err(ENOMEM);
@@ -214,27 +226,34 @@ impl RegCache {
     /// Pins `[addr, addr + len)` of the caller's memory for one request on `card`: a cached buffer when one
     /// serves it or it can be cached, else a pin for this request only. `to_device`: the device only reads
     /// it.
-    pub(crate) fn get(&self, card: &Card, addr: u64, len: u64, to_device: bool) -> Result<HostPin> {
+    pub(crate) fn get(
+        this: &Arc<Self>,
+        card: &Card,
+        addr: u64,
+        len: u64,
+        to_device: bool,
+    ) -> Result<HostPin> {
         let r = Range {
             // SAFETY: plain read of the caller's mm pointer, used only as an identity.
             mm: unsafe { ffi::pevb_current_mm() },
             addr,
             len,
         };
-        let work = self.work.load(Ordering::Acquire);
+        let work = this.work.load(Ordering::Acquire);
         if !work.is_null() {
-            if let Some(u) = self.cached(card, r, to_device, work)? {
+            if let Some(u) = this.cached(this, card, r, to_device, work)? {
                 return Ok(HostPin::Cached(u));
             }
         }
         let once = UserPin::new(card.dev(), addr, len, to_device)?;
-        self.table.lock().policy.note_uncached();
+        this.table.lock().policy.note_uncached();
         Ok(HostPin::Once(once))
     }
 
     /// The cached way of `get`; `None`: pin for once only.
     fn cached(
         &self,
+        this: &Arc<Self>,
         card: &Card,
         r: Range,
         to_device: bool,
@@ -268,11 +287,11 @@ impl RegCache {
         if card.overlaps(want.mm, want.addr & !(page - 1), end) {
             return Ok(None);
         }
-        let pin = match CachedPin::new(card.dev(), want.addr, want.len, work) {
-            Ok(p) => p,
-            // Read-only memory the device only reads, or memory that kept changing: pin it for once.
-            Err(e) if to_device || e == EAGAIN => return Ok(None),
-            Err(e) => return Err(e),
+        // Not cacheable: read-only memory the device only reads, memory that kept changing, a file mapping
+        // that needs writeback (FOLL_LONGTERM refuses it). The one-off pin then serves it, or gives the
+        // request's real error (a bad address).
+        let Ok(pin) = CachedPin::new(card.dev(), want.addr, want.len, this, work) else {
+            return Ok(None);
         };
         let mut t = self.table.lock();
         if !t.closed {
@@ -325,24 +344,26 @@ impl RegCache {
     /// Close or card removal: drops (unmaps and, unless a request still holds it, unpins) every buffer and
     /// caches nothing more.
     pub(crate) fn close(&self) {
-        let mut t = self.table.lock();
-        t.closed = true;
-        t.clear();
-    }
-
-    /// Once closed, and with no request running: waits for a queued sweep and frees the work item.
-    pub(crate) fn stop_sweeps(&self) {
-        let w = self.work.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: `w` is null or our work item; after `close` no notifier of ours exists, so nothing can
-        // queue it again; no request runs (the file is being released), so nothing loaded it before the swap.
-        unsafe { ffi::pevb_work_free(w) };
+        {
+            let mut t = self.table.lock();
+            t.closed = true;
+            t.clear();
+        }
+        // Release (close) and unbind call this, never a request: the dropped buffers are unmapped by the
+        // time it returns, so nothing stays mapped past unbind.
+        // SAFETY: `work` is null or our live work item (freed only by the cache's drop).
+        unsafe { ffi::pevb_work_drain(self.work.load(Ordering::Acquire)) };
     }
 }
 
 #[pinned_drop]
 impl PinnedDrop for RegCache {
     fn drop(self: Pin<&mut Self>) {
-        // Release stops the sweeps; a cache dropped unused has no notifier that could have queued one.
-        self.stop_sweeps();
+        let w = self.work.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: `w` is null or our work item. Nothing can queue it any more: every cached pin holds the
+        // cache (`CachedPin::_cache`), so none exists now, and with it none of our notifiers; a request
+        // holds the file, which holds the cache. Nor does the work item run this drop: it only drops pins
+        // the table held, and the table is emptied (`close`) before the file lets go of the cache.
+        unsafe { ffi::pevb_work_free(w) };
     }
 }

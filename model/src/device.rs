@@ -81,7 +81,7 @@ impl State {
         self.stats.engines[dir.index()].runs += 1;
         if self.config.command() & config_space::COMMAND_MASTER == 0 {
             warn!(
-                "{dir:?}: Run set while bus mastering is disabled in the command register (DMA runs anyway)"
+                "{dir:?}: Run set while bus mastering is disabled in the command register (the DMA will fail)"
             );
         }
         let e = self.xdma.engine_mut(dir);
@@ -227,6 +227,8 @@ impl Device {
             st.config.write(o, data);
             // The command register's INTx disable bit gates the INTx level.
             st.update_irqs(&*self.shared.irq);
+            // Its bus master bit gates the engines' memory requests (a stuck engine waits on it).
+            self.shared.wake.notify_all();
         }
     }
 

@@ -21,6 +21,9 @@ pub enum FaultKind {
     DescError,
     /// The engine stays busy until Run is cleared.
     Hang,
+    /// The engine stays busy even after Run is cleared and the descriptor fetch is halted (a wedged engine):
+    /// only disabling bus mastering (or a reset) ends the transfer.
+    Stuck,
     /// The transfer completes but its interrupt is never sent.
     DropIrq,
     /// Completion is delayed.
@@ -29,7 +32,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in protocol order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::CorruptData,
         FaultKind::BadMagic,
         FaultKind::ReadError,
@@ -38,6 +41,7 @@ impl FaultKind {
         FaultKind::Hang,
         FaultKind::DropIrq,
         FaultKind::Slow,
+        FaultKind::Stuck,
     ];
 
     /// The name used on the control channel.
@@ -51,6 +55,7 @@ impl FaultKind {
             FaultKind::Hang => "hang",
             FaultKind::DropIrq => "drop_irq",
             FaultKind::Slow => "slow",
+            FaultKind::Stuck => "stuck",
         }
     }
 
@@ -101,6 +106,8 @@ pub struct TransferFaults {
     pub hang: bool,
     /// See [`FaultKind::DropIrq`].
     pub drop_irq: bool,
+    /// See [`FaultKind::Stuck`].
+    pub stuck: bool,
     /// See [`FaultKind::Slow`]: the delay before the engine starts fetching.
     pub slow: Option<Duration>,
 }
@@ -116,6 +123,7 @@ impl TransferFaults {
             self.desc_error,
             self.hang,
             self.drop_irq,
+            self.stuck,
             self.slow.is_some(),
         ]
         .into_iter()
@@ -166,6 +174,7 @@ impl FaultQueue {
                 FaultKind::Hang => f.hang = true,
                 FaultKind::DropIrq => f.drop_irq = true,
                 FaultKind::Slow => f.slow = Some(self.slow_delay),
+                FaultKind::Stuck => f.stuck = true,
             }
             if let Some(n) = &mut p.remaining {
                 *n -= 1;

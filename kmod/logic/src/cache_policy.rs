@@ -19,6 +19,10 @@ use crate::errno::Errno;
 pub const CAPACITY: usize = 64;
 /// Bytes one open file may keep cached unless it says otherwise.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+/// The most `max_bytes` SET_LIMITS accepts. Long-term pins are also charged to the caller's
+/// `RLIMIT_MEMLOCK`; this bounds what a process with CAP_IPC_LOCK (which that limit does not stop) keeps
+/// pinned through one file.
+pub const MAX_MAX_BYTES: u64 = 1 << 30;
 
 /// `len` bytes at user address `addr` of address space `mm` (an identity only, never dereferenced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +119,8 @@ pub enum Op {
     Flush,
 }
 
-/// Checks an IOC_REG_CACHE argument: a known op, limits within [`CAPACITY`], reserved words zero.
+/// Checks an IOC_REG_CACHE argument: a known op, limits within [`CAPACITY`] and [`MAX_MAX_BYTES`],
+/// reserved words zero.
 pub fn parse(req: &abi::RegCache) -> Result<Op, Errno> {
     if req.reserved.iter().any(|&r| r != 0) {
         return Err(Errno::EINVAL);
@@ -123,7 +128,9 @@ pub fn parse(req: &abi::RegCache) -> Result<Op, Errno> {
     match req.op {
         abi::REG_CACHE_QUERY => Ok(Op::Query),
         abi::REG_CACHE_FLUSH => Ok(Op::Flush),
-        abi::REG_CACHE_SET_LIMITS if req.max_entries as usize <= CAPACITY => {
+        abi::REG_CACHE_SET_LIMITS
+            if req.max_entries as usize <= CAPACITY && req.max_bytes <= MAX_MAX_BYTES =>
+        {
             Ok(Op::SetLimits(Limits {
                 max_entries: req.max_entries,
                 max_bytes: req.max_bytes,
@@ -565,6 +572,11 @@ mod tests {
             Err(Errno::EINVAL)
         );
         assert_eq!(parse(&q(3, 0)), Err(Errno::EINVAL));
+        let mut huge = q(abi::REG_CACHE_SET_LIMITS, 1);
+        huge.max_bytes = MAX_MAX_BYTES;
+        assert_eq!(parse(&huge), Ok(Op::SetLimits(limits(1, MAX_MAX_BYTES))));
+        huge.max_bytes = MAX_MAX_BYTES + 1;
+        assert_eq!(parse(&huge), Err(Errno::EINVAL));
         let mut bad = q(abi::REG_CACHE_QUERY, 0);
         bad.reserved[3] = 1;
         assert_eq!(parse(&bad), Err(Errno::EINVAL));

@@ -102,11 +102,16 @@ pub fn h2c2h(req: &abi::H2c2hDma) -> Result<RoundTrip, Errno> {
     })
 }
 
+/// Largest PIN_CUDA: no request can use more of a surface (DMA through a handle starts at its `va` and
+/// moves at most an H2C2H's length). Bounding it here keeps huge sizes away from the provider's page-array
+/// allocation (`1 << 40` would ask kvmalloc for over INT_MAX bytes, which warns).
+pub const MAX_PIN_CUDA_LEN: u64 = MAX_H2C2H_LEN;
+
 /// Checks PICOEVB_IOC_PIN_CUDA: returns the range to pin (the shim aligns it to the GPU page size and
 /// keeps the offset). A range beyond user space is EFAULT, as for every other user pointer.
 pub fn pin_cuda(req: &abi::PinCuda) -> Result<(u64, u64), Errno> {
     match req.va.checked_add(req.size) {
-        _ if req.size == 0 => Err(Errno::EINVAL),
+        _ if req.size == 0 || req.size > MAX_PIN_CUDA_LEN => Err(Errno::EINVAL),
         None => Err(Errno::EINVAL),
         Some(end) if end > USER_ADDR_LIMIT => Err(Errno::EFAULT),
         Some(_) => Ok((req.va, req.size)),
@@ -247,6 +252,9 @@ mod tests {
         assert_eq!(p(u64::MAX, 2), Err(Errno::EINVAL));
         assert_eq!(p(USER_ADDR_LIMIT, 1), Err(Errno::EFAULT));
         assert_eq!(p(0xffff_8880_0000_0000, 0x10000), Err(Errno::EFAULT));
+        assert_eq!(p(0x1000, MAX_PIN_CUDA_LEN), Ok((0x1000, MAX_PIN_CUDA_LEN)));
+        assert_eq!(p(0x1000, MAX_PIN_CUDA_LEN + 1), Err(Errno::EINVAL));
+        assert_eq!(p(0x1000, 1 << 40), Err(Errno::EINVAL));
     }
 
     #[test]

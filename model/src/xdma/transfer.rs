@@ -19,6 +19,7 @@ use log::{debug, warn};
 use picoevb_regs::xdma::{self, Descriptor, Dir};
 
 use crate::bram::BEAT_BYTES;
+use crate::config_space::COMMAND_MASTER;
 use crate::device::{Shared, State};
 use crate::guest_memory::Unmapped;
 use crate::xdma::engine::Job;
@@ -170,12 +171,21 @@ impl<'a> Transfer<'a> {
         Ok(())
     }
 
-    /// Before each descriptor: go on, wait (halted, hung), or stop (Run cleared).
+    /// Before each descriptor: go on, wait (halted, hung, stuck), or stop (Run cleared, or bus mastering
+    /// off: PCIe forbids a function to issue memory requests then, so the fetch fails).
     fn gate(&self) -> Result<Option<End>, Abandoned> {
         let mut st = self.shared.lock();
         loop {
             if self.stale(&st) {
                 return Err(Abandoned);
+            }
+            if st.config.command() & COMMAND_MASTER == 0 {
+                warn!("{:?}: DMA refused: bus mastering is disabled", self.dir);
+                return Ok(Some(End::Error(xdma::STAT_DESC_ERROR_UR)));
+            }
+            if self.job.faults.stuck {
+                st = self.shared.wait(st, None);
+                continue;
             }
             if !st.xdma.engine(self.dir).running() {
                 return Ok(Some(End::IdleStopped));

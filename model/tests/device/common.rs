@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use picoevb_model::config_space::{COMMAND, COMMAND_MASTER, COMMAND_MEMORY};
 use picoevb_model::{Device, DeviceOptions, FakeGuestMemory, GuestMemory, RecordingSink};
 use picoevb_regs::pci::{BAR_DMA, BAR_USER};
 use picoevb_regs::xdma::{self, Descriptor, Dir};
@@ -40,6 +41,11 @@ impl Rig {
         mem.add_region(RAM, RAM_SIZE);
         let irq = Arc::new(RecordingSink::new());
         let dev = Device::new(options, mem.clone(), irq.clone());
+        // What a driver does at probe: memory decoding and bus mastering on (DMA is refused without it).
+        dev.config_write(
+            COMMAND as u64,
+            &(COMMAND_MEMORY | COMMAND_MASTER).to_le_bytes(),
+        );
         Self { dev, mem, irq }
     }
 

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use picoevb_model::DeviceOptions;
+use picoevb_model::config_space::{COMMAND, COMMAND_MASTER, COMMAND_MEMORY};
 use picoevb_regs::xdma::{self, Descriptor, Dir};
 
 use crate::common::*;
@@ -556,6 +557,11 @@ fn reset_abandons_a_transfer_in_flight() {
         0,
         "halt cleared by reset"
     );
-    // The engine works again after the reset.
+    // The engine works again after the reset, once the driver enables bus mastering again.
+    r.set_cfg(
+        COMMAND as u64,
+        u32::from(COMMAND_MEMORY | COMMAND_MASTER),
+        2,
+    );
     assert_eq!(r.single(Dir::H2c, SRC, 0, 8), DONE);
 }

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use picoevb_model::config_space::{COMMAND, COMMAND_MASTER, COMMAND_MEMORY};
 use picoevb_model::{FaultKind, IrqLine, corrupt_mask};
 use picoevb_regs::xdma::{self, Dir};
 
@@ -135,6 +136,48 @@ fn hang_until_run_is_cleared() {
     r.wait(Dir::H2c);
     assert_eq!(r.ch(Dir::H2c, xdma::CH_STATUS), xdma::STAT_IDLE_STOPPED);
     assert_eq!(r.ch(Dir::H2c, xdma::CH_COMPLETED_COUNT), 0);
+}
+
+#[test]
+fn stuck_until_bus_mastering_is_disabled() {
+    let (r, _) = rig_with_data();
+    r.dev.inject(FaultKind::Stuck, 1, None);
+    r.put_desc(DESC, last(256, SRC, 0));
+    r.start(Dir::H2c, DESC, 0, CTRL_ALL);
+    // What a driver's stop does: clear Run, halt the descriptor fetch. The engine stays busy.
+    r.set_ch(Dir::H2c, xdma::CH_CONTROL_W1C, xdma::CTRL_RUN);
+    r.set_bar1(
+        xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1S,
+        Dir::H2c.sgdma_common_bit(),
+    );
+    assert!(!r.dev.wait_idle(Dir::H2c, Duration::from_millis(100)));
+    assert_eq!(
+        r.ch(Dir::H2c, xdma::CH_STATUS) & xdma::STAT_BUSY,
+        xdma::STAT_BUSY
+    );
+    assert_eq!(r.dev.peek_bram(0, 4), [0; 4]);
+    // Bus mastering off ends it without moving data.
+    r.set_cfg(COMMAND as u64, u32::from(COMMAND_MEMORY), 2);
+    r.wait(Dir::H2c);
+    assert_eq!(r.ch(Dir::H2c, xdma::CH_STATUS) & xdma::STAT_BUSY, 0);
+    assert_eq!(r.dev.peek_bram(0, 4), [0; 4]);
+}
+
+#[test]
+fn dma_refused_while_bus_mastering_is_off() {
+    let (r, data) = rig_with_data();
+    r.set_cfg(COMMAND as u64, u32::from(COMMAND_MEMORY), 2);
+    assert_eq!(r.single(Dir::H2c, SRC, 0, 256), xdma::STAT_DESC_ERROR_UR);
+    assert_eq!(r.dev.peek_bram(0, 4), [0; 4]);
+    assert_eq!(r.ch(Dir::H2c, xdma::CH_COMPLETED_COUNT), 0);
+    r.stop(Dir::H2c);
+    r.set_cfg(
+        COMMAND as u64,
+        u32::from(COMMAND_MEMORY | COMMAND_MASTER),
+        2,
+    );
+    assert_eq!(r.single(Dir::H2c, SRC, 0, 256), DONE);
+    assert_eq!(r.dev.peek_bram(0, 256), data);
 }
 
 #[test]

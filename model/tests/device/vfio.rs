@@ -193,7 +193,11 @@ fn vfio_user_session_end_to_end() {
         );
     }
 
-    // H2C from a buffer that straddles the two maps, then C2H back elsewhere.
+    // Bus mastering on (the DMA below is refused without it), then H2C from a buffer that straddles the two
+    // maps, and C2H back elsewhere.
+    s.client
+        .region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &0x0006u16.to_le_bytes())
+        .unwrap();
     let data = pattern(4096, 0x77);
     let src = IOVA + MAP - 2048;
     ram.write_all_at(&data, src - IOVA).unwrap();

@@ -6,6 +6,7 @@ mod cuda;
 mod dma;
 mod errors;
 mod faults;
+mod hardening;
 mod lifecycle;
 mod regcache;
 mod removal;
@@ -189,6 +190,7 @@ pub fn all() -> Vec<Test> {
     faults::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);
+    hardening::register(&mut v);
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
     removal::register(&mut v);
@@ -201,6 +203,7 @@ pub fn errno_name(e: i32) -> String {
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
         libc::EINTR => "EINTR",
+        libc::EAGAIN => "EAGAIN",
         libc::EIO => "EIO",
         libc::ENXIO => "ENXIO",
         libc::ENOMEM => "ENOMEM",

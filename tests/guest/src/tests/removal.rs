@@ -14,13 +14,19 @@ use std::time::{Duration, Instant};
 
 use picoevb_regs::pci;
 
-use super::{Ctx, Test, TestResult, ctx_err, ensure, round_trip, test};
+use super::regcache::{open_uncached, quiesce};
+use super::{Ctx, Test, TestResult, ctx_err, ensure, expect_errno, pins_are, round_trip, test};
 use crate::buf::GuardedBuf;
 use crate::dev::Device;
+use crate::kstat;
 
 pub fn register(v: &mut Vec<Test>) {
     v.push(test("removal::surprise_unplug_mid_dma", surprise_unplug));
     v.push(test("removal::remove_mid_dma_then_rescan", remove_mid_dma));
+    v.push(test(
+        "removal::wedged_engine_keeps_pins_until_unbind",
+        wedged_engine,
+    ));
 }
 
 /// The sysfs folders of the cards: the PCI functions with the design's vendor and device IDs. All of them
@@ -162,6 +168,41 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
     drop(busy);
 
     // The card comes back on a rescan and works.
+    rescan_and_use(ctx, &dev_path)
+}
+
+/// An engine that stays busy after the driver stopped it (the model's `stuck` fault) wedges the card: the
+/// DMA fails with EIO, every later request with EIO at once, and the DMA's pages stay pinned, even after
+/// close, until unbind (the device might still write them); bus mastering goes off, which ends the model's
+/// transfer. Remove and rescan bring the card back. Fails on a driver that unpins when stop fails (the
+/// pinned-page count drops back at once) or that lets the next request start on the busy engine.
+fn wedged_engine(ctx: &mut Ctx) -> TestResult {
+    let sysfs = card_sysfs()?;
+    let dev_path = ctx.dev_path.to_string();
+    quiesce(ctx.dev)?;
+    let dev = open_uncached(ctx)?;
+    let base = kstat::pinned_pages()?;
+    let src = GuardedBuf::new(65536, 0);
+    let addr = src.as_slice().as_ptr() as u64;
+    let pages = ((addr + 65536).div_ceil(4096) - addr / 4096) as i64;
+    ctx.rpc.get()?.inject("stuck", 1)?;
+    let r = dev.h2c(src.as_slice(), 0);
+    ctx.rpc.get()?.clear()?;
+    expect_errno("H2C on an engine that will not stop", r, libc::EIO)?;
+    pins_are(base + pages, Duration::ZERO, "after the wedge")?;
+    expect_errno(
+        "C2H on the wedged card",
+        dev.c2h(&mut [0u8; 4096], 0),
+        libc::EIO,
+    )?;
+    drop(dev);
+    pins_are(base + pages, Duration::ZERO, "after closing the file")?;
+    remove_all(&sysfs)?;
+    wait_for("/dev node removed", Duration::from_secs(5), || {
+        fs::metadata(&dev_path).is_err()
+    })?;
+    pins_are(base, Duration::from_secs(5), "after unbind")?;
+    drop(src);
     rescan_and_use(ctx, &dev_path)
 }
 

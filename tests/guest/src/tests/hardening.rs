@@ -1,0 +1,351 @@
+//! What users do that a happy path never does, each a defect the driver once had (issue 8): unloading the
+//! modules with files open, a huge PIN_CUDA, and a munmap that takes a surface and a cached host buffer
+//! while a request holds both.
+
+use std::ffi::CString;
+use std::io;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use picoevb_abi as abi;
+use picoevb_regs::pci::FPGA_RAM_SIZE;
+
+use super::cuda::{cuda, flavour, open, pin_range, surface};
+use super::regcache::quiesce;
+use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
+use crate::dev::{Device, Mapping};
+
+const RAM: usize = FPGA_RAM_SIZE as usize;
+/// The driver's largest PIN_CUDA (`kmod/logic` MAX_PIN_CUDA_LEN: an H2C2H's most).
+const MAX_PIN_CUDA_LEN: u64 = 256 << 20;
+/// How long a request may take before the test calls it hung (the engine timeout is 2 s).
+const HUNG: Duration = Duration::from_secs(30);
+
+pub fn register(v: &mut Vec<Test>) {
+    v.push(test(
+        "hardening::rmmod_with_open_file",
+        rmmod_with_open_file,
+    ));
+    v.push(cuda(
+        "hardening::rmmod_provider_with_pin",
+        rmmod_provider_with_pin,
+    ));
+    v.push(cuda("hardening::huge_pin_cuda", huge_pin_cuda));
+    v.push(test("hardening::memlock_charged", memlock_charged).needs(Needs::RegCache));
+    v.push(
+        test(
+            "hardening::c2h_keeps_a_neighbours_writes",
+            c2h_keeps_neighbour,
+        )
+        .needs(Needs::RegCache),
+    );
+    v.push(
+        test(
+            "hardening::munmap_surface_and_cached_buffer_mid_dma",
+            munmap_mid_dma,
+        )
+        .needs(Needs::JetsonRegCache),
+    );
+}
+
+/// `delete_module(name, O_NONBLOCK)`, what `rmmod` does.
+fn delete_module(name: &str) -> io::Result<()> {
+    let c = CString::new(name).expect("module name without NUL");
+    // SAFETY: a NUL-terminated name and a flags word; the syscall reads nothing else.
+    let rc = unsafe { libc::syscall(libc::SYS_delete_module, c.as_ptr(), libc::O_NONBLOCK) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// rmmod with `/dev/picoevb0` open must fail (the kernel says EWOULDBLOCK, i.e. EAGAIN, for a module in
+/// use): a module that unloads under an open file runs freed text at its close. Fails on a driver whose
+/// files take no module reference: the unload succeeds (and the suite's shared fd then crashes at close).
+fn rmmod_with_open_file(ctx: &mut Ctx) -> TestResult {
+    expect_errno(
+        "rmmod picoevb with /dev/picoevb0 open",
+        delete_module("picoevb"),
+        libc::EAGAIN,
+    )?;
+    sanity(ctx)
+}
+
+/// The provider cannot go while a surface it pinned is live, nor picoevb while that surface's free
+/// callback may still come.
+fn rmmod_provider_with_pin(ctx: &mut Ctx) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    let dev = open(ctx)?;
+    let s = surface(f, RAM)?;
+    let h = pin_range(&dev, s.va(), s.len())?;
+    expect_errno(
+        "rmmod gdr_nv_p2p with a surface pinned",
+        delete_module("gdr_nv_p2p"),
+        libc::EAGAIN,
+    )?;
+    expect_errno(
+        "rmmod picoevb with a surface pinned",
+        delete_module("picoevb"),
+        libc::EAGAIN,
+    )?;
+    super::cuda::unpin(&dev, h)
+}
+
+/// A PIN_CUDA larger than any request could use is EINVAL before anything is allocated. Fails on a driver
+/// that passes the size on: `1 << 40` then reaches the provider's page-array allocation (ENOMEM and a
+/// kvmalloc WARNING, which the harness counts as a splat).
+fn huge_pin_cuda(ctx: &mut Ctx) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    let dev = open(ctx)?;
+    let s = surface(f, RAM)?;
+    for size in [MAX_PIN_CUDA_LEN + 1, 1 << 40, u64::MAX >> 17] {
+        expect_errno(
+            &format!("PIN_CUDA of {size:#x} bytes"),
+            dev.pin_cuda(s.va(), size),
+            libc::EINVAL,
+        )?;
+    }
+    sanity(ctx)
+}
+
+/// One munmap takes a GPU surface (Jetson: host memory) and a cached host buffer while an H2C2H from that
+/// surface into that buffer runs. The provider's callback waits for the request's use of the surface; the
+/// sweep drops the buffer from the cache, so the request holds its last reference. A driver that drops the
+/// buffer first (removing its mmu notifier, which waits for the invalidation in progress) deadlocks with the
+/// callback: both the request and the munmap hang. Here both must return.
+fn munmap_mid_dma(ctx: &mut Ctx) -> TestResult {
+    let dev = open(ctx)?;
+    let m = ctx_err(
+        "mmap",
+        Mapping::new(2 * RAM, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let (gpu, host) = (m.addr(), m.addr() + RAM as u64);
+    let h = u64::from(pin_range(&dev, gpu, RAM)?);
+    let flags = abi::H2C2H_SRC_CUDA;
+    // SAFETY: `host` is our mapping, no Rust reference into it is live.
+    ctx_err("H2C2H surface -> host, caching the host side", unsafe {
+        dev.h2c2h_any(h, host, RAM as u64, flags)
+    })?;
+    ensure!(
+        ctx_err("REG_CACHE QUERY", dev.reg_cache_query())?.entries == 1,
+        "the host side was not cached"
+    );
+    let rpc = ctx.rpc.get()?;
+    let runs = rpc.state()?.h2c.runs;
+    rpc.inject_slow(1, 1500)?;
+
+    let (tx, rx) = mpsc::channel();
+    let dma_tx = tx.clone();
+    let dev = std::sync::Arc::new(dev);
+    let d = dev.clone();
+    thread::spawn(move || {
+        // SAFETY: as above; the mapping is unmapped under the call on purpose, the driver holds the pages.
+        let r = unsafe { d.h2c2h_any(h, host, RAM as u64, flags) };
+        let _ = dma_tx.send(("dma", r.map(|_| ())));
+    });
+    // The slow transfer has started: the request holds the surface and the cached buffer.
+    let until = Instant::now() + HUNG;
+    while rpc.state()?.h2c.runs == runs {
+        ensure!(Instant::now() < until, "the H2C never started");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (addr, len) = (m.addr() as usize, m.len());
+    std::mem::forget(m);
+    thread::spawn(move || {
+        // SAFETY: our own mapping (forgotten above, so unmapped once); no Rust reference points into it.
+        let rc = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+        let r = if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
+        let _ = tx.send(("munmap", r));
+    });
+    for _ in 0..2 {
+        let (what, r) = rx.recv_timeout(HUNG).map_err(|_| {
+            format!(
+                "the H2C2H or the munmap hung for {HUNG:?}: request and surface callback deadlocked"
+            )
+        })?;
+        match (what, r) {
+            ("munmap", r) => ctx_err("munmap", r)?,
+            // The DMA may also see the surface die first: EINVAL, never a hang.
+            (_, Ok(())) => {}
+            (_, Err(e)) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            (_, r) => ctx_err("H2C2H during the munmap", r)?,
+        }
+    }
+    ctx.rpc.get()?.clear()?;
+    expect_errno(
+        "DMA with the unmapped surface's handle",
+        dev.h2c_cuda(h, 0, 4096),
+        libc::EINVAL,
+    )?;
+    sanity(ctx)
+}
+
+/// `VmPin` of /proc/self/status in bytes: the pages charged to this process's `RLIMIT_MEMLOCK` as pinned.
+fn vm_pin() -> Result<i64, String> {
+    let st = std::fs::read_to_string("/proc/self/status").map_err(|e| format!("status: {e}"))?;
+    st.lines()
+        .find_map(|l| l.strip_prefix("VmPin:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        .map(|kb| kb << 10)
+        .ok_or_else(|| "no VmPin line in /proc/self/status".to_string())
+}
+
+/// Drops CAP_IPC_LOCK from the calling thread's effective set (capabilities are per thread), so
+/// `RLIMIT_MEMLOCK` applies to it.
+fn drop_ipc_lock() -> io::Result<()> {
+    const CAP_IPC_LOCK: u32 = 14;
+    let mut hdr = [0x2008_0522u32, 0]; // _LINUX_CAPABILITY_VERSION_3, this thread
+    let mut data = [0u32; 6]; // two {effective, permitted, inheritable}
+    // SAFETY: the header and a two-element data array of the v3 layout, both ours.
+    if unsafe { libc::syscall(libc::SYS_capget, hdr.as_mut_ptr(), data.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    data[0] &= !(1 << CAP_IPC_LOCK);
+    // SAFETY: as above.
+    if unsafe { libc::syscall(libc::SYS_capset, hdr.as_mut_ptr(), data.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn set_memlock(bytes: u64) -> io::Result<libc::rlimit> {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let new = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: plain in-pointer.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &new) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
+/// Buffers the registration cache keeps pinned are charged to the process's `RLIMIT_MEMLOCK` (VmPin), as
+/// RDMA charges its long-term pins: one that would go over the limit is pinned for its request only. Fails
+/// on a driver that charges nothing (VmPin stays 0, the big buffer is cached).
+fn memlock_charged(ctx: &mut Ctx) -> TestResult {
+    const LIMIT: i64 = 256 << 10;
+    quiesce(ctx.dev)?;
+    let path = ctx.dev_path.to_string();
+    let base = vm_pin()?;
+    let old = ctx_err(
+        "setrlimit(RLIMIT_MEMLOCK)",
+        set_memlock((base + LIMIT) as u64),
+    )?;
+    let r = thread::spawn(move || -> TestResult {
+        ctx_err("capset without CAP_IPC_LOCK", drop_ipc_lock())?;
+        let dev = ctx_err("open", Device::open(&path))?;
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let small = ctx_err("mmap", Mapping::new(RAM, rw))?;
+        ctx_err("H2C of 64 KiB", dev.h2c(small.as_slice(), 0))?;
+        let pinned = vm_pin()? - base;
+        ensure!(
+            pinned == RAM as i64,
+            "a cached 64 KiB buffer: VmPin grew by {pinned} bytes, want {RAM}"
+        );
+        let src = ctx_err("mmap", Mapping::new(1 << 20, rw))?;
+        let mut dst = ctx_err("mmap", Mapping::new(1 << 20, rw))?;
+        for i in 0..2 {
+            ctx_err(
+                &format!("H2C2H of 1 MiB, over RLIMIT_MEMLOCK, #{i}"),
+                dev.h2c2h(src.as_slice(), dst.as_mut_slice()),
+            )?;
+        }
+        let st = ctx_err("REG_CACHE QUERY", dev.reg_cache_query())?;
+        let pinned = vm_pin()? - base;
+        ensure!(
+            pinned == RAM as i64 && st.entries == 1,
+            "after H2C2H over the limit: VmPin grew by {pinned} bytes, want {RAM}; cache {st:?}"
+        );
+        ctx_err("REG_CACHE FLUSH", dev.reg_cache_flush())?;
+        let until = Instant::now() + Duration::from_secs(5);
+        while vm_pin()? != base {
+            ensure!(
+                Instant::now() < until,
+                "VmPin {} bytes after FLUSH, want {base}",
+                vm_pin()?
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    })
+    .join()
+    .map_err(|_| "memlock thread panicked".to_string());
+    ctx_err("restore RLIMIT_MEMLOCK", set_memlock(old.rlim_cur))?;
+    r??;
+    sanity(ctx)
+}
+
+/// Two buffers that share a page are cached as one (merged). A C2H into the first, while the CPU writes the
+/// second, must leave the second as the CPU wrote it: only the request's bytes are handed back to the CPU.
+/// Fails under swiotlb=force on a driver that syncs the whole cached buffer (the bounce copy of the second
+/// buffer, taken before the DMA, is copied back over the CPU's writes).
+fn c2h_keeps_neighbour(ctx: &mut Ctx) -> TestResult {
+    const HALF: usize = 2048;
+    let dev = open(ctx)?;
+    let mut m = ctx_err(
+        "mmap",
+        Mapping::new(4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    ctx.rng.fill(m.as_mut_slice());
+    let (a, b) = (m.addr(), m.addr() + HALF as u64);
+    ctx_err("H2C of the first half", dev.h2c_at(a, HALF as u64, 0))?;
+    ctx_err(
+        "H2C of the second half",
+        dev.h2c_at(b, HALF as u64, HALF as u64),
+    )?;
+    let st = ctx_err("REG_CACHE QUERY", dev.reg_cache_query())?;
+    ensure!(
+        st.entries == 1 && st.bytes == 4096,
+        "the two halves were not merged into one cached buffer: {st:?}"
+    );
+    let mut want_a = vec![0u8; HALF];
+    ctx.rng.fill(&mut want_a);
+    let verify = super::regcache::open_uncached(ctx)?;
+    ctx_err("H2C of the data for the first half", verify.h2c(&want_a, 0))?;
+    let rpc = ctx.rpc.get()?;
+    let runs = rpc.state()?.c2h.runs;
+    rpc.inject_slow(1, 1000)?;
+    let dev = std::sync::Arc::new(dev);
+    let d = dev.clone();
+    let c2h = thread::spawn(move || {
+        // SAFETY: `a` is the first half of our mapping; no Rust reference into it is live meanwhile.
+        unsafe { d.c2h_at(a, HALF as u64, 0) }
+    });
+    let until = Instant::now() + HUNG;
+    while rpc.state()?.c2h.runs == runs {
+        ensure!(Instant::now() < until, "the C2H never started");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let mut want_b = vec![0u8; HALF];
+    ctx.rng.fill(&mut want_b);
+    // SAFETY: the second half of our mapping, which the DMA does not touch.
+    unsafe { std::ptr::copy_nonoverlapping(want_b.as_ptr(), b as *mut u8, HALF) };
+    let r = c2h.join().map_err(|_| "C2H thread panicked".to_string())?;
+    ctx.rpc.get()?.clear()?;
+    ctx_err("C2H into the first half", r)?;
+    crate::buf::compare(
+        "the first half after the C2H",
+        &want_a,
+        &m.as_slice()[..HALF],
+    )?;
+    crate::buf::compare(
+        "the second half, written by the CPU during the C2H",
+        &want_b,
+        &m.as_slice()[HALF..],
+    )
+}
