@@ -8,6 +8,8 @@
 //!   (default 1; 0 = until cleared). `delay_ms` only for `slow`.
 //! * `{"cmd":"clear"}` -> disarm all faults. `{"cmd":"reset_counters"}` -> zero the counters.
 //! * `{"cmd":"unplug"}` / `{"cmd":"replug"}` -> surprise removal of the card and its re-insertion.
+//! * `{"cmd":"timing"}` -> timing mode's modeled clock, per-engine counters and parameters;
+//!   `"enable":true|false` and `"params":{NAME:N}` switch it (see `timing` and docs/perf.md).
 //!
 //! Errors: `{"ok":false,"error":"..."}`.
 
@@ -101,10 +103,39 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
             );
             Ok(json!({ "ok": true }))
         }
+        "timing" => timing(device, object),
         other => Err(format!(
-            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug)"
+            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug, timing)"
         )),
     }
+}
+
+/// `{"cmd":"timing"}` reports the modeled clock and counters; `"enable":true|false` turns timing mode on
+/// (clock and counters from 0) or off, `"params":{NAME:N,...}` changes parameters of the current ones.
+fn timing(device: &Device, object: &serde_json::Map<String, Value>) -> Result<Value, String> {
+    let enable = match object.get("enable") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err("\"enable\" must be true or false".into()),
+    };
+    if let Some(params) = object.get("params") {
+        let map = params
+            .as_object()
+            .ok_or("\"params\" must be an object of timing parameters")?;
+        let mut p = device.timing_params();
+        for (name, v) in map {
+            let v = optional_u64(Some(v), name)?.ok_or(format!("\"{name}\" needs a value"))?;
+            crate::timing::set_param(&mut p, name, v)?;
+        }
+        p.validate()?;
+        if enable == Some(false) {
+            return Err("\"params\" with \"enable\":false makes no sense".into());
+        }
+        device.set_timing(Some(p));
+    } else if let Some(on) = enable {
+        device.set_timing(on.then(|| device.timing_params()));
+    }
+    Ok(device.timing_json())
 }
 
 fn optional_u64(v: Option<&Value>, name: &str) -> Result<Option<u64>, String> {

@@ -19,6 +19,7 @@ pub mod interrupts;
 pub mod mapped_memory;
 pub mod options;
 pub mod stats;
+pub mod timing;
 pub mod user_bar;
 pub mod vfio;
 pub mod xdma;

@@ -8,4 +8,5 @@ mod dma;
 mod faults;
 mod irq;
 mod pci;
+mod timing;
 mod vfio;
