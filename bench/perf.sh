@@ -4,7 +4,7 @@
 # `gdr-guest-tests perf` in the guest: H2C, C2H and H2C2H at each size, host memory (registration cache
 # hit, miss, off) and GPU surfaces (pinned once, pinned per request), each beside the reference driver's
 # scheme done through the same ABI on the same model (serial round trip in 64 KiB windows, one descriptor
-# per DMA, pin per call). Prints the PERF lines, then "N passed, M failed". Judged by the harness like any
+# per DMA, pin per call). Prints the GUEST PERF lines, then "N passed, M failed". Judged by the harness like any
 # boot: a DMA or byte check failing fails it, times never do.
 #   GDR_PERF_SIZES   (default 4K,64K,1M,16M): request sizes
 #   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 16 requests, at least 1)
@@ -21,5 +21,5 @@ counted "perf: the performance report, sizes $SIZES" "$LOG" \
   harness "$GDR_P2P" "$GDR_KO" -- --mode perf --model-arg=--timing "--model-arg=$TIMING" \
   --guest-args "--sizes $SIZES --volume $VOLUME" --timeout 3600
 echo "performance report (MB/s on the model's clock; wall: TCG guest time, compare within this run only):"
-grep -h "^PERF" "$LOG" || echo "no PERF lines: see $LOG"
+grep -h "GUEST PERF" "$LOG" || echo "no GUEST PERF lines: see $LOG"
 finish

@@ -1,7 +1,7 @@
 //! `gdr-guest-tests perf`: the performance report (bench/perf.sh, docs/perf.md).
 //!
 //! For H2C, C2H and H2C2H at each size, from host memory and from GPU surfaces, it runs the same transfer
-//! several ways on the same model in the same boot and prints one `PERF` line each:
+//! several ways on the same model in the same boot and prints one `GUEST PERF` line each:
 //! * `hit`: gdr with the registration cache warm (host), or a surface pinned once (GPU);
 //! * `miss`: gdr, first use of each buffer (a fresh buffer per request, cache on), or PIN_CUDA + DMA +
 //!   UNPIN per request (GPU);
@@ -221,7 +221,7 @@ impl Ctx {
             .map(|(s, l)| {
                 pagemap::contiguous_runs(addr + s as u64, l as u64).unwrap_or_else(|e| {
                     if !self.page_runs {
-                        println!("PERF NOTE reference runs split per page: {e}");
+                        println!("GUEST PERF NOTE reference runs split per page: {e}");
                         self.page_runs = true;
                     }
                     per_page(addr + s as u64, l as u64)
@@ -498,7 +498,7 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
             .pins
             .map_or("n/a".into(), |p| format!("{:.1}", p as f64 / r.reps as f64));
         println!(
-            "PERF {} {mem} {size} {}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
+            "GUEST PERF {} {mem} {size} {}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
              descriptors {:.1}/MiB, runs {:.1}/MiB, {pins} pages pinned/req, wall {:.1} us/req, x{}",
             op.name(),
             r.scheme.name(),
@@ -523,7 +523,7 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
         get(Scheme::Reference),
     );
     println!(
-        "PERF VS {} {mem} {size}: modeled MB/s hit/reference {}, miss/reference {}; wall reference/hit {}, \
+        "GUEST PERF VS {} {mem} {size}: modeled MB/s hit/reference {}, miss/reference {}; wall reference/hit {}, \
          reference/miss {}; wall miss/uncached {}, hit/uncached {}",
         op.name(),
         ratio(hit, rf, Row::mbps),
@@ -550,7 +550,7 @@ fn setup(opts: &Options) -> Result<Ctx, String> {
     };
     let ceiling = (ceil("h2c")?, ceil("c2h")?);
     println!(
-        "PERF MODEL ceilings h2c {:.1} MB/s, c2h {:.1} MB/s, round trip full duplex {:.1}, serial {:.1}; \
+        "GUEST PERF MODEL ceilings h2c {:.1} MB/s, c2h {:.1} MB/s, round trip full duplex {:.1}, serial {:.1}; \
          parameters {}",
         ceiling.0,
         ceiling.1,
