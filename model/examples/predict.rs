@@ -38,7 +38,9 @@ fn start(t: &mut Timing, dir: Dir, descs: &[(u64, u64)]) {
     for _ in 0..3 {
         t.mmio_write();
     }
-    let p = t.start(dir, t.params.mps, t.params.mrrs).expect("timing on");
+    let p = t
+        .start(dir, t.params.mps, t.params.mrrs)
+        .expect("timing on");
     let mut c = RunCost::new(dir, p);
     // Adjacent blocks of at most 64 (a chain in one 4 KiB table never needs more than 2).
     for b in descs.chunks(64) {
