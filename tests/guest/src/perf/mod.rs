@@ -70,6 +70,8 @@ impl Op {
 enum Scheme {
     Hit,
     Miss,
+    /// A miss when the cache is full: it evicts (unpins) another buffer in the request.
+    MissFull,
     Uncached,
     Reference,
 }
@@ -79,6 +81,7 @@ impl Scheme {
         match self {
             Scheme::Hit => "hit",
             Scheme::Miss => "miss",
+            Scheme::MissFull => "miss-full",
             Scheme::Uncached => "uncached",
             Scheme::Reference => "reference",
         }
@@ -386,25 +389,34 @@ fn host_case(ctx: &mut Ctx, op: Op, size: usize, reps: u64) -> Result<Vec<Row>, 
         )?;
         rows.push(row);
     }
-    // Miss: a fresh pair of buffers per request, cache on.
-    let dev = ctx.open(true)?;
-    let mut pairs = (0..reps)
-        .map(|_| buffers(ctx, op, size, &pattern))
-        .collect::<Result<Vec<_>, _>>()?;
-    let row = ctx.measure(Scheme::Miss, bytes, reps, |i| {
-        let (src, dst) = &mut pairs[i as usize];
-        timed(|| gdr_host(&dev, op, src, dst))
-    })?;
-    let (src, dst) = pairs.last().expect("reps > 0");
-    verify(
-        ctx,
-        op,
-        &what(Scheme::Miss),
-        src.as_slice(),
-        dst.as_slice(),
-        &pattern,
-    )?;
-    rows.insert(1, row);
+    // Miss: a fresh pair of buffers per request, cache on; with room, and with a cache of one entry, so
+    // that every miss evicts the previous buffer (the steady state of single-use buffers).
+    for (at, scheme) in [(1, Scheme::Miss), (2, Scheme::MissFull)] {
+        let dev = ctx.open(true)?;
+        if scheme == Scheme::MissFull {
+            let max_bytes = io("REG_CACHE", dev.reg_cache_query())?.max_bytes;
+            io("REG_CACHE", dev.reg_cache_set_limits(1, max_bytes))?;
+            let (src, mut dst) = buffers(ctx, op, size, &pattern)?;
+            gdr_host(&dev, op, &src, &mut dst)?;
+        }
+        let mut pairs = (0..reps)
+            .map(|_| buffers(ctx, op, size, &pattern))
+            .collect::<Result<Vec<_>, _>>()?;
+        let row = ctx.measure(scheme, bytes, reps, |i| {
+            let (src, dst) = &mut pairs[i as usize];
+            timed(|| gdr_host(&dev, op, src, dst))
+        })?;
+        let (src, dst) = pairs.last().expect("reps > 0");
+        verify(
+            ctx,
+            op,
+            &what(scheme),
+            src.as_slice(),
+            dst.as_slice(),
+            &pattern,
+        )?;
+        rows.insert(at, row);
+    }
     Ok(rows)
 }
 
@@ -516,21 +528,23 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
         (Some(a), Some(b)) if f(b) > 0.0 => format!("{:.2}x", f(a) / f(b)),
         _ => "n/a".into(),
     };
-    let (hit, miss, unc, rf) = (
+    let (hit, miss, full, unc, rf) = (
         get(Scheme::Hit),
         get(Scheme::Miss),
+        get(Scheme::MissFull),
         get(Scheme::Uncached),
         get(Scheme::Reference),
     );
     println!(
         "GUEST PERF VS {} {mem} {size}: modeled MB/s hit/reference {}, miss/reference {}; wall reference/hit {}, \
-         reference/miss {}; wall miss/uncached {}, hit/uncached {}",
+         reference/miss {}; wall miss/uncached {}, miss-full/uncached {}, hit/uncached {}",
         op.name(),
         ratio(hit, rf, Row::mbps),
         ratio(miss, rf, Row::mbps),
         ratio(rf, hit, Row::wall_us),
         ratio(rf, miss, Row::wall_us),
         ratio(miss, unc, Row::wall_us),
+        ratio(full, unc, Row::wall_us),
         ratio(hit, unc, Row::wall_us),
     );
 }
