@@ -108,6 +108,17 @@ struct Row {
 }
 
 impl Row {
+    fn new(scheme: Scheme, bytes: u64) -> Self {
+        Row {
+            scheme,
+            bytes,
+            reps: 0,
+            model: Counters::default(),
+            pins: Some(0),
+            wall: Duration::ZERO,
+        }
+    }
+
     fn mbps(&self) -> f64 {
         (self.bytes * self.reps) as f64 * 1000.0 / self.model.clock_ns.max(1) as f64
     }
@@ -170,35 +181,28 @@ impl Ctx {
         }
     }
 
-    /// Runs `one` `reps` times; each call returns the wall time of its request.
-    fn measure(
+    /// One request (`one` returns its wall time), added to `row` with the model's counters around it.
+    /// Callers interleave the schemes request by request, so drift in the emulator's speed hits all alike.
+    fn once(
         &mut self,
-        scheme: Scheme,
-        bytes: u64,
-        reps: u64,
-        mut one: impl FnMut(u64) -> Result<Duration, String>,
-    ) -> Result<Row, String> {
+        row: &mut Row,
+        one: impl FnOnce() -> Result<Duration, String>,
+    ) -> Result<(), String> {
         let c0 = self.counters()?;
         let p0 = kstat::pins_acquired().ok();
-        let mut wall = Duration::ZERO;
-        for i in 0..reps {
-            wall += one(i)?;
-        }
+        row.wall += one()?;
         let p1 = kstat::pins_acquired().ok();
         let c1 = self.counters()?;
-        Ok(Row {
-            scheme,
-            bytes,
-            reps,
-            model: Counters {
-                clock_ns: c1.clock_ns - c0.clock_ns,
-                irqs: c1.irqs - c0.irqs,
-                descs: c1.descs - c0.descs,
-                runs: c1.runs - c0.runs,
-            },
-            pins: p0.zip(p1).map(|(a, b)| b - a),
-            wall,
-        })
+        row.reps += 1;
+        row.model.clock_ns += c1.clock_ns - c0.clock_ns;
+        row.model.irqs += c1.irqs - c0.irqs;
+        row.model.descs += c1.descs - c0.descs;
+        row.model.runs += c1.runs - c0.runs;
+        row.pins = match (row.pins, p0, p1) {
+            (Some(p), Some(a), Some(b)) => Some(p + b - a),
+            _ => None,
+        };
+        Ok(())
     }
 
     /// Writes `pattern` into card RAM at 0 (what C2H cases read).
@@ -358,70 +362,105 @@ fn buffers(
     Ok((src, dst))
 }
 
+/// Physically contiguous runs `(offset, len)` of each 64 KiB window of a buffer.
+type Runs = Vec<Vec<(u64, u64)>>;
+
+/// One scheme's file and buffers for a host case: one pair reused, or (misses) a fresh pair per request.
+struct Lane {
+    row: Row,
+    dev: Device,
+    pairs: Vec<(Mapping, Mapping)>,
+    runs: (Runs, Runs),
+}
+
+/// Request `i` of a lane's scheme.
+fn lane_request(
+    scheme: Scheme,
+    dev: &Device,
+    pairs: &mut [(Mapping, Mapping)],
+    runs: &(Runs, Runs),
+    op: Op,
+    i: u64,
+) -> Result<Duration, String> {
+    let k = if pairs.len() == 1 { 0 } else { i as usize };
+    let (src, dst) = &mut pairs[k];
+    timed(|| match scheme {
+        Scheme::Reference => ref_host(dev, op, src, dst, &runs.0, &runs.1),
+        _ => gdr_host(dev, op, src, dst),
+    })
+}
+
 fn host_case(ctx: &mut Ctx, op: Op, size: usize, reps: u64) -> Result<Vec<Row>, String> {
     let mut pattern = vec![0u8; RAM];
     ctx.rng.fill(&mut pattern);
     ctx.put_ram(&pattern)?;
     let bytes = size as u64;
-    let mut rows = Vec::new();
-    let what = |s: Scheme| format!("{} host {size} {}", op.name(), s.name());
-    // Hit and uncached: the same buffers every request (hit after one warm-up).
-    for scheme in [Scheme::Hit, Scheme::Uncached, Scheme::Reference] {
-        let dev = ctx.open(scheme == Scheme::Hit)?;
-        let (src, mut dst) = buffers(ctx, op, size, &pattern)?;
-        let (src_runs, dst_runs) = (ctx.runs(src.addr(), size), ctx.runs(dst.addr(), size));
-        if scheme == Scheme::Hit {
-            gdr_host(&dev, op, &src, &mut dst)?;
-        }
-        let row = ctx.measure(scheme, bytes, reps, |_| {
-            timed(|| match scheme {
-                Scheme::Reference => ref_host(&dev, op, &src, &mut dst, &src_runs, &dst_runs),
-                _ => gdr_host(&dev, op, &src, &mut dst),
-            })
-        })?;
-        verify(
-            ctx,
-            op,
-            &what(scheme),
-            src.as_slice(),
-            dst.as_slice(),
-            &pattern,
-        )?;
-        rows.push(row);
-    }
-    // Miss: a fresh pair of buffers per request, cache on; with room, and with a cache of one entry, so
-    // that every miss evicts the previous buffer (the steady state of single-use buffers).
-    for (at, scheme) in [(1, Scheme::Miss), (2, Scheme::MissFull)] {
-        let dev = ctx.open(true)?;
-        if scheme == Scheme::MissFull {
-            let max_bytes = io("REG_CACHE", dev.reg_cache_query())?.max_bytes;
-            io("REG_CACHE", dev.reg_cache_set_limits(1, max_bytes))?;
-            let (src, mut dst) = buffers(ctx, op, size, &pattern)?;
-            gdr_host(&dev, op, &src, &mut dst)?;
-        }
-        let mut pairs = (0..reps)
+    let mut lanes = Vec::new();
+    for scheme in [
+        Scheme::Hit,
+        Scheme::Miss,
+        Scheme::MissFull,
+        Scheme::Uncached,
+        Scheme::Reference,
+    ] {
+        let dev = ctx.open(!matches!(scheme, Scheme::Uncached | Scheme::Reference))?;
+        let fresh = matches!(scheme, Scheme::Miss | Scheme::MissFull);
+        let pairs = (0..if fresh { reps } else { 1 })
             .map(|_| buffers(ctx, op, size, &pattern))
             .collect::<Result<Vec<_>, _>>()?;
-        let row = ctx.measure(scheme, bytes, reps, |i| {
-            let (src, dst) = &mut pairs[i as usize];
-            timed(|| gdr_host(&dev, op, src, dst))
-        })?;
-        let (src, dst) = pairs.last().expect("reps > 0");
-        verify(
-            ctx,
-            op,
-            &what(scheme),
-            src.as_slice(),
-            dst.as_slice(),
-            &pattern,
-        )?;
-        rows.insert(at, row);
+        let (s, d) = (pairs[0].0.addr(), pairs[0].1.addr());
+        let runs = match scheme {
+            Scheme::Reference => (ctx.runs(s, size), ctx.runs(d, size)),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let mut lane = Lane {
+            row: Row::new(scheme, bytes),
+            dev,
+            pairs,
+            runs,
+        };
+        match scheme {
+            // Warm: the buffer is cached before the first timed request.
+            Scheme::Hit => {
+                let (src, dst) = &mut lane.pairs[0];
+                gdr_host(&lane.dev, op, src, dst)?;
+            }
+            // A cache of one entry, already holding a buffer: every timed miss evicts one.
+            Scheme::MissFull => {
+                let max_bytes = io("REG_CACHE", lane.dev.reg_cache_query())?.max_bytes;
+                io("REG_CACHE", lane.dev.reg_cache_set_limits(1, max_bytes))?;
+                let (src, mut dst) = buffers(ctx, op, size, &pattern)?;
+                gdr_host(&lane.dev, op, &src, &mut dst)?;
+            }
+            _ => {}
+        }
+        lanes.push(lane);
     }
-    Ok(rows)
+    for i in 0..reps {
+        for lane in &mut lanes {
+            let scheme = lane.row.scheme;
+            let Lane {
+                row,
+                dev,
+                pairs,
+                runs,
+            } = lane;
+            ctx.once(row, || lane_request(scheme, dev, pairs, runs, op, i))?;
+            if i + 1 == reps {
+                // Checked at once: the next scheme's request overwrites the card RAM.
+                let what = format!("{} host {size} {}", op.name(), lane.row.scheme.name());
+                let (src, dst) = lane.pairs.last().expect("a pair");
+                verify(ctx, op, &what, src.as_slice(), dst.as_slice(), &pattern)?;
+            }
+        }
+    }
+    Ok(lanes.into_iter().map(|l| l.row).collect())
 }
 
 /// GPU surfaces (provider loaded): pinned once, pinned per request, and the reference's pin per 64 KiB
-/// window and call. One-way only up to the RAM size: a handle's DMA starts at the surface's start.
+/// window and call, each scheme on its own pair of surfaces (a range is pinned once per process), the
+/// schemes taking turns request by request. One-way only up to the RAM size: a handle's DMA starts at the
+/// surface's start.
 fn gpu_case(
     ctx: &mut Ctx,
     op: Op,
@@ -433,14 +472,19 @@ fn gpu_case(
     ctx.rng.fill(&mut pattern);
     ctx.put_ram(&pattern)?;
     let dev = ctx.open(true)?;
-    let surf = |len| io("surface", Surface::new(fl, len));
-    let (mut src, mut dst) = (surf(size)?, surf(size)?);
-    src.fill_random(&mut ctx.rng);
-    match op {
-        Op::C2h => dst.fill_complement(&pattern[..size]),
-        _ => dst.fill_complement(&src.as_slice()[..size]),
-    }
     let len = size as u64;
+    let schemes = [Scheme::Hit, Scheme::Miss, Scheme::Reference];
+    let mut surfaces = Vec::new();
+    for _ in schemes {
+        let surf = |len| io("surface", Surface::new(fl, len));
+        let (mut src, mut dst) = (surf(size)?, surf(size)?);
+        src.fill_random(&mut ctx.rng);
+        match op {
+            Op::C2h => dst.fill_complement(&pattern[..size]),
+            _ => dst.fill_complement(&src.as_slice()[..size]),
+        }
+        surfaces.push((src, dst));
+    }
     let pin = |va: u64, n: u64| io("PIN_CUDA", dev.pin_cuda(va, n)).map(u64::from);
     let unpin = |h: u64| io("UNPIN_CUDA", dev.unpin_cuda(h as u32));
     // One request on handles `hs` (source) and `hd` (destination) of `n` bytes.
@@ -456,50 +500,59 @@ fn gpu_case(
             .map(|_| ()),
         }
     };
-    let (sva, dva) = (src.va(), dst.va());
-    let mut rows = Vec::new();
-    let (hs, hd) = (pin(sva, len)?, pin(dva, len)?);
-    rows.push(ctx.measure(Scheme::Hit, len, reps, |_| timed(|| request(hs, hd, len)))?);
-    unpin(hs)?;
-    unpin(hd)?;
-    rows.push(ctx.measure(Scheme::Miss, len, reps, |_| {
-        timed(|| {
-            let (hs, hd) = (pin(sva, len)?, pin(dva, len)?);
-            request(hs, hd, len)?;
-            unpin(hs)?;
-            unpin(hd)
-        })
-    })?);
-    rows.push(ctx.measure(Scheme::Reference, len, reps, |_| {
-        timed(|| {
-            for (s, l) in windows(size) {
-                let (s, l) = (s as u64, l as u64);
-                let (hs, hd) = (pin(sva + s, l)?, pin(dva + s, l)?);
-                match op {
-                    Op::H2c2h => {
-                        io("h2c", dev.h2c_cuda(hs, 0, l))?;
-                        // SAFETY: no reference into the destination surface is live during the call.
-                        io("c2h", unsafe { dev.c2h_cuda(hd, 0, l) })?;
+    let va = |k: usize| (surfaces[k].0.va(), surfaces[k].1.va());
+    let (hit_s, hit_d) = va(0);
+    let pinned = (pin(hit_s, len)?, pin(hit_d, len)?);
+    let mut rows: Vec<Row> = schemes.iter().map(|&s| Row::new(s, len)).collect();
+    for i in 0..reps {
+        for (k, row) in rows.iter_mut().enumerate() {
+            let (sva, dva) = va(k);
+            ctx.once(row, || {
+                timed(|| match schemes[k] {
+                    Scheme::Hit => request(pinned.0, pinned.1, len),
+                    Scheme::Miss => {
+                        let (hs, hd) = (pin(sva, len)?, pin(dva, len)?);
+                        request(hs, hd, len)?;
+                        unpin(hs)?;
+                        unpin(hd)
                     }
-                    _ => request(hs, hd, l)?,
-                }
-                unpin(hs)?;
-                unpin(hd)?;
+                    _ => {
+                        for (s, l) in windows(size) {
+                            let (s, l) = (s as u64, l as u64);
+                            let (hs, hd) = (pin(sva + s, l)?, pin(dva + s, l)?);
+                            match op {
+                                Op::H2c2h => {
+                                    io("h2c", dev.h2c_cuda(hs, 0, l))?;
+                                    // SAFETY: no reference into the destination surface is live.
+                                    io("c2h", unsafe { dev.c2h_cuda(hd, 0, l) })?;
+                                }
+                                _ => request(hs, hd, l)?,
+                            }
+                            unpin(hs)?;
+                            unpin(hd)?;
+                        }
+                        Ok(())
+                    }
+                })
+            })?;
+            if i + 1 == reps {
+                let what = format!("{} gpu {size} {}", op.name(), schemes[k].name());
+                let (src, dst) = &surfaces[k];
+                verify(
+                    ctx,
+                    op,
+                    &what,
+                    &src.as_slice()[..size],
+                    &dst.as_slice()[..size],
+                    &pattern,
+                )?;
+                src.check_guards()?;
+                dst.check_guards()?;
             }
-            Ok(())
-        })
-    })?);
-    let what = format!("{} gpu {size}", op.name());
-    verify(
-        ctx,
-        op,
-        &what,
-        &src.as_slice()[..size],
-        &dst.as_slice()[..size],
-        &pattern,
-    )?;
-    src.check_guards()?;
-    dst.check_guards()?;
+        }
+    }
+    unpin(pinned.0)?;
+    unpin(pinned.1)?;
     Ok(rows)
 }
 
