@@ -7,7 +7,7 @@
 # per DMA, pin per call). Prints the GUEST PERF lines, then "N passed, M failed". Judged by the harness like any
 # boot: a DMA or byte check failing fails it, times never do.
 #   GDR_PERF_SIZES   (default 4K,64K,1M,16M): request sizes
-#   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 16 requests, at least 1)
+#   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 32 requests, at least 1)
 #   GDR_PERF_TIMING  (default on): the model's --timing value, e.g. mps=256,irq_latency_ns=2000
 . "$(dirname "$0")/lib.sh"
 need_root

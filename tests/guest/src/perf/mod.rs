@@ -40,7 +40,7 @@ pub struct Options {
     pub rpc_path: String,
     /// Request sizes in bytes.
     pub sizes: Vec<u64>,
-    /// Bytes each case moves per scheme at least (more requests for small sizes), capped at 16 requests.
+    /// Bytes each case moves per scheme at least (more requests for small sizes), capped at 32 requests.
     pub volume: u64,
 }
 
@@ -436,8 +436,12 @@ fn host_case(ctx: &mut Ctx, op: Op, size: usize, reps: u64) -> Result<Vec<Row>, 
         }
         lanes.push(lane);
     }
+    let n = lanes.len();
     for i in 0..reps {
-        for lane in &mut lanes {
+        // The first scheme of a round changes every round: deferred kernel work a request leaves behind
+        // (frees, RCU callbacks) lands on whichever request comes next, so it must not always be the same.
+        for j in 0..n {
+            let lane = &mut lanes[(i as usize + j) % n];
             let scheme = lane.row.scheme;
             let Lane {
                 row,
@@ -505,7 +509,9 @@ fn gpu_case(
     let pinned = (pin(hit_s, len)?, pin(hit_d, len)?);
     let mut rows: Vec<Row> = schemes.iter().map(|&s| Row::new(s, len)).collect();
     for i in 0..reps {
-        for (k, row) in rows.iter_mut().enumerate() {
+        for j in 0..schemes.len() {
+            let k = (i as usize + j) % schemes.len();
+            let row = &mut rows[k];
             let (sva, dva) = va(k);
             ctx.once(row, || {
                 timed(|| match schemes[k] {
@@ -652,7 +658,7 @@ pub fn run(opts: &Options) -> i32 {
     for op in [Op::H2c, Op::C2h, Op::H2c2h] {
         for &size in &opts.sizes {
             let size = size as usize;
-            let reps = (opts.volume / size as u64).clamp(1, 16);
+            let reps = (opts.volume / size as u64).clamp(1, 32);
             let mems: [(&str, Option<Flavour>); 2] = [("host", None), ("gpu", ctx.flavour)];
             for (mem, fl) in mems {
                 let name = format!("perf::{}_{mem}_{size}", op.name());
