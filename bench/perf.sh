@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The registration-cache benchmark, one command: one boot with the Jetson nvidia_p2p provider and the driver
-# on the debug kernel, `gdr-guest-tests bench` in the guest (4 KiB and 64 KiB host buffers by H2C and C2H,
-# 1 MiB by H2C2H; per ioctl wall time, mean and median, and FOLL_PIN pages, with the cache on and off, two
-# files taking turns), judged by the harness like any boot (a DMA or byte check failing fails it, timings
-# never do). Prints the GUEST BENCH lines, then "N passed, M failed".
-# The guest runs under TCG with KASAN, lockdep and DMA-API debug: absolute times mean nothing, only the
-# on/off ratios within one run do.
-#   GDR_PERF_ITERATIONS (default 200): timed ioctls per file and case
+# The performance report, one command: one boot with the Jetson nvidia_p2p provider and the driver on the
+# debug kernel, the model in timing mode (a modeled PicoEVB Gen2 x1 link, docs/perf.md), and
+# `gdr-guest-tests perf` in the guest: H2C, C2H and H2C2H at each size, host memory (registration cache
+# hit, miss, off) and GPU surfaces (pinned once, pinned per request), each beside the reference driver's
+# scheme done through the same ABI on the same model (serial round trip in 64 KiB windows, one descriptor
+# per DMA, pin per call). Prints the GUEST PERF lines, then "N passed, M failed". Judged by the harness like any
+# boot: a DMA or byte check failing fails it, times never do.
+#   GDR_PERF_SIZES   (default 4K,64K,1M,16M): request sizes
+#   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 32 requests, at least 1)
+#   GDR_PERF_TIMING  (default on): the model's --timing value, e.g. mps=256,irq_latency_ns=2000
 . "$(dirname "$0")/lib.sh"
 need_root
 . "$REPO/bench/runs.sh"
 eval "$("$REPO/bench/build.sh")"
-ITER=${GDR_PERF_ITERATIONS:-200}
+SIZES=${GDR_PERF_SIZES:-4K,64K,1M,16M}
+VOLUME=${GDR_PERF_VOLUME:-2M}
+TIMING=${GDR_PERF_TIMING:-on}
 LOG=$LOGS/perf.log
-counted "perf: registration cache on vs off, x$ITER" "$LOG" \
-  harness "$GDR_P2P" "$GDR_KO" -- --mode bench --guest-args "--iterations $ITER" --timeout 3600
-echo "registration cache, guest wall time per ioctl (TCG: compare the on/off ratios within this run only):"
-grep -h "GUEST BENCH" "$LOG" || echo "no GUEST BENCH lines: see $LOG"
+counted "perf: the performance report, sizes $SIZES" "$LOG" \
+  harness "$GDR_P2P" "$GDR_KO" -- --mode perf --model-arg=--timing "--model-arg=$TIMING" \
+  --guest-args "--sizes $SIZES --volume $VOLUME" --timeout 3600
+echo "performance report (MB/s on the model's clock; wall: TCG guest time, compare within this run only):"
+grep -h "GUEST PERF" "$LOG" || echo "no GUEST PERF lines: see $LOG"
 finish

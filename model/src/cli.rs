@@ -8,7 +8,7 @@ use crate::options::{Design, DeviceOptions};
 /// Usage text.
 pub const USAGE: &str = "\
 usage: picoevb-model --socket PATH [--control PATH] [--design gdr|reference]
-                     [--bandwidth-mbps N] [--build-hash HEX] [--build-time SECS] [-v]
+                     [--bandwidth-mbps N] [--timing on|K=V,...] [--build-hash HEX] [--build-time SECS] [-v]
 
 Serves a software model of the PicoEVB FPGA (XDMA + 64 KiB BRAM + LEDs) to one QEMU vfio-user-pci client
 and exits when it disconnects.
@@ -17,6 +17,8 @@ and exits when it disconnects.
   --control PATH        control socket (newline-delimited JSON, see README.md)
   --design NAME         gdr (default: GPIO + ID block in BAR0) or reference (NVIDIA's bitstream: GPIO only)
   --bandwidth-mbps N    limit each DMA engine to N MB/s (default: as fast as possible)
+  --timing SPEC         timing mode: a modeled PCIe Gen2 x1 clock (docs/perf.md); 'on' for the PicoEVB
+                        defaults, or parameters such as mps=256,irq_latency_ns=2000
   --build-hash HEX      ID block BUILD_HASH (default 0)
   --build-time SECS     ID block BUILD_TIME (default: the model's start time)
   -v                    debug logging (RUST_LOG overrides)
@@ -74,6 +76,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                     .map_err(|_| format!("--bandwidth-mbps: '{v}' is not a number"))?;
                 options.bandwidth_mbps = (n > 0).then_some(n);
             }
+            "--timing" => options.timing = Some(crate::timing::parse_spec(&value()?)?),
             "--build-hash" => {
                 let v = value()?;
                 let digits = v.trim_start_matches("0x");

@@ -12,6 +12,8 @@
 //!   bitstream (link down meanwhile; a corrupt image falls back to golden); see `program.rs`.
 //! * `{"cmd":"program_fault","corrupt":BOOL}` -> the next `program` treats its image as corrupt.
 //! * `{"cmd":"program_state"}` -> which design runs (start/update/golden), programs and fallbacks so far.
+//! * `{"cmd":"timing"}` -> timing mode's modeled clock, per-engine counters and parameters;
+//!   `"enable":true|false` and `"params":{NAME:N}` switch it (see `timing` and docs/perf.md).
 //!
 //! Errors: `{"ok":false,"error":"..."}`.
 
@@ -108,11 +110,40 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
         "program" => crate::program::handle(device, object),
         "program_fault" => crate::program::handle_fault(device, object),
         "program_state" => Ok(crate::program::state(device)),
+        "timing" => timing(device, object),
         other => Err(format!(
             "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug, \
-             program, program_fault, program_state)"
+             program, program_fault, program_state, timing)"
         )),
     }
+}
+
+/// `{"cmd":"timing"}` reports the modeled clock and counters; `"enable":true|false` turns timing mode on
+/// (clock and counters from 0) or off, `"params":{NAME:N,...}` changes parameters of the current ones.
+fn timing(device: &Device, object: &serde_json::Map<String, Value>) -> Result<Value, String> {
+    let enable = match object.get("enable") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err("\"enable\" must be true or false".into()),
+    };
+    if let Some(params) = object.get("params") {
+        let map = params
+            .as_object()
+            .ok_or("\"params\" must be an object of timing parameters")?;
+        let mut p = device.timing_params();
+        for (name, v) in map {
+            let v = optional_u64(Some(v), name)?.ok_or(format!("\"{name}\" needs a value"))?;
+            crate::timing::set_param(&mut p, name, v)?;
+        }
+        p.validate()?;
+        if enable == Some(false) {
+            return Err("\"params\" with \"enable\":false makes no sense".into());
+        }
+        device.set_timing(Some(p));
+    } else if let Some(on) = enable {
+        device.set_timing(on.then(|| device.timing_params()));
+    }
+    Ok(device.timing_json())
 }
 
 fn optional_u64(v: Option<&Value>, name: &str) -> Result<Option<u64>, String> {

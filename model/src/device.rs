@@ -21,6 +21,7 @@ use crate::guest_memory::GuestMemory;
 use crate::interrupts::InterruptSink;
 use crate::options::DeviceOptions;
 use crate::stats::{EngineStats, Stats};
+use crate::timing::{Params, Timing};
 use crate::user_bar::UserBar;
 use crate::xdma::engine::Job;
 use crate::xdma::irq::{IrqOutput, USER_SHIFT};
@@ -36,6 +37,7 @@ pub(crate) struct State {
     pub(crate) irq_out: IrqOutput,
     pub(crate) faults: FaultQueue,
     pub(crate) stats: Stats,
+    pub(crate) timing: Timing,
     pub(crate) shutdown: bool,
     /// Surprise removal: the card answers nothing (BAR reads all ones, writes lost, no DMA, no IRQ).
     pub(crate) unplugged: bool,
@@ -84,6 +86,11 @@ impl State {
                 "{dir:?}: Run set while bus mastering is disabled in the command register (the DMA will fail)"
             );
         }
+        let timing = self.timing.start(
+            dir,
+            128u64 << self.config.max_payload_code().min(5),
+            128u64 << self.config.max_read_request_code().min(5),
+        );
         let e = self.xdma.engine_mut(dir);
         debug!(
             "{dir:?}: run, first descriptor {:#x} + {} adjacent, faults {faults:?}",
@@ -94,6 +101,7 @@ impl State {
             first: e.desc_addr,
             adjacent: e.desc_adj,
             faults,
+            timing,
         });
     }
 }
@@ -182,6 +190,7 @@ impl Device {
             irq_out: IrqOutput::default(),
             faults: FaultQueue::default(),
             stats: Stats::default(),
+            timing: Timing::new(options.timing.is_some(), options.timing.unwrap_or_default()),
             shutdown: false,
             unplugged: false,
             program: crate::program::ProgramState::new(&options),
@@ -306,15 +315,19 @@ impl Device {
 
     fn read_dword(&self, st: &mut State, bar: u32, offset: usize) -> u32 {
         if bar == BAR_USER {
-            return st.user.read32(offset);
+            let v = st.user.read32(offset);
+            st.timing.mmio_read(None, v);
+            return v;
         }
         let ctx = st.xdma_context();
         let (v, fx) = st.xdma.read(offset, &ctx);
+        st.timing.mmio_read(Some(offset), v);
         self.apply(st, fx);
         v
     }
 
     fn write_dword(&self, st: &mut State, bar: u32, offset: usize, v: u32) {
+        st.timing.mmio_write();
         if bar == BAR_USER {
             let leds_before = st.user.gpio.data();
             st.user.write32(offset, v);
@@ -465,7 +478,28 @@ impl Device {
 
     /// Zeroes the counters.
     pub fn reset_counters(&self) {
-        self.shared.lock().stats = Stats::default();
+        let mut st = self.shared.lock();
+        st.stats = Stats::default();
+        st.timing.reset_counters();
+    }
+
+    /// Timing mode's clock, counters and parameters (the control socket's `timing` answer).
+    pub fn timing_json(&self) -> serde_json::Value {
+        let st = self.shared.lock();
+        let mut v = st.timing.json();
+        v["irqs_msi"] = st.stats.irqs_msi.into();
+        v["irqs_intx"] = st.stats.irqs_intx.into();
+        v
+    }
+
+    /// Turns timing mode on with `params` (clock and counters restart at 0), or off.
+    pub fn set_timing(&self, params: Option<Params>) {
+        self.shared.lock().timing = Timing::new(params.is_some(), params.unwrap_or_default());
+    }
+
+    /// Timing mode's parameters now.
+    pub fn timing_params(&self) -> Params {
+        self.shared.lock().timing.params
     }
 }
 

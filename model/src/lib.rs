@@ -21,6 +21,7 @@ pub mod mapped_memory;
 pub mod options;
 pub mod program;
 pub mod stats;
+pub mod timing;
 pub mod user_bar;
 pub mod vfio;
 pub mod xdma;

@@ -48,6 +48,8 @@ pub struct DeviceOptions {
     pub design: Design,
     /// DMA throughput per engine in MB/s (10^6 bytes per second); `None` = as fast as possible.
     pub bandwidth_mbps: Option<u64>,
+    /// Timing mode (a modeled link clock, see `timing`) with these parameters; `None` = off.
+    pub timing: Option<crate::timing::Params>,
     /// ID block BUILD_HASH value (first 32 bits of a git commit).
     pub build_hash: u32,
     /// ID block BUILD_TIME value (seconds since the Unix epoch).

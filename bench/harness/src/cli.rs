@@ -5,7 +5,7 @@ use std::time::Duration;
 
 pub const USAGE: &str = "\
 usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
-                     [--mode suite|loopback|fuzz|bench] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
+                     [--mode suite|loopback|fuzz|bench|perf] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
                      [--memory MB] [--cards N] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
                      [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
 
@@ -14,8 +14,8 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
   --module PATH       kernel module to insmod, in the order given (repeatable)
   --guest PATH        static gdr-guest-tests binary
   --model PATH        picoevb-model binary
-  --mode MODE         suite (default), loopback, fuzz or bench (ioctl times, registration cache on vs off),
-                      passed to the guest program
+  --mode MODE         suite (default), loopback, fuzz, bench (ioctl times, registration cache on vs off) or
+                      perf (the performance report; run the model with --timing), passed to the guest program
   --guest-args ARGS   extra guest program arguments, split on whitespace (e.g. \"--seed 5 --filter dma::\")
   --run-dir DIR       sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*)
   --timeout SECS      whole-run limit from QEMU start (default 900)
@@ -37,6 +37,7 @@ pub enum Mode {
     Loopback,
     Fuzz,
     Bench,
+    Perf,
 }
 
 impl Mode {
@@ -46,6 +47,7 @@ impl Mode {
             Mode::Loopback => "loopback",
             Mode::Fuzz => "fuzz",
             Mode::Bench => "bench",
+            Mode::Perf => "perf",
         }
     }
 }
@@ -126,9 +128,10 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
                     "loopback" => Mode::Loopback,
                     "fuzz" => Mode::Fuzz,
                     "bench" => Mode::Bench,
+                    "perf" => Mode::Perf,
                     m => {
                         return Err(format!(
-                            "--mode {m}: expected suite, loopback, fuzz or bench"
+                            "--mode {m}: expected suite, loopback, fuzz, bench or perf"
                         ));
                     }
                 }
@@ -212,7 +215,13 @@ mod tests {
     #[test]
     fn every_mode_round_trips() {
         let base = "--root /r --kernel /k --module a.ko --guest /g --model /m --mode";
-        for m in [Mode::Suite, Mode::Loopback, Mode::Fuzz, Mode::Bench] {
+        for m in [
+            Mode::Suite,
+            Mode::Loopback,
+            Mode::Fuzz,
+            Mode::Bench,
+            Mode::Perf,
+        ] {
             let a = parse_run(&args(&format!("{base} {}", m.as_str()))).unwrap();
             assert_eq!(a.mode, m);
         }
@@ -223,7 +232,7 @@ mod tests {
                 .as_str(),
             "bench"
         );
-        let e = parse_run(&args(&format!("{base} perf"))).unwrap_err();
+        let e = parse_run(&args(&format!("{base} turbo"))).unwrap_err();
         assert!(e.contains("bench"), "{e}");
     }
 

@@ -20,6 +20,8 @@ pub struct Job {
     pub adjacent: u32,
     /// Injected faults for this transfer.
     pub faults: TransferFaults,
+    /// Link parameters of the run when timing mode is on.
+    pub timing: Option<crate::timing::Params>,
 }
 
 /// What a control write did.

@@ -22,6 +22,7 @@ use crate::bram::BEAT_BYTES;
 use crate::config_space::COMMAND_MASTER;
 use crate::device::{Shared, State};
 use crate::guest_memory::Unmapped;
+use crate::timing::RunCost;
 use crate::xdma::engine::Job;
 
 /// Bytes moved per step; the state lock is released between steps so MMIO stays responsive.
@@ -83,6 +84,8 @@ struct Transfer<'a> {
     corrupt_pending: bool,
     /// When the data moved so far may be done at the configured bandwidth.
     paced_until: Instant,
+    /// What the run costs on the modeled link (timing mode).
+    cost: Option<RunCost>,
 }
 
 impl<'a> Transfer<'a> {
@@ -94,6 +97,7 @@ impl<'a> Transfer<'a> {
             first_fetch: true,
             corrupt_pending: job.faults.corrupt_data,
             paced_until: Instant::now(),
+            cost: job.timing.map(|p| RunCost::new(dir, p)),
         }
     }
 
@@ -119,6 +123,7 @@ impl<'a> Transfer<'a> {
         if let Err(bits) = self.check_block(addr, left) {
             return Ok(End::Error(bits));
         }
+        self.cost_block(left);
         loop {
             if let Some(end) = self.gate()? {
                 return Ok(end);
@@ -135,6 +140,13 @@ impl<'a> Transfer<'a> {
             if let Err(bits) = moved {
                 return Ok(End::Error(bits));
             }
+            if let Some(c) = &mut self.cost {
+                let host = match self.dir {
+                    Dir::H2c => desc.src(),
+                    Dir::C2h => desc.dst(),
+                };
+                c.descriptor(host, u64::from(desc.len));
+            }
             if self.complete(&desc, start.elapsed())? {
                 return Ok(End::Stopped);
             }
@@ -147,7 +159,14 @@ impl<'a> Transfer<'a> {
                 if let Err(bits) = self.check_block(addr, left) {
                     return Ok(End::Error(bits));
                 }
+                self.cost_block(left);
             }
+        }
+    }
+
+    fn cost_block(&mut self, count: u32) {
+        if let Some(c) = &mut self.cost {
+            c.block(count);
         }
     }
 
@@ -366,7 +385,7 @@ impl<'a> Transfer<'a> {
 
     /// Descriptor done: count it, log COMPLETED (and write back in poll mode), raise interrupts. Returns
     /// whether the descriptor had STOP.
-    fn complete(&self, desc: &Descriptor, took: Duration) -> Result<bool, Abandoned> {
+    fn complete(&mut self, desc: &Descriptor, took: Duration) -> Result<bool, Abandoned> {
         let mut st = self.shared.lock();
         if self.stale(&st) {
             return Err(Abandoned);
@@ -384,6 +403,9 @@ impl<'a> Transfer<'a> {
             e.log(xdma::STAT_DESC_COMPLETED);
             if e.pollmode() {
                 self.write_back(&mut st, false);
+                if let Some(c) = &mut self.cost {
+                    c.writeback();
+                }
             }
         }
         let stop = desc.control & xdma::DESC_STOP != 0;
@@ -418,7 +440,7 @@ impl<'a> Transfer<'a> {
     }
 
     /// The engine stops: log how, clear busy, interrupt.
-    fn finish(&self, end: End) {
+    fn finish(&mut self, end: End) {
         let mut st = self.shared.lock();
         if self.stale(&st) {
             return;
@@ -431,6 +453,9 @@ impl<'a> Transfer<'a> {
                 st.xdma.engine_mut(self.dir).log(bits);
                 if st.xdma.engine(self.dir).pollmode() {
                     self.write_back(&mut st, true);
+                    if let Some(c) = &mut self.cost {
+                        c.writeback();
+                    }
                 }
             }
         }
@@ -440,7 +465,12 @@ impl<'a> Transfer<'a> {
             "{:?}: stopped ({end:?}), status {:#010x}, {} descriptors",
             self.dir, e.status, e.completed
         );
+        let irqs = st.stats.irqs_msi + st.stats.irqs_intx;
         self.raise(&mut st);
+        if let Some(c) = &self.cost {
+            let raised = st.stats.irqs_msi + st.stats.irqs_intx > irqs;
+            st.timing.finish(self.dir, c, raised);
+        }
         self.shared.wake.notify_all();
     }
 }

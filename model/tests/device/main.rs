@@ -9,4 +9,5 @@ mod faults;
 mod irq;
 mod pci;
 mod program;
+mod timing;
 mod vfio;

@@ -8,6 +8,7 @@ mod dev;
 mod fuzz;
 mod kstat;
 mod loopback;
+mod perf;
 mod rng;
 mod rpc;
 mod suite;
@@ -21,6 +22,8 @@ usage: gdr-guest-tests suite [--filter SUBSTR[,SUBSTR...]] [--seed N] [--extende
        gdr-guest-tests loopback [--bytes N] [--seed N] [--leds V] [--dev PATH] [--rpc PATH|none]
        gdr-guest-tests fuzz [--iterations N] [--threads N] [--seed N] [--dev PATH]
        gdr-guest-tests bench [--iterations N] [--seed N] [--dev PATH]   (ioctl times, registration cache on vs off)
+       gdr-guest-tests perf [--sizes 4K,64K,1M,16M] [--volume BYTES] [--seed N] [--dev PATH] [--rpc PATH]
+                            (the performance report: model timing mode, gdr vs the reference scheme)
        gdr-guest-tests rpc JSON [--rpc PATH]   (one model control request, e.g. '{\"cmd\":\"state\"}')
   --dev PATH   device node (default /dev/picoevb0)
   --rpc PATH   serial port to the harness's model relay (default /dev/ttyS1)";
@@ -32,6 +35,27 @@ fn parse_num(flag: &str, v: Option<String>) -> Result<u64, String> {
         None => v.parse(),
     };
     r.map_err(|e| format!("{flag} {v}: {e}"))
+}
+
+/// A byte count with an optional K or M suffix (binary).
+fn parse_size(v: &str) -> Result<u64, String> {
+    let (digits, unit) = match v.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1 << 10),
+        None => match v.strip_suffix(['M', 'm']) {
+            Some(d) => (d, 1 << 20),
+            None => (v, 1),
+        },
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&n| n > 0 && n <= 256 << 20)
+        .ok_or_else(|| format!("size {v:?}: expected 1..256M, e.g. 4K, 64K, 1M"))
+}
+
+fn parse_sizes(v: &str) -> Result<Vec<u64>, String> {
+    v.split(',').map(parse_size).collect()
 }
 
 fn run(args: Vec<String>) -> Result<i32, String> {
@@ -48,6 +72,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
     let (mut iterations, mut threads) = (None, 4u64);
     let mut dev_path = dev::DEFAULT_PATH.to_string();
     let mut rpc_path = rpc::DEFAULT_TTY.to_string();
+    let (mut sizes, mut volume) = (vec![4 << 10, 64 << 10, 1 << 20, 16 << 20], 2u64 << 20);
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--seed" => seed = Some(parse_num(&flag, it.next())?),
@@ -60,6 +85,8 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             "--threads" => threads = parse_num(&flag, it.next())?,
             "--dev" => dev_path = it.next().ok_or("--dev needs a value")?,
             "--rpc" => rpc_path = it.next().ok_or("--rpc needs a value")?,
+            "--sizes" => sizes = parse_sizes(&it.next().ok_or("--sizes needs a value")?)?,
+            "--volume" => volume = parse_size(&it.next().ok_or("--volume needs a value")?)?,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(0);
@@ -114,6 +141,13 @@ fn run(args: Vec<String>) -> Result<i32, String> {
                 dev_path,
             }))
         }
+        "perf" => Ok(perf::run(&perf::Options {
+            seed,
+            dev_path,
+            rpc_path,
+            sizes,
+            volume,
+        })),
         "rpc" => {
             let req = request.unwrap_or_default();
             let req = serde_json::from_str(&req).map_err(|e| format!("rpc {req}: {e}"))?;

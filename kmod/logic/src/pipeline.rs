@@ -1,0 +1,247 @@
+//! The full-duplex round trip (H2C2H) through the card's RAM: the request is cut into chunks that fit half
+//! of the RAM; while C2H drains chunk k from one half, H2C fills the other half with chunk k + 1. H2C and
+//! C2H use opposite directions of the link, so a round trip costs about one pass of the slower direction
+//! instead of the sum of both (the serial scheme: H2C a RAM-sized window, wait, C2H it back, wait).
+//!
+//! The driver runs the schedule in lockstep: each [`Step`] starts at most one H2C and one C2H chain and
+//! ends when both finished. Lockstep is what makes it safe without any help from the hardware: a half is
+//! written only after the C2H reading its previous chunk completed (the step before), and read only after
+//! the H2C writing it completed (also the step before).
+//!
+//! Interrupt bounds for `n` chunks: `n + 1` steps, each needing one completion the driver must wait for,
+//! so at least `n + 1` interrupts; at most `2n` when every run interrupts (the first and last steps run one
+//! engine only). The driver reaches the lower bound by arming only the interrupt of the engine it expects
+//! to finish last in a step and reading the other engine's status when it wakes (re-arming it only if that
+//! one is still busy). The serial scheme needs `2 * ceil(len / ram)`.
+
+use crate::errno::Errno;
+
+/// One chain of a step: `len` bytes at byte `offset` of the request, to or from RAM address `ram_addr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    /// Chunk number (0-based).
+    pub chunk: u64,
+    /// Offset of the chunk in the caller's source (H2C) or destination (C2H) buffer.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+    /// FPGA RAM address of the half the chunk goes through.
+    pub ram_addr: u64,
+}
+
+/// What runs at once: H2C of the next chunk and C2H of the previous one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// H2C chain, if a chunk is left to send.
+    pub h2c: Option<Move>,
+    /// C2H chain, if a chunk is waiting in RAM.
+    pub c2h: Option<Move>,
+}
+
+/// The schedule of one round trip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    len: u64,
+    half: u64,
+    chunk: u64,
+    chunks: u64,
+}
+
+impl Pipeline {
+    /// Plans a round trip of `len` bytes through `ram` bytes of card RAM. Chunks are as equal as `align`
+    /// (a power of two, the page size: descriptors and TLPs stay whole) allows and at most half the RAM,
+    /// so the steps are balanced and the pipeline fills and drains with the smallest chunk that works.
+    pub fn new(len: u64, ram: u64, align: u64) -> Result<Self, Errno> {
+        if len == 0 || !align.is_power_of_two() || ram < 2 * align || ram % (2 * align) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let half = ram / 2;
+        let chunks = len.div_ceil(half);
+        let even = len.div_ceil(chunks);
+        let chunk = even.div_ceil(align).saturating_mul(align).min(half);
+        Ok(Self {
+            len,
+            half,
+            chunk,
+            chunks: len.div_ceil(chunk),
+        })
+    }
+
+    /// Number of chunks.
+    pub fn chunks(&self) -> u64 {
+        self.chunks
+    }
+
+    /// Number of steps: one per chunk plus the last chunk's C2H.
+    pub fn steps(&self) -> u64 {
+        self.chunks + 1
+    }
+
+    /// The least and most interrupts the schedule needs (see the module comment).
+    pub fn irq_bounds(&self) -> (u64, u64) {
+        (self.steps(), 2 * self.chunks)
+    }
+
+    /// Interrupts the serial scheme (H2C a RAM-sized window, then C2H it) needs for `len` through `ram`.
+    pub fn serial_irqs(len: u64, ram: u64) -> u64 {
+        2 * len.div_ceil(ram.max(1))
+    }
+
+    fn chunk_move(&self, k: u64) -> Move {
+        let offset = k * self.chunk;
+        Move {
+            chunk: k,
+            offset,
+            len: self.chunk.min(self.len - offset),
+            ram_addr: (k % 2) * self.half,
+        }
+    }
+
+    /// Step `s` (0-based, below [`Pipeline::steps`]).
+    pub fn step(&self, s: u64) -> Step {
+        Step {
+            h2c: (s < self.chunks).then(|| self.chunk_move(s)),
+            c2h: (s >= 1 && s <= self.chunks).then(|| self.chunk_move(s - 1)),
+        }
+    }
+
+    /// Every step in order.
+    pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
+        (0..self.steps()).map(|s| self.step(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::{vec, vec::Vec};
+
+    const RAM: u64 = 64 * 1024;
+    const PAGE: u64 = 4096;
+
+    /// Runs the schedule against a simulated RAM, checking the lockstep rules, and returns the output.
+    fn simulate(len: u64) -> (Pipeline, Vec<u8>) {
+        let p = Pipeline::new(len, RAM, PAGE).unwrap();
+        let src: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut ram = vec![0u8; RAM as usize];
+        let mut dst = vec![0u8; len as usize];
+        // Which chunk each half holds, and whether its C2H is done.
+        let mut holds: [Option<(u64, bool)>; 2] = [None, None];
+        for step in p.iter() {
+            // Both chains of a step run at once: they must not touch the same half.
+            if let (Some(h), Some(c)) = (step.h2c, step.c2h) {
+                assert_ne!(h.ram_addr, c.ram_addr, "H2C and C2H share a half");
+            }
+            if let Some(c) = step.c2h {
+                let half = (c.ram_addr / (RAM / 2)) as usize;
+                assert_eq!(
+                    holds[half],
+                    Some((c.chunk, false)),
+                    "C2H of a chunk not in RAM"
+                );
+                let r = c.ram_addr as usize;
+                dst[c.offset as usize..(c.offset + c.len) as usize]
+                    .copy_from_slice(&ram[r..r + c.len as usize]);
+                holds[half] = Some((c.chunk, true));
+            }
+            if let Some(h) = step.h2c {
+                let half = (h.ram_addr / (RAM / 2)) as usize;
+                assert!(
+                    matches!(holds[half], None | Some((_, true))),
+                    "H2C overwrites a chunk not yet drained"
+                );
+                assert!(h.ram_addr + h.len <= RAM);
+                let r = h.ram_addr as usize;
+                ram[r..r + h.len as usize]
+                    .copy_from_slice(&src[h.offset as usize..(h.offset + h.len) as usize]);
+                holds[half] = Some((h.chunk, false));
+            }
+        }
+        assert_eq!(dst, src, "round trip of {len} bytes");
+        (p, dst)
+    }
+
+    #[test]
+    fn every_byte_arrives_in_order() {
+        for len in [
+            1,
+            4095,
+            4096,
+            32 * 1024,
+            32 * 1024 + 1,
+            40 * 1024,
+            RAM,
+            RAM + 1,
+            1 << 20,
+            (1 << 20) + 12345,
+        ] {
+            simulate(len);
+        }
+    }
+
+    #[test]
+    fn chunk_counts_and_interrupt_bounds() {
+        let (p, _) = simulate(1 << 20);
+        assert_eq!((p.chunks(), p.steps()), (32, 33));
+        assert_eq!(p.irq_bounds(), (33, 64));
+        assert_eq!(Pipeline::serial_irqs(1 << 20, RAM), 32);
+        let one = Pipeline::new(100, RAM, PAGE).unwrap();
+        assert_eq!(
+            (one.chunks(), one.steps(), one.irq_bounds()),
+            (1, 2, (2, 2))
+        );
+        // 16 MiB: 512 chunks of 32 KiB.
+        let big = Pipeline::new(16 << 20, RAM, PAGE).unwrap();
+        assert_eq!(big.irq_bounds(), (513, 1024));
+    }
+
+    #[test]
+    fn chunks_are_balanced_and_page_sized() {
+        // 40 KiB: two chunks of 20 KiB, not 32 + 8.
+        let p = Pipeline::new(40 * 1024, RAM, PAGE).unwrap();
+        let lens: Vec<u64> = p.iter().filter_map(|s| s.h2c).map(|m| m.len).collect();
+        assert_eq!(lens, [20 * 1024, 20 * 1024]);
+        // 33 KiB + 1: two chunks, the first rounded up to whole pages.
+        let p = Pipeline::new(33 * 1024 + 1, RAM, PAGE).unwrap();
+        let lens: Vec<u64> = p.iter().filter_map(|s| s.h2c).map(|m| m.len).collect();
+        assert_eq!(lens, [20 * 1024, 13 * 1024 + 1]);
+        for s in Pipeline::new((5 << 20) + 3, RAM, PAGE).unwrap().iter() {
+            for m in [s.h2c, s.c2h].into_iter().flatten() {
+                assert!(m.len <= RAM / 2 && m.len > 0);
+                assert_eq!(m.offset % PAGE, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn first_and_last_steps_run_one_engine() {
+        let p = Pipeline::new(RAM, RAM, PAGE).unwrap();
+        let steps: Vec<Step> = p.iter().collect();
+        assert_eq!(steps.len(), 3);
+        assert!(steps[0].h2c.is_some() && steps[0].c2h.is_none());
+        assert!(steps[1].h2c.is_some() && steps[1].c2h.is_some());
+        assert!(steps[2].h2c.is_none() && steps[2].c2h.is_some());
+        assert_eq!(steps[1].h2c.unwrap().ram_addr, RAM / 2);
+        assert_eq!(steps[1].c2h.unwrap().ram_addr, 0);
+    }
+
+    #[test]
+    fn bad_arguments() {
+        assert_eq!(Pipeline::new(0, RAM, PAGE), Err(Errno::EINVAL));
+        assert_eq!(Pipeline::new(1, RAM, 3000), Err(Errno::EINVAL));
+        assert_eq!(
+            Pipeline::new(1, PAGE, PAGE),
+            Err(Errno::EINVAL),
+            "RAM below two pages"
+        );
+        assert_eq!(
+            Pipeline::new(1, 3 * PAGE, PAGE),
+            Err(Errno::EINVAL),
+            "odd number of pages"
+        );
+        // The largest request the ABI allows plans without overflow.
+        let p = Pipeline::new(u64::MAX / 2, RAM, PAGE).unwrap();
+        assert_eq!(p.step(p.steps() - 1).c2h.unwrap().chunk, p.chunks() - 1);
+    }
+}

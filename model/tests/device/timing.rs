@@ -1,0 +1,86 @@
+//! Timing mode seen from outside: a driver's register sequence advances the modeled clock by exactly what
+//! the link arithmetic says, and the control socket turns it on, reports it and refuses bad parameters.
+
+use picoevb_model::DeviceOptions;
+use picoevb_model::control::handle_line;
+use picoevb_model::timing::Params;
+use picoevb_regs::xdma::{self, Dir};
+use serde_json::Value;
+
+use crate::common::*;
+
+fn ask(r: &Rig, line: &str) -> Value {
+    serde_json::from_str(&handle_line(&r.dev, line)).unwrap()
+}
+
+fn timed() -> Rig {
+    Rig::with(DeviceOptions {
+        timing: Some(Params::default()),
+        ..DeviceOptions::default()
+    })
+}
+
+#[test]
+fn c2h_64k_advances_the_clock_by_the_formula() {
+    let r = timed();
+    r.dev.write32(picoevb_regs::pci::BAR_DMA, 0, 0); // one posted write: 60 ns
+    let status = r.single(Dir::C2h, 0, DST, 65536); // 4 writes to start, then 1 status read
+    assert_eq!(status & xdma::STAT_DESC_STOPPED, xdma::STAT_DESC_STOPPED);
+    let t = ask(&r, r#"{"cmd":"timing"}"#);
+    // 5 writes, the run (one descriptor fetch 1104 ns, 512 TLPs of 128 + 24 bytes at 2 ns), the read.
+    assert_eq!(t["clock_ns"], 5 * 60 + 1104 + (65536 + 512 * 24) * 2 + 1000);
+    assert_eq!(t["c2h"]["runs"], 1);
+    assert_eq!(t["c2h"]["descriptors"], 1);
+    assert_eq!(t["c2h"]["data_tlps"], 512);
+    assert_eq!(t["c2h"]["busy_ns"], 1104 + 155_648);
+    assert_eq!(t["h2c"]["runs"], 0);
+    let ceiling = t["ceiling_mbps"]["c2h"].as_f64().unwrap();
+    assert!((ceiling - 421.05).abs() < 0.01, "{ceiling}");
+}
+
+#[test]
+fn mps_comes_from_the_device_control_register() {
+    let r = timed();
+    // devctl MPS field [7:5] = 1: 256 bytes.
+    let at = picoevb_model::config_space::PCIE_CAP as u64 + 8;
+    let devctl = r.cfg(at, 2) & !0xe0 | 0x20;
+    r.set_cfg(at, devctl, 2);
+    r.single(Dir::C2h, 0, DST, 65536);
+    let t = ask(&r, r#"{"cmd":"timing"}"#);
+    assert_eq!(t["c2h"]["data_tlps"], 256);
+}
+
+#[test]
+fn off_by_default_and_switched_by_the_control_socket() {
+    let r = Rig::new();
+    r.single(Dir::H2c, SRC, 0, 4096);
+    r.stop(Dir::H2c);
+    let t = ask(&r, r#"{"cmd":"timing"}"#);
+    assert_eq!(
+        (t["enabled"].clone(), t["clock_ns"].clone()),
+        (false.into(), 0.into())
+    );
+    assert_eq!(t["h2c"]["runs"], 0);
+    let t = ask(&r, r#"{"cmd":"timing","params":{"irq_latency_ns":2000}}"#);
+    assert_eq!(t["enabled"], true);
+    assert_eq!(t["params"]["irq_latency_ns"], 2000);
+    r.single(Dir::H2c, SRC, 0, 4096);
+    let t = ask(&r, r#"{"cmd":"timing"}"#);
+    assert_eq!(t["h2c"]["runs"], 1);
+    assert_eq!(t["h2c"]["request_tlps"], 8, "MRRS 512");
+    assert_eq!(t["h2c"]["data_tlps"], 64, "64-byte completions");
+    assert_eq!(ask(&r, r#"{"cmd":"reset_counters"}"#)["ok"], true);
+    assert_eq!(ask(&r, r#"{"cmd":"timing"}"#)["h2c"]["runs"], 0);
+    assert_eq!(
+        ask(&r, r#"{"cmd":"timing","enable":false}"#)["enabled"],
+        false
+    );
+    let err = |line: &str| ask(&r, line)["error"].as_str().unwrap().to_string();
+    assert!(err(r#"{"cmd":"timing","enable":1}"#).contains("true or false"));
+    assert!(err(r#"{"cmd":"timing","params":{"mps":100}}"#).contains("power of two"));
+    assert!(err(r#"{"cmd":"timing","params":{"warp":1}}"#).contains("unknown timing parameter"));
+    assert!(err(r#"{"cmd":"timing","params":{"mps":-1}}"#).contains("non-negative"));
+    assert!(err(r#"{"cmd":"timing","params":[]}"#).contains("must be an object"));
+    // A refused request changed nothing.
+    assert_eq!(ask(&r, r#"{"cmd":"timing"}"#)["enabled"], false);
+}

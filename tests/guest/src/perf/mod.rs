@@ -1,0 +1,688 @@
+//! `gdr-guest-tests perf`: the performance report (bench/perf.sh, docs/perf.md).
+//!
+//! For H2C, C2H and H2C2H at each size, from host memory and from GPU surfaces, it runs the same transfer
+//! several ways on the same model in the same boot and prints one `GUEST PERF` line each:
+//! * `hit`: gdr with the registration cache warm (host), or a surface pinned once (GPU);
+//! * `miss`: gdr, first use of each buffer (a fresh buffer per request, cache on), or PIN_CUDA + DMA +
+//!   UNPIN per request (GPU);
+//! * `uncached`: gdr with the cache off (host only);
+//! * `reference`: the reference driver's scheme through gdr's ABI: cache off (pin per call), the round trip
+//!   serial through the 64 KiB RAM (H2C a window, then C2H it), one ioctl (one descriptor, one engine run,
+//!   one interrupt) per physically contiguous run of the buffer, as the reference builds one descriptor
+//!   per bus-contiguous range; for GPU memory one PIN_CUDA per 64 KiB window and call.
+//!
+//! The model runs in timing mode: `MB/s` is bytes over the model's clock (link, descriptor fetch,
+//! interrupt and register costs of a PicoEVB on a Gen2 x1 link), beside the link's ceiling; interrupts,
+//! descriptors and engine runs per MiB come from the model's counters, pinned pages from /proc/vmstat,
+//! and `wall` is the guest's time per request (TCG: compare within one run only). One-way requests above
+//! 64 KiB are a series of 64 KiB ioctls (the card RAM's size), for every scheme alike.
+//!
+//! It prints and never judges times: a case fails only when a DMA fails or moves wrong bytes.
+
+mod pagemap;
+
+use std::time::{Duration, Instant};
+
+use picoevb_abi as abi;
+use serde_json::json;
+
+use crate::buf::compare;
+use crate::dev::{Device, Mapping};
+use crate::kstat;
+use crate::rng::Rng;
+use crate::rpc::Rpc;
+use crate::suite::{report, report_skip, summary};
+use crate::surface::{Flavour, Surface};
+
+pub struct Options {
+    pub seed: u64,
+    pub dev_path: String,
+    pub rpc_path: String,
+    /// Request sizes in bytes.
+    pub sizes: Vec<u64>,
+    /// Bytes each case moves per scheme at least (more requests for small sizes), capped at 32 requests.
+    pub volume: u64,
+}
+
+/// The card RAM: the largest one-way request, and the reference's round-trip window.
+const RAM: usize = 64 * 1024;
+const MIB: f64 = 1024.0 * 1024.0;
+const RW: libc::c_int = libc::PROT_READ | libc::PROT_WRITE;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    H2c,
+    C2h,
+    H2c2h,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::H2c => "h2c",
+            Op::C2h => "c2h",
+            Op::H2c2h => "h2c2h",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Hit,
+    Miss,
+    /// A miss when the cache is full: it evicts (unpins) another buffer in the request.
+    MissFull,
+    Uncached,
+    Reference,
+}
+
+impl Scheme {
+    fn name(self) -> &'static str {
+        match self {
+            Scheme::Hit => "hit",
+            Scheme::Miss => "miss",
+            Scheme::MissFull => "miss-full",
+            Scheme::Uncached => "uncached",
+            Scheme::Reference => "reference",
+        }
+    }
+}
+
+/// The model's timing counters at one moment.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    clock_ns: u64,
+    irqs: u64,
+    descs: u64,
+    runs: u64,
+}
+
+/// One measured scheme of one case.
+struct Row {
+    scheme: Scheme,
+    bytes: u64,
+    reps: u64,
+    model: Counters,
+    pins: Option<u64>,
+    wall: Duration,
+}
+
+impl Row {
+    fn new(scheme: Scheme, bytes: u64) -> Self {
+        Row {
+            scheme,
+            bytes,
+            reps: 0,
+            model: Counters::default(),
+            pins: Some(0),
+            wall: Duration::ZERO,
+        }
+    }
+
+    fn mbps(&self) -> f64 {
+        (self.bytes * self.reps) as f64 * 1000.0 / self.model.clock_ns.max(1) as f64
+    }
+
+    fn per_mib(&self, n: u64) -> f64 {
+        n as f64 * MIB / (self.bytes * self.reps) as f64
+    }
+
+    fn wall_us(&self) -> f64 {
+        self.wall.as_secs_f64() * 1e6 / self.reps as f64
+    }
+}
+
+struct Ctx {
+    rpc: Rpc,
+    dev_path: String,
+    rng: Rng,
+    /// A cached file for setup and checks (never measured).
+    check: Device,
+    check_buf: Mapping,
+    flavour: Option<Flavour>,
+    ceiling: (f64, f64),
+    /// pagemap could not be read: reference runs are split per page instead.
+    page_runs: bool,
+}
+
+impl Ctx {
+    fn counters(&mut self) -> Result<Counters, String> {
+        let v = self.rpc.call(&json!({"cmd": "timing"}))?;
+        let u = |a: &str, b: Option<&str>| {
+            let x = match b {
+                Some(b) => &v[a][b],
+                None => &v[a],
+            };
+            x.as_u64()
+                .ok_or_else(|| format!("model timing answer lacks {a} {b:?}: {v}"))
+        };
+        Ok(Counters {
+            clock_ns: u("clock_ns", None)?,
+            irqs: u("irqs_msi", None)? + u("irqs_intx", None)?,
+            descs: u("h2c", Some("descriptors"))? + u("c2h", Some("descriptors"))?,
+            runs: u("h2c", Some("runs"))? + u("c2h", Some("runs"))?,
+        })
+    }
+
+    fn open(&self, cache: bool) -> Result<Device, String> {
+        let d = Device::open(&self.dev_path).map_err(|e| format!("open {}: {e}", self.dev_path))?;
+        if !cache {
+            d.reg_cache_disable()
+                .map_err(|e| format!("REG_CACHE off: {e}"))?;
+        }
+        Ok(d)
+    }
+
+    fn ceiling(&self, op: Op) -> f64 {
+        match op {
+            Op::H2c => self.ceiling.0,
+            Op::C2h => self.ceiling.1,
+            Op::H2c2h => self.ceiling.0.min(self.ceiling.1),
+        }
+    }
+
+    /// One request (`one` returns its wall time), added to `row` with the model's counters around it.
+    /// Callers interleave the schemes request by request, so drift in the emulator's speed hits all alike.
+    fn once(
+        &mut self,
+        row: &mut Row,
+        one: impl FnOnce() -> Result<Duration, String>,
+    ) -> Result<(), String> {
+        let c0 = self.counters()?;
+        let p0 = kstat::pins_acquired().ok();
+        row.wall += one()?;
+        let p1 = kstat::pins_acquired().ok();
+        let c1 = self.counters()?;
+        row.reps += 1;
+        row.model.clock_ns += c1.clock_ns - c0.clock_ns;
+        row.model.irqs += c1.irqs - c0.irqs;
+        row.model.descs += c1.descs - c0.descs;
+        row.model.runs += c1.runs - c0.runs;
+        row.pins = match (row.pins, p0, p1) {
+            (Some(p), Some(a), Some(b)) => Some(p + b - a),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// Writes `pattern` into card RAM at 0 (what C2H cases read).
+    fn put_ram(&self, pattern: &[u8]) -> Result<(), String> {
+        self.check
+            .h2c(pattern, 0)
+            .map(|_| ())
+            .map_err(|e| format!("writing the RAM pattern: {e}"))
+    }
+
+    /// Compares card RAM at 0 with `want`.
+    fn check_ram(&mut self, what: &str, want: &[u8]) -> Result<(), String> {
+        let got = &mut self.check_buf.as_mut_slice()[..want.len()];
+        self.check
+            .c2h(got, 0)
+            .map_err(|e| format!("{what}: reading RAM back: {e}"))?;
+        compare(what, want, got)
+    }
+
+    /// Physically contiguous runs of each 64 KiB window of `m`, offsets relative to the window.
+    fn runs(&mut self, addr: u64, len: usize) -> Vec<Vec<(u64, u64)>> {
+        windows(len)
+            .map(|(s, l)| {
+                pagemap::contiguous_runs(addr + s as u64, l as u64).unwrap_or_else(|e| {
+                    if !self.page_runs {
+                        println!("GUEST PERF NOTE reference runs split per page: {e}");
+                        self.page_runs = true;
+                    }
+                    per_page(addr + s as u64, l as u64)
+                })
+            })
+            .collect()
+    }
+}
+
+fn per_page(addr: u64, len: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < len {
+        let n = (4096 - (addr + off) % 4096).min(len - off);
+        out.push((off, n));
+        off += n;
+    }
+    out
+}
+
+/// `(start, len)` of each 64 KiB window of `len` bytes.
+fn windows(len: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..len).step_by(RAM).map(move |s| (s, RAM.min(len - s)))
+}
+
+fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<Duration, String> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed())
+}
+
+fn io<T>(what: &str, r: std::io::Result<T>) -> Result<T, String> {
+    r.map_err(|e| format!("{what}: {e}"))
+}
+
+/// gdr's way with host buffers: one ioctl per request (one-way: one per 64 KiB window).
+fn gdr_host(dev: &Device, op: Op, src: &Mapping, dst: &mut Mapping) -> Result<(), String> {
+    match op {
+        Op::H2c => {
+            for (s, l) in windows(src.len()) {
+                io("h2c", dev.h2c(&src.as_slice()[s..s + l], 0))?;
+            }
+        }
+        Op::C2h => {
+            for (s, l) in windows(dst.len()) {
+                io("c2h", dev.c2h(&mut dst.as_mut_slice()[s..s + l], 0))?;
+            }
+        }
+        Op::H2c2h => {
+            io("h2c2h", dev.h2c2h(src.as_slice(), dst.as_mut_slice()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The reference's way with host buffers: serial, window by window, one ioctl per contiguous run.
+fn ref_host(
+    dev: &Device,
+    op: Op,
+    src: &Mapping,
+    dst: &mut Mapping,
+    src_runs: &[Vec<(u64, u64)>],
+    dst_runs: &[Vec<(u64, u64)>],
+) -> Result<(), String> {
+    let len = src.len().max(dst.len());
+    for (w, (s, _)) in windows(len).enumerate() {
+        if op != Op::C2h {
+            for &(o, n) in &src_runs[w] {
+                let at = s + o as usize;
+                io("h2c", dev.h2c(&src.as_slice()[at..at + n as usize], o))?;
+            }
+        }
+        if op != Op::H2c {
+            for &(o, n) in &dst_runs[w] {
+                let at = s + o as usize;
+                io(
+                    "c2h",
+                    dev.c2h(&mut dst.as_mut_slice()[at..at + n as usize], o),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks what a request left behind: RAM holds the last window of `src` (H2C), every window of `dst`
+/// holds the RAM pattern (C2H), `dst` equals `src` (H2C2H).
+fn verify(
+    ctx: &mut Ctx,
+    op: Op,
+    what: &str,
+    src: &[u8],
+    dst: &[u8],
+    pattern: &[u8],
+) -> Result<(), String> {
+    match op {
+        Op::H2c => {
+            let (s, l) = windows(src.len()).last().expect("a window");
+            ctx.check_ram(what, &src[s..s + l])
+        }
+        Op::C2h => {
+            for (s, l) in windows(dst.len()) {
+                compare(what, &pattern[..l], &dst[s..s + l])?;
+            }
+            Ok(())
+        }
+        Op::H2c2h => compare(what, src, dst),
+    }
+}
+
+fn buffers(
+    ctx: &mut Ctx,
+    op: Op,
+    size: usize,
+    pattern: &[u8],
+) -> Result<(Mapping, Mapping), String> {
+    let mut src = io("mmap", Mapping::new(size, RW))?;
+    let mut dst = io("mmap", Mapping::new(size, RW))?;
+    ctx.rng.fill(src.as_mut_slice());
+    // Every destination byte must change: start from the complement of what must arrive.
+    let want: Vec<u8> = match op {
+        Op::C2h => windows(size)
+            .flat_map(|(_, l)| pattern[..l].to_vec())
+            .collect(),
+        _ => src.as_slice().to_vec(),
+    };
+    dst.as_mut_slice()
+        .iter_mut()
+        .zip(&want)
+        .for_each(|(d, w)| *d = !w);
+    Ok((src, dst))
+}
+
+/// Physically contiguous runs `(offset, len)` of each 64 KiB window of a buffer.
+type Runs = Vec<Vec<(u64, u64)>>;
+
+/// One scheme's file and buffers for a host case: one pair reused, or (misses) a fresh pair per request.
+struct Lane {
+    row: Row,
+    dev: Device,
+    pairs: Vec<(Mapping, Mapping)>,
+    runs: (Runs, Runs),
+}
+
+/// Request `i` of a lane's scheme.
+fn lane_request(
+    scheme: Scheme,
+    dev: &Device,
+    pairs: &mut [(Mapping, Mapping)],
+    runs: &(Runs, Runs),
+    op: Op,
+    i: u64,
+) -> Result<Duration, String> {
+    let k = if pairs.len() == 1 { 0 } else { i as usize };
+    let (src, dst) = &mut pairs[k];
+    timed(|| match scheme {
+        Scheme::Reference => ref_host(dev, op, src, dst, &runs.0, &runs.1),
+        _ => gdr_host(dev, op, src, dst),
+    })
+}
+
+fn host_case(ctx: &mut Ctx, op: Op, size: usize, reps: u64) -> Result<Vec<Row>, String> {
+    let mut pattern = vec![0u8; RAM];
+    ctx.rng.fill(&mut pattern);
+    ctx.put_ram(&pattern)?;
+    let bytes = size as u64;
+    let mut lanes = Vec::new();
+    for scheme in [
+        Scheme::Hit,
+        Scheme::Miss,
+        Scheme::MissFull,
+        Scheme::Uncached,
+        Scheme::Reference,
+    ] {
+        let dev = ctx.open(!matches!(scheme, Scheme::Uncached | Scheme::Reference))?;
+        let fresh = matches!(scheme, Scheme::Miss | Scheme::MissFull);
+        let pairs = (0..if fresh { reps } else { 1 })
+            .map(|_| buffers(ctx, op, size, &pattern))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (s, d) = (pairs[0].0.addr(), pairs[0].1.addr());
+        let runs = match scheme {
+            Scheme::Reference => (ctx.runs(s, size), ctx.runs(d, size)),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let mut lane = Lane {
+            row: Row::new(scheme, bytes),
+            dev,
+            pairs,
+            runs,
+        };
+        match scheme {
+            // Warm: the buffer is cached before the first timed request.
+            Scheme::Hit => {
+                let (src, dst) = &mut lane.pairs[0];
+                gdr_host(&lane.dev, op, src, dst)?;
+            }
+            // A cache of one entry, already holding a buffer: every timed miss evicts one.
+            Scheme::MissFull => {
+                let max_bytes = io("REG_CACHE", lane.dev.reg_cache_query())?.max_bytes;
+                io("REG_CACHE", lane.dev.reg_cache_set_limits(1, max_bytes))?;
+                let (src, mut dst) = buffers(ctx, op, size, &pattern)?;
+                gdr_host(&lane.dev, op, &src, &mut dst)?;
+            }
+            _ => {}
+        }
+        lanes.push(lane);
+    }
+    let n = lanes.len();
+    for i in 0..reps {
+        // The first scheme of a round changes every round: deferred kernel work a request leaves behind
+        // (frees, RCU callbacks) lands on whichever request comes next, so it must not always be the same.
+        for j in 0..n {
+            let lane = &mut lanes[(i as usize + j) % n];
+            let scheme = lane.row.scheme;
+            let Lane {
+                row,
+                dev,
+                pairs,
+                runs,
+            } = lane;
+            ctx.once(row, || lane_request(scheme, dev, pairs, runs, op, i))?;
+            if i + 1 == reps {
+                // Checked at once: the next scheme's request overwrites the card RAM.
+                let what = format!("{} host {size} {}", op.name(), lane.row.scheme.name());
+                let (src, dst) = lane.pairs.last().expect("a pair");
+                verify(ctx, op, &what, src.as_slice(), dst.as_slice(), &pattern)?;
+            }
+        }
+    }
+    Ok(lanes.into_iter().map(|l| l.row).collect())
+}
+
+/// GPU surfaces (provider loaded): pinned once, pinned per request, and the reference's pin per 64 KiB
+/// window and call, each scheme on its own pair of surfaces (a range is pinned once per process), the
+/// schemes taking turns request by request. One-way only up to the RAM size: a handle's DMA starts at the
+/// surface's start.
+fn gpu_case(
+    ctx: &mut Ctx,
+    op: Op,
+    size: usize,
+    reps: u64,
+    fl: Flavour,
+) -> Result<Vec<Row>, String> {
+    let mut pattern = vec![0u8; RAM];
+    ctx.rng.fill(&mut pattern);
+    ctx.put_ram(&pattern)?;
+    let dev = ctx.open(true)?;
+    let len = size as u64;
+    let schemes = [Scheme::Hit, Scheme::Miss, Scheme::Reference];
+    let mut surfaces = Vec::new();
+    for _ in schemes {
+        let surf = |len| io("surface", Surface::new(fl, len));
+        let (mut src, mut dst) = (surf(size)?, surf(size)?);
+        src.fill_random(&mut ctx.rng);
+        match op {
+            Op::C2h => dst.fill_complement(&pattern[..size]),
+            _ => dst.fill_complement(&src.as_slice()[..size]),
+        }
+        surfaces.push((src, dst));
+    }
+    let pin = |va: u64, n: u64| io("PIN_CUDA", dev.pin_cuda(va, n)).map(u64::from);
+    let unpin = |h: u64| io("UNPIN_CUDA", dev.unpin_cuda(h as u32));
+    // One request on handles `hs` (source) and `hd` (destination) of `n` bytes.
+    let request = |hs: u64, hd: u64, n: u64| -> Result<(), String> {
+        match op {
+            Op::H2c => io("h2c", dev.h2c_cuda(hs, 0, n)).map(|_| ()),
+            // SAFETY: no reference into the destination surface is live during the call.
+            Op::C2h => io("c2h", unsafe { dev.c2h_cuda(hd, 0, n) }).map(|_| ()),
+            // SAFETY: as above.
+            Op::H2c2h => io("h2c2h", unsafe {
+                dev.h2c2h_any(hs, hd, n, abi::H2C2H_FLAGS)
+            })
+            .map(|_| ()),
+        }
+    };
+    let va = |k: usize| (surfaces[k].0.va(), surfaces[k].1.va());
+    let (hit_s, hit_d) = va(0);
+    let pinned = (pin(hit_s, len)?, pin(hit_d, len)?);
+    let mut rows: Vec<Row> = schemes.iter().map(|&s| Row::new(s, len)).collect();
+    for i in 0..reps {
+        for j in 0..schemes.len() {
+            let k = (i as usize + j) % schemes.len();
+            let row = &mut rows[k];
+            let (sva, dva) = va(k);
+            ctx.once(row, || {
+                timed(|| match schemes[k] {
+                    Scheme::Hit => request(pinned.0, pinned.1, len),
+                    Scheme::Miss => {
+                        let (hs, hd) = (pin(sva, len)?, pin(dva, len)?);
+                        request(hs, hd, len)?;
+                        unpin(hs)?;
+                        unpin(hd)
+                    }
+                    _ => {
+                        for (s, l) in windows(size) {
+                            let (s, l) = (s as u64, l as u64);
+                            let (hs, hd) = (pin(sva + s, l)?, pin(dva + s, l)?);
+                            match op {
+                                Op::H2c2h => {
+                                    io("h2c", dev.h2c_cuda(hs, 0, l))?;
+                                    // SAFETY: no reference into the destination surface is live.
+                                    io("c2h", unsafe { dev.c2h_cuda(hd, 0, l) })?;
+                                }
+                                _ => request(hs, hd, l)?,
+                            }
+                            unpin(hs)?;
+                            unpin(hd)?;
+                        }
+                        Ok(())
+                    }
+                })
+            })?;
+            if i + 1 == reps {
+                let what = format!("{} gpu {size} {}", op.name(), schemes[k].name());
+                let (src, dst) = &surfaces[k];
+                verify(
+                    ctx,
+                    op,
+                    &what,
+                    &src.as_slice()[..size],
+                    &dst.as_slice()[..size],
+                    &pattern,
+                )?;
+                src.check_guards()?;
+                dst.check_guards()?;
+            }
+        }
+    }
+    unpin(pinned.0)?;
+    unpin(pinned.1)?;
+    Ok(rows)
+}
+
+fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
+    let ceiling = ctx.ceiling(op);
+    for r in rows {
+        let pins = r
+            .pins
+            .map_or("n/a".into(), |p| format!("{:.1}", p as f64 / r.reps as f64));
+        println!(
+            "GUEST PERF {} {mem} {size} {}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
+             descriptors {:.1}/MiB, runs {:.1}/MiB, {pins} pages pinned/req, wall {:.1} us/req, x{}",
+            op.name(),
+            r.scheme.name(),
+            r.mbps(),
+            100.0 * r.mbps() / ceiling,
+            r.per_mib(r.model.irqs),
+            r.per_mib(r.model.descs),
+            r.per_mib(r.model.runs),
+            r.wall_us(),
+            r.reps,
+        );
+    }
+    let get = |s: Scheme| rows.iter().find(|r| r.scheme == s);
+    let ratio = |a: Option<&Row>, b: Option<&Row>, f: fn(&Row) -> f64| match (a, b) {
+        (Some(a), Some(b)) if f(b) > 0.0 => format!("{:.2}x", f(a) / f(b)),
+        _ => "n/a".into(),
+    };
+    let (hit, miss, full, unc, rf) = (
+        get(Scheme::Hit),
+        get(Scheme::Miss),
+        get(Scheme::MissFull),
+        get(Scheme::Uncached),
+        get(Scheme::Reference),
+    );
+    println!(
+        "GUEST PERF VS {} {mem} {size}: modeled MB/s hit/reference {}, miss/reference {}; wall reference/hit {}, \
+         reference/miss {}; wall miss/uncached {}, miss-full/uncached {}, hit/uncached {}",
+        op.name(),
+        ratio(hit, rf, Row::mbps),
+        ratio(miss, rf, Row::mbps),
+        ratio(rf, hit, Row::wall_us),
+        ratio(rf, miss, Row::wall_us),
+        ratio(miss, unc, Row::wall_us),
+        ratio(full, unc, Row::wall_us),
+        ratio(hit, unc, Row::wall_us),
+    );
+}
+
+fn setup(opts: &Options) -> Result<Ctx, String> {
+    let mut rpc = Rpc::open(&opts.rpc_path)?;
+    let t = rpc.call(&json!({"cmd": "timing"}))?;
+    let t = if t["enabled"] == true {
+        t
+    } else {
+        rpc.call(&json!({"cmd": "timing", "enable": true}))?
+    };
+    let ceil = |d: &str| {
+        t["ceiling_mbps"][d]
+            .as_f64()
+            .ok_or("no ceiling in the timing answer")
+    };
+    let ceiling = (ceil("h2c")?, ceil("c2h")?);
+    println!(
+        "GUEST PERF MODEL ceilings h2c {:.1} MB/s, c2h {:.1} MB/s, round trip full duplex {:.1}, serial {:.1}; \
+         parameters {}",
+        ceiling.0,
+        ceiling.1,
+        ceiling.0.min(ceiling.1),
+        1.0 / (1.0 / ceiling.0 + 1.0 / ceiling.1),
+        t["params"]
+    );
+    let check = Device::open(&opts.dev_path).map_err(|e| format!("open {}: {e}", opts.dev_path))?;
+    let info = io("ABI_INFO", check.abi_info())?;
+    Ok(Ctx {
+        rpc,
+        dev_path: opts.dev_path.clone(),
+        rng: Rng::new(opts.seed),
+        check,
+        check_buf: io("mmap", Mapping::new(RAM, RW))?,
+        flavour: Flavour::from_caps(info.caps),
+        ceiling,
+        page_runs: false,
+    })
+}
+
+pub fn run(opts: &Options) -> i32 {
+    println!("GUEST SEED {}", opts.seed);
+    let mut ctx = match setup(opts) {
+        Ok(c) => c,
+        Err(e) => {
+            report("perf::setup", &Err(e));
+            return summary(0, 1, 0);
+        }
+    };
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for op in [Op::H2c, Op::C2h, Op::H2c2h] {
+        for &size in &opts.sizes {
+            let size = size as usize;
+            let reps = (opts.volume / size as u64).clamp(1, 32);
+            let mems: [(&str, Option<Flavour>); 2] = [("host", None), ("gpu", ctx.flavour)];
+            for (mem, fl) in mems {
+                let name = format!("perf::{}_{mem}_{size}", op.name());
+                if mem == "gpu" && fl.is_none() {
+                    skipped += 1;
+                    report_skip(&name, "no GPU-memory provider loaded");
+                    continue;
+                }
+                if mem == "gpu" && op != Op::H2c2h && size > RAM {
+                    continue; // a handle's one-way DMA cannot go past the card RAM
+                }
+                let rows = match fl {
+                    Some(fl) if mem == "gpu" => gpu_case(&mut ctx, op, size, reps, fl),
+                    _ => host_case(&mut ctx, op, size, reps),
+                };
+                let r = rows.map(|rows| print_rows(&ctx, op, mem, size, &rows));
+                if r.is_ok() {
+                    passed += 1;
+                } else {
+                    failed += 1;
+                }
+                report(&name, &r);
+            }
+        }
+    }
+    summary(passed, failed, skipped)
+}
