@@ -25,11 +25,13 @@ pub enum FaultKind {
     DropIrq,
     /// Completion is delayed.
     Slow,
+    /// The first data descriptor uses the previous transfer's host address (see `host_addrs`).
+    StaleAddr,
 }
 
 impl FaultKind {
     /// Every kind, in protocol order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::CorruptData,
         FaultKind::BadMagic,
         FaultKind::ReadError,
@@ -38,6 +40,7 @@ impl FaultKind {
         FaultKind::Hang,
         FaultKind::DropIrq,
         FaultKind::Slow,
+        FaultKind::StaleAddr,
     ];
 
     /// The name used on the control channel.
@@ -51,6 +54,7 @@ impl FaultKind {
             FaultKind::Hang => "hang",
             FaultKind::DropIrq => "drop_irq",
             FaultKind::Slow => "slow",
+            FaultKind::StaleAddr => "stale_addr",
         }
     }
 
@@ -103,6 +107,8 @@ pub struct TransferFaults {
     pub drop_irq: bool,
     /// See [`FaultKind::Slow`]: the delay before the engine starts fetching.
     pub slow: Option<Duration>,
+    /// See [`FaultKind::StaleAddr`].
+    pub stale_addr: bool,
 }
 
 impl TransferFaults {
@@ -117,6 +123,7 @@ impl TransferFaults {
             self.hang,
             self.drop_irq,
             self.slow.is_some(),
+            self.stale_addr,
         ]
         .into_iter()
         .filter(|&b| b)
@@ -166,6 +173,7 @@ impl FaultQueue {
                 FaultKind::Hang => f.hang = true,
                 FaultKind::DropIrq => f.drop_irq = true,
                 FaultKind::Slow => f.slow = Some(self.slow_delay),
+                FaultKind::StaleAddr => f.stale_addr = true,
             }
             if let Some(n) = &mut p.remaining {
                 *n -= 1;
