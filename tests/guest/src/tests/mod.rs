@@ -6,6 +6,7 @@ mod cuda;
 mod dma;
 mod errors;
 mod faults;
+mod iommu;
 mod lifecycle;
 mod regcache;
 mod removal;
@@ -84,6 +85,8 @@ pub enum Needs {
     /// The Jetson provider and the registration cache: GPU memory is host memory, so one range can be both
     /// a surface and a host buffer.
     JetsonRegCache,
+    /// An IOMMU translates the card's DMA (the card has an iommu_group).
+    Iommu,
 }
 
 impl Needs {
@@ -92,6 +95,9 @@ impl Needs {
     pub fn unmet(self, dev: &Device) -> Option<String> {
         if self == Needs::Nothing {
             return None;
+        }
+        if self == Needs::Iommu {
+            return iommu::unmet();
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())
@@ -187,6 +193,7 @@ pub fn all() -> Vec<Test> {
     // the pinned-page counts they compare.
     regcache::register(&mut v);
     faults::register(&mut v);
+    iommu::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);
     lifecycle::register(&mut v);
