@@ -9,8 +9,6 @@
 #      or byte-check failure; bench/perf.sh is the longer one)
 #   4. the suite with the model corrupting every transfer, which must fail
 #   5. the suite behind an emulated IOMMU on x86_64 (intel-iommu, caching mode)
-#   6. arm64 (qemu-system-aarch64 -M virt, TCG) with virtio-iommu translating the card's DMA: the guest
-#      suite (docs/arm64.md)
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -56,16 +54,6 @@ if vars=$("$REPO/bench/build.sh"); then
     harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu intel
 else
   count "bench build" 0 1
-fi
-
-# The Jetson's architecture with an IOMMU in the card's path (QEMU 11's SMMUv3 refuses vfio-user devices,
-# so virtio-iommu; docs/arm64.md). TCG emulates aarch64 on x86_64 several times slower than x86_64 itself.
-if vars=$(ARCH=arm64 "$REPO/bench/build.sh"); then
-  eval "$vars"
-  counted "bench arm64: suite behind virtio-iommu, Jetson nvidia_p2p" "$L/last-arm64-suite-jetson.log" \
-    harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu virtio --timeout 2700
-else
-  count "bench build (arm64)" 0 1
 fi
 
 finish
