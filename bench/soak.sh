@@ -18,6 +18,5 @@ for flavour in jetson dgpu; do
   counted "soak $flavour: fuzzer x$ITER" "$L/soak-$flavour-fuzz.log" \
     harness "${mods[@]}" -- --mode fuzz --guest-args "--iterations $ITER --threads $THREADS" --timeout 5400
 done
-
 grep -h "GUEST FUZZ" "$L"/soak-*-fuzz.log >&2 || true
 finish
