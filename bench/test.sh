@@ -51,7 +51,7 @@ if vars=$("$REPO/bench/build.sh"); then
     --guest-args "--iterations ${GDR_PERF_ITERATIONS:-40}"
   check "bench: the suite fails when the model corrupts data" must_fail
   counted "bench: suite behind intel-iommu, Jetson nvidia_p2p" "$L/last-suite-intel-iommu.log" \
-    harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu intel
+    harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu intel --timeout 1800
 else
   count "bench build" 0 1
 fi
