@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build everything the bench runs and print it as shell assignments (eval "$(bench/build.sh)"):
 # the chroot, the guest kernel, the kernel module, the FPGA model, the host harness and the guest tests.
-# Heavy parts come from $GDR_CACHE when their inputs are unchanged.
+# Heavy parts come from $GDR_CACHE when their inputs are unchanged. ARCH=arm64 builds the arm64 guest
+# (kernel, modules, static aarch64 guest program and busybox from bench/cross.sh) instead of the x86_64 one.
 . "$(dirname "$0")/lib.sh"
 need_root
 ARCH=${ARCH:-x86_64}
@@ -18,20 +19,38 @@ log "kernel modules built ($((SECONDS - t0)) s)"
 # so its static-CRT flags never invalidate the host build.
 TARGET=$REPO/target
 (cd "$REPO" && cargo build --release --quiet -p picoevb-model -p gdr-bench) >&2 || die "cargo build (host tools) failed"
-(cd "$REPO" && CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
-  cargo build --release --quiet -p gdr-guest-tests --target x86_64-unknown-linux-gnu --target-dir "$TARGET/guest") >&2 ||
-  die "cargo build (guest tests) failed"
+case $ARCH in
+  x86_64)
+    (cd "$REPO" && CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+      cargo build --release --quiet -p gdr-guest-tests --target x86_64-unknown-linux-gnu --target-dir "$TARGET/guest") >&2 ||
+      die "cargo build (guest tests) failed"
+    GUEST=$TARGET/guest/x86_64-unknown-linux-gnu/release/gdr-guest-tests
+    KERNEL=$KDIR/arch/x86/boot/bzImage BUSYBOX= ;;
+  arm64)
+    CROSS=$("$REPO/bench/cross.sh")
+    # Debian's cargo in the cross chroot fetches crates itself; it trusts what the host's TLS trusts.
+    cp /etc/ssl/certs/ca-certificates.crt "$GDR_CACHE/host-ca.crt"
+    in_root "$CROSS" bash -c "cd '$REPO' && export CARGO_HTTP_CAINFO='$GDR_CACHE/host-ca.crt' \
+      CARGO_HOME='$GDR_CACHE/cargo-cross' CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+      CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS='-C target-feature=+crt-static' &&
+      cargo build --release --quiet -p gdr-guest-tests --target aarch64-unknown-linux-gnu \
+        --target-dir '$TARGET/guest-aarch64'" >&2 || die "cargo build (aarch64 guest tests) failed"
+    GUEST=$TARGET/guest-aarch64/aarch64-unknown-linux-gnu/release/gdr-guest-tests
+    KERNEL=$KDIR/arch/arm64/boot/Image BUSYBOX=$CROSS/usr/bin/busybox ;;
+esac
 log "userspace built ($((SECONDS - t0)) s)"
 
 cat <<VARS
 GDR_ROOT=$ROOT
 GDR_KDIR=$KDIR
-GDR_KERNEL=$KDIR/arch/x86/boot/bzImage
+GDR_ARCH=$ARCH
+GDR_KERNEL=$KERNEL
+GDR_BUSYBOX=$BUSYBOX
 GDR_KO=$KMOD/picoevb.ko
 GDR_P2P=$KMOD/gdr_nv_p2p.ko
 GDR_KO_DGPU=$KMOD_DGPU/picoevb.ko
 GDR_P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko
 GDR_MODEL=$TARGET/release/picoevb-model
 GDR_HARNESS=$TARGET/release/gdr-bench
-GDR_GUEST=$TARGET/guest/x86_64-unknown-linux-gnu/release/gdr-guest-tests
+GDR_GUEST=$GUEST
 VARS

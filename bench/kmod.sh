@@ -2,7 +2,7 @@
 # Build the out-of-tree kernel modules (picoevb.ko and the nvidia_p2p provider gdr_nv_p2p.ko) against the
 # bench kernel, in the chroot whose rustc built that kernel (a Rust .ko links against that exact kernel
 # crate build), for one flavour of the nvidia_p2p API: jetson (default) or dgpu. Copies them to
-# target/kmod/<flavour>/ and prints that folder.
+# target/kmod/<flavour>/ (target/kmod/arm64-<flavour>/ for an arm64 kernel) and prints that folder.
 # Usage: kmod.sh KDIR [jetson|dgpu]
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -11,7 +11,7 @@ FLAVOUR=${2:-jetson}
 case $FLAVOUR in jetson | dgpu) ;; *) die "unknown flavour $FLAVOUR (jetson or dgpu)" ;; esac
 ROOT=$("$REPO/bench/rootfs.sh")
 # Per checkout (worktrees build side by side), never in the shared cache.
-OUT=$REPO/target/kmod/$FLAVOUR
+if grep -q '^export ARCH=arm64 ' "$KDIR/env.sh"; then OUT=$REPO/target/kmod/arm64-$FLAVOUR; else OUT=$REPO/target/kmod/$FLAVOUR; fi
 rm -rf "$OUT"; mkdir -p "$OUT"
 for m in nvidia-p2p picoevb; do
   # Kbuild rebuilds whatever the flavour's flags change, so the two flavours can share the source folder.

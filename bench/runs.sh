@@ -27,7 +27,7 @@ harness() {
   while [ "$1" != -- ]; do mods+=(--module "$1"); shift; done
   shift
   "$GDR_HARNESS" run --root "$GDR_ROOT" --kernel "$GDR_KERNEL" "${mods[@]}" --guest "$GDR_GUEST" \
-    --model "$GDR_MODEL" "$@"
+    --model "$GDR_MODEL" --arch "${GDR_ARCH:-x86_64}" ${GDR_BUSYBOX:+--busybox "$GDR_BUSYBOX"} "$@"
 }
 # finish : the closing line over everything counted; exit status 0 only if nothing failed.
 finish() {

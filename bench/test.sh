@@ -9,6 +9,7 @@
 #      (GDR_PERF_ITERATIONS, default 40; prints numbers, fails only on a DMA or byte-check failure;
 #      bench/perf.sh is the longer one)
 #   4. the suite with the model corrupting every transfer, which must fail
+#   5. the suite behind an emulated IOMMU on x86_64 (intel-iommu, caching mode)
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -53,6 +54,8 @@ if vars=$("$REPO/bench/build.sh"); then
   counted "bench: registration cache benchmark" "$L/last-perf.log" harness "$GDR_P2P" "$GDR_KO" -- --mode bench \
     --guest-args "--iterations ${GDR_PERF_ITERATIONS:-40}"
   check "bench: the suite fails when the model corrupts data" must_fail
+  counted "bench: suite behind intel-iommu, Jetson nvidia_p2p" "$L/last-suite-intel-iommu.log" \
+    harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu intel --timeout 1800
 else
   count "bench build" 0 1
 fi

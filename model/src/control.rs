@@ -160,7 +160,9 @@ fn optional_u64(v: Option<&Value>, name: &str) -> Result<Option<u64>, String> {
 pub fn state_json(s: &Snapshot) -> Value {
     let engine = |d: Dir| {
         let e = s.engine(d);
-        json!({ "runs": e.runs, "descriptors": e.descriptors, "bytes": e.bytes, "errors": e.errors })
+        let host_addr = s.stats.host_addrs.last(d);
+        json!({ "runs": e.runs, "descriptors": e.descriptors, "bytes": e.bytes, "errors": e.errors,
+                "host_addr": host_addr })
     };
     json!({
         "ok": true,

@@ -28,6 +28,8 @@ pub enum FaultKind {
     DropIrq,
     /// Completion is delayed.
     Slow,
+    /// The first data descriptor uses the previous transfer's host address (see `host_addrs`).
+    StaleAddr,
 }
 
 impl FaultKind {
@@ -42,6 +44,7 @@ impl FaultKind {
         FaultKind::DropIrq,
         FaultKind::Slow,
         FaultKind::Stuck,
+        FaultKind::StaleAddr,
     ];
 
     /// The name used on the control channel.
@@ -56,6 +59,7 @@ impl FaultKind {
             FaultKind::DropIrq => "drop_irq",
             FaultKind::Slow => "slow",
             FaultKind::Stuck => "stuck",
+            FaultKind::StaleAddr => "stale_addr",
         }
     }
 
@@ -110,6 +114,8 @@ pub struct TransferFaults {
     pub stuck: bool,
     /// See [`FaultKind::Slow`]: the delay before the engine starts fetching.
     pub slow: Option<Duration>,
+    /// See [`FaultKind::StaleAddr`].
+    pub stale_addr: bool,
 }
 
 impl TransferFaults {
@@ -125,6 +131,7 @@ impl TransferFaults {
             self.drop_irq,
             self.stuck,
             self.slow.is_some(),
+            self.stale_addr,
         ]
         .into_iter()
         .filter(|&b| b)
@@ -175,6 +182,7 @@ impl FaultQueue {
                 FaultKind::DropIrq => f.drop_irq = true,
                 FaultKind::Slow => f.slow = Some(self.slow_delay),
                 FaultKind::Stuck => f.stuck = true,
+                FaultKind::StaleAddr => f.stale_addr = true,
             }
             if let Some(n) = &mut p.remaining {
                 *n -= 1;

@@ -14,6 +14,7 @@ pub mod device;
 pub mod faults;
 pub mod gpio;
 pub mod guest_memory;
+pub mod host_addrs;
 pub mod idblock;
 pub mod image;
 pub mod interrupts;

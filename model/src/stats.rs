@@ -27,4 +27,6 @@ pub struct Stats {
     pub dropped_writes: u64,
     /// Faults applied to transfers (one per fault kind per transfer).
     pub faults_injected: u64,
+    /// The host addresses the last transfers started at (IOVAs behind an IOMMU).
+    pub host_addrs: crate::host_addrs::HostAddrs,
 }

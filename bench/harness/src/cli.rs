@@ -3,14 +3,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::machine::{Arch, Iommu};
+
 pub const USAGE: &str = "\
 usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
                      [--mode suite|loopback|fuzz|bench|perf] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
                      [--memory MB] [--cards N] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
                      [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
+                     [--arch x86_64|arm64] [--iommu none|virtio|intel|smmuv3] [--busybox PATH]
 
   --root DIR          bench chroot (QEMU 11 inside; busybox at DIR/usr/bin/busybox)
-  --kernel PATH       guest bzImage
+  --kernel PATH       guest kernel (x86_64: bzImage; arm64: Image)
   --module PATH       kernel module to insmod, in the order given (repeatable)
   --guest PATH        static gdr-guest-tests binary
   --model PATH        picoevb-model binary
@@ -27,6 +30,10 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
   --append ARGS       extra kernel command line
   --model-arg ARG     extra model argument (repeatable), e.g. --model-arg=--design --model-arg=reference
   --repo DIR          repository root (default: where gdr-bench was built from)
+  --arch ARCH         guest architecture: x86_64 (q35, default) or arm64 (virt, GICv3 ITS)
+  --iommu KIND        IOMMU translating the card's DMA: none (default), virtio (virtio-iommu), intel
+                      (x86_64, caching mode) or smmuv3 (arm64; QEMU 11 refuses it for vfio-user, see docs)
+  --busybox PATH      static busybox for the guest (default: ROOT/usr/bin/busybox, an x86_64 one)
 
        gdr-bench relay --listen SOCK --control CTL
   only the guest<->model RPC relay, for a QEMU started by hand with -serial unix:SOCK";
@@ -72,6 +79,9 @@ pub struct RunArgs {
     pub append: String,
     pub model_args: Vec<String>,
     pub repo: PathBuf,
+    pub arch: Arch,
+    pub iommu: Iommu,
+    pub busybox: Option<PathBuf>,
 }
 
 /// The repository this binary was built from: bench/harness/../..
@@ -100,6 +110,9 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
         append: String::new(),
         model_args: Vec::new(),
         repo: default_repo(),
+        arch: Arch::X86_64,
+        iommu: Iommu::None,
+        busybox: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -165,6 +178,9 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
             "--append" => a.append = value()?,
             "--model-arg" => a.model_args.push(value()?),
             "--repo" => a.repo = PathBuf::from(value()?),
+            "--arch" => a.arch = Arch::parse(&value()?)?,
+            "--iommu" => a.iommu = Iommu::parse(&value()?)?,
+            "--busybox" => a.busybox = Some(PathBuf::from(value()?)),
             _ => return Err(format!("unknown argument {arg:?}")),
         }
         if inline.is_some() && matches!(flag, "--expect-failures" | "--keep") {
@@ -179,6 +195,7 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
     if a.modules.is_empty() {
         return Err("at least one --module is required".into());
     }
+    a.iommu.check(a.arch)?;
     Ok(a)
 }
 
@@ -250,5 +267,23 @@ mod tests {
                 .contains("required")
         );
         assert!(parse_run(&args("--bogus")).is_err());
+    }
+
+    #[test]
+    fn arch_and_iommu() {
+        let base = "--root /r --kernel /k --module a.ko --guest /g --model /m";
+        let a = parse_run(&args(base)).unwrap();
+        assert_eq!(
+            (a.arch, a.iommu, a.busybox),
+            (Arch::X86_64, Iommu::None, None)
+        );
+        let a = parse_run(&args(&format!(
+            "{base} --arch arm64 --iommu virtio --busybox /bb"
+        )))
+        .unwrap();
+        assert_eq!((a.arch, a.iommu), (Arch::Arm64, Iommu::Virtio));
+        assert_eq!(a.busybox, Some(PathBuf::from("/bb")));
+        let e = parse_run(&args(&format!("{base} --arch arm64 --iommu intel"))).unwrap_err();
+        assert!(e.contains("x86_64"), "{e}");
     }
 }

@@ -6,6 +6,7 @@ mod console;
 mod control;
 mod cpio;
 mod initramfs;
+mod machine;
 mod procs;
 mod relay;
 mod report;

@@ -166,19 +166,23 @@ fn start_model(a: &RunArgs, run: &RunDir, i: u32) -> Result<Group, String> {
 fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command {
     let mb = a.memory_mb;
     let p = |n: &str| run.path(n).display().to_string();
-    let append = format!("console=ttyS0 panic=-1 loglevel=6 {}", a.append)
-        .trim()
-        .to_string();
+    let (arch, iommu) = (a.arch, a.iommu);
+    let append = format!(
+        "console={} panic=-1 loglevel=6 {} {}",
+        arch.console(),
+        iommu.append(),
+        a.append
+    )
+    .split_whitespace()
+    .collect::<Vec<_>>()
+    .join(" ");
     let mut c = Command::new(repo.join("bench/in-root.sh"));
-    c.arg(root).arg("qemu-system-x86_64");
-    // No 5-level paging: with LA57, an interrupt that lands while identify_cpu() re-detects the CPU
-    // features makes KASAN see the 4-level layout for a moment and report a per-CPU read as a "wild
-    // access" (seen about once in five boots of 6.18 under TCG). The driver gains nothing from LA57.
+    c.arg(root).arg(arch.qemu());
     c.args([
         "-accel",
         "tcg",
         "-cpu",
-        "max,la57=off",
+        arch.cpu(),
         "-smp",
         "2",
         "-m",
@@ -188,7 +192,7 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
         "-object",
         &format!("memory-backend-memfd,id=mem,size={mb}M,share=on"),
     ]);
-    c.args(["-machine", "q35,memory-backend=mem"]);
+    c.args(["-machine", &arch.machine(iommu)]);
     c.args(["-nodefaults", "-nographic", "-no-reboot"]);
     c.args([
         "-serial",
@@ -198,12 +202,15 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
     ]);
     c.args([
         "-kernel",
-        &p("bzImage"),
+        &p(arch.kernel_name()),
         "-initrd",
         &p("initramfs.cpio"),
         "-append",
         &append,
     ]);
+    if let Some(dev) = iommu.device() {
+        c.args(["-device", dev]);
+    }
     // One root port and one vfio-user function per card, in card order (card 0 enumerates first).
     for i in 0..a.cards {
         let vfio = serde_json::json!({
@@ -320,7 +327,10 @@ fn watch(
 pub fn run(a: &RunArgs) -> Result<bool, String> {
     catch_signals();
     let root = absolute(&a.root, "--root")?;
-    let busybox = root.join("usr/bin/busybox");
+    let busybox = a
+        .busybox
+        .clone()
+        .unwrap_or_else(|| root.join("usr/bin/busybox"));
     let repo = absolute(&a.repo, "--repo")?;
     let in_root = repo.join("bench/in-root.sh");
     for (p, what) in [
@@ -335,7 +345,7 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
     note(&format!("run dir {}", run.dir.display()));
 
     // The kernel is copied in so QEMU, inside the chroot, sees it wherever it came from.
-    std::fs::copy(&a.kernel, run.path("bzImage"))
+    std::fs::copy(&a.kernel, run.path(a.arch.kernel_name()))
         .map_err(|e| format!("--kernel {}: {e}", a.kernel.display()))?;
     let mut guest_args = vec![a.mode.as_str().to_string()];
     guest_args.extend(a.guest_args.iter().cloned());
@@ -457,6 +467,38 @@ mod tests {
             c.get_envs()
                 .any(|(k, v)| k == "GDR_RUN" && v == Some(std::ffi::OsStr::new("/tmp/run")))
         );
+        assert!(!joined.contains("iommu"));
+    }
+
+    #[test]
+    fn arm64_behind_virtio_iommu() {
+        let a = crate::cli::parse_run(
+            &"--root /r --kernel /k --module a.ko --guest /g --model /m --arch arm64 --iommu virtio"
+                .split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let run = RunDir {
+            dir: PathBuf::from("/tmp/run"),
+            created: false,
+        };
+        let c = qemu_command(&a, Path::new("/repo"), &run, Path::new("/r"));
+        let args: Vec<String> = c
+            .get_args()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        assert_eq!(&args[..2], ["/r", "qemu-system-aarch64"]);
+        assert!(joined.contains("-machine virt,gic-version=3,memory-backend=mem "));
+        assert!(joined.contains("-kernel /tmp/run/Image"));
+        assert!(joined.contains("-append console=ttyAMA0 panic=-1 loglevel=6 iommu.strict=1 -"));
+        let iommu = args.iter().position(|s| s == "virtio-iommu-pci").unwrap();
+        let card = args
+            .iter()
+            .position(|s| s.contains("vfio-user-pci"))
+            .unwrap();
+        assert!(iommu < card, "the IOMMU must exist before the card");
     }
 
     #[test]

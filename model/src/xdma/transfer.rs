@@ -80,6 +80,8 @@ struct Transfer<'a> {
     job: Job,
     /// The first descriptor fetch of the transfer is where `bad_magic` / `desc_error` strike.
     first_fetch: bool,
+    /// The first data descriptor is recorded in `host_addrs` (and where `stale_addr` strikes).
+    first_data: bool,
     /// `corrupt_data` flips bits of the first data byte the transfer moves (see [`corrupt_mask`]).
     corrupt_pending: bool,
     /// When the data moved so far may be done at the configured bandwidth.
@@ -95,6 +97,7 @@ impl<'a> Transfer<'a> {
             dir,
             job,
             first_fetch: true,
+            first_data: true,
             corrupt_pending: job.faults.corrupt_data,
             paced_until: Instant::now(),
             cost: job.timing.map(|p| RunCost::new(dir, p)),
@@ -129,7 +132,7 @@ impl<'a> Transfer<'a> {
                 return Ok(end);
             }
             let desc = match self.fetch(addr) {
-                Ok(d) => d,
+                Ok(d) => self.note_first_data(d),
                 Err(bits) => return Ok(End::Error(bits)),
             };
             let start = Instant::now();
@@ -287,6 +290,27 @@ impl<'a> Transfer<'a> {
             return Err(xdma::STAT_INVALID_LENGTH);
         }
         Ok(d)
+    }
+
+    /// Records the transfer's first host address; with `stale_addr`, runs the previous transfer's instead.
+    fn note_first_data(&mut self, d: Descriptor) -> Descriptor {
+        if !std::mem::replace(&mut self.first_data, false) {
+            return d;
+        }
+        let stale = self.job.faults.stale_addr;
+        let (d, replaced) = self
+            .shared
+            .lock()
+            .stats
+            .host_addrs
+            .first_data(self.dir, &d, stale);
+        if replaced {
+            warn!(
+                "{:?}: stale_addr: first descriptor runs at the previous transfer's host address",
+                self.dir
+            );
+        }
+        d
     }
 
     fn corrupt(&mut self, buf: &mut [u8]) {

@@ -300,3 +300,42 @@ fn unplug_answers_all_ones_and_drops_the_transfer_in_flight() {
 fn thread_sleep(d: Duration) {
     std::thread::sleep(d);
 }
+
+/// An IOVA the driver mapped for one transfer, outside the rig's RAM region.
+const IOVA: u64 = 0xffff_e000;
+
+/// `stale_addr` behind an IOMMU: the previous transfer's buffer was unmapped, so the replayed address
+/// reaches nothing and the H2C fails with read_error (what the guest test relies on).
+#[test]
+fn stale_addr_after_unmap_is_a_read_error() {
+    let r = Rig::new();
+    r.mem.add_region(IOVA, 4096);
+    r.poke(IOVA, &pattern(256, 0x11));
+    assert_eq!(r.single(Dir::H2c, IOVA, 0, 256), DONE);
+    r.stop(Dir::H2c);
+    r.mem.remove_region(IOVA);
+    let fresh = pattern(256, 0x77);
+    r.poke(SRC, &fresh);
+    r.dev.inject(FaultKind::StaleAddr, 1, None);
+    assert_eq!(
+        r.single(Dir::H2c, SRC, 0x100, 256),
+        xdma::STAT_READ_ERROR_UR
+    );
+    let s = r.dev.snapshot();
+    assert_eq!((s.engine(Dir::H2c).errors, s.stats.faults_injected), (1, 1));
+    assert_eq!(s.stats.host_addrs.last(Dir::H2c), Some(SRC));
+    assert_eq!(r.dev.peek_bram(0x100, 256), vec![0; 256], "nothing written");
+}
+
+/// Without an IOMMU the same stale address is still RAM: the transfer "succeeds" with the old bytes.
+#[test]
+fn stale_addr_without_unmap_moves_the_old_bytes() {
+    let r = Rig::new();
+    r.poke(DST, &pattern(256, 0x11));
+    assert_eq!(r.single(Dir::H2c, DST, 0, 256), DONE);
+    r.stop(Dir::H2c);
+    r.poke(SRC, &pattern(256, 0x77));
+    r.dev.inject(FaultKind::StaleAddr, 1, None);
+    assert_eq!(r.single(Dir::H2c, SRC, 0x100, 256), DONE);
+    assert_eq!(r.dev.peek_bram(0x100, 256), pattern(256, 0x11));
+}

@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// The serial port QEMU connects to the harness (`-serial unix:RUN/rpc.sock`, the second `-serial`).
+/// On arm64's virt machine that is the second PL011.
+#[cfg(not(target_arch = "aarch64"))]
 pub const DEFAULT_TTY: &str = "/dev/ttyS1";
+#[cfg(target_arch = "aarch64")]
+pub const DEFAULT_TTY: &str = "/dev/ttyAMA1";
 /// How long to wait for one answer; TCG is slow, the model is not.
 const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -7,6 +7,7 @@ mod dma;
 mod errors;
 mod faults;
 mod hardening;
+mod iommu;
 mod lifecycle;
 mod regcache;
 mod removal;
@@ -85,6 +86,8 @@ pub enum Needs {
     /// The Jetson provider and the registration cache: GPU memory is host memory, so one range can be both
     /// a surface and a host buffer.
     JetsonRegCache,
+    /// An IOMMU translates the card's DMA (the card has an iommu_group).
+    Iommu,
 }
 
 impl Needs {
@@ -93,6 +96,9 @@ impl Needs {
     pub fn unmet(self, dev: &Device) -> Option<String> {
         if self == Needs::Nothing {
             return None;
+        }
+        if self == Needs::Iommu {
+            return iommu::unmet();
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())
@@ -188,6 +194,7 @@ pub fn all() -> Vec<Test> {
     // the pinned-page counts they compare.
     regcache::register(&mut v);
     faults::register(&mut v);
+    iommu::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);
     hardening::register(&mut v);
