@@ -34,7 +34,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in protocol order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::CorruptData,
         FaultKind::BadMagic,
         FaultKind::ReadError,
