@@ -8,6 +8,9 @@
 #      registration-cache benchmark (GDR_PERF_ITERATIONS, default 40; prints numbers, fails only on a DMA
 #      or byte-check failure; bench/perf.sh is the longer one)
 #   4. the suite with the model corrupting every transfer, which must fail
+#   5. the emulated appliance (bench/appliance/): one boot of the Debian/systemd image whose test unit runs
+#      bench/appliance/guest/scenarios/tests.sh (agent ready, reprogramming, access, revocation, self-test
+#      failure, config reload, watchdog, unit hardening)
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -49,6 +52,15 @@ if vars=$("$REPO/bench/build.sh"); then
   counted "bench: registration cache benchmark" "$L/last-perf.log" harness "$GDR_P2P" "$GDR_KO" -- --mode bench \
     --guest-args "--iterations ${GDR_PERF_ITERATIONS:-40}"
   check "bench: the suite fails when the model corrupts data" must_fail
+  # The card starts with NVIDIA's reference design, so the agent must reprogram it at boot.
+  if avars=$("$REPO/bench/appliance/prepare.sh"); then
+    eval "$avars"
+    counted "appliance: tests" "$L/last-appliance.log" "$GDR_HARNESS" appliance --root "$GDR_ROOT" \
+      --kernel "$GDR_KERNEL" --model "$GDR_MODEL" --base "$GDR_APPLIANCE_BASE" --layer "$GDR_APPLIANCE_LAYER" \
+      --scenario tests --model-arg=--design --model-arg=reference --timeout 1500
+  else
+    count "appliance build" 0 1
+  fi
 else
   count "bench build" 0 1
 fi

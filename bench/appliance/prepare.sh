@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Everything the appliance boots, printed as shell assignments (eval "$(bench/appliance/prepare.sh)" after
+# eval "$(bench/build.sh)"): the cached Debian base image (image.sh), the agent binaries (when agent/ exists)
+# and this checkout's layer disk (layer.sh) in target/appliance/.
+. "$(dirname "$0")/../lib.sh"
+need_root
+t0=$SECONDS
+BASE=$("$REPO/bench/appliance/image.sh")
+log "appliance base image ready ($((SECONDS - t0)) s)"
+if [ -f "$REPO/agent/Cargo.toml" ]; then
+  (cd "$REPO" && cargo build --release --quiet -p gdr-agent) >&2 || die "cargo build (agent) failed"
+  export GDR_AGENT_BIN=$REPO/target/release
+fi
+OUT=$REPO/target/appliance
+mkdir -p "$OUT"
+"$REPO/bench/appliance/layer.sh" "$OUT/layer.img"
+log "appliance layer ready ($((SECONDS - t0)) s)"
+cat <<VARS
+GDR_APPLIANCE_BASE=$BASE
+GDR_APPLIANCE_LAYER=$OUT/layer.img
+VARS
