@@ -8,7 +8,8 @@
 #     at its destination with its mode, the bitstream/model images in /usr/share/gdr/bitstream,
 #   - the bench's test unit and scenarios (bench/appliance/guest; never part of a real image).
 # Inputs from the environment (eval "$(bench/build.sh)"): GDR_KDIR GDR_KO GDR_P2P, and GDR_AGENT_BIN (folder
-# of the agent binaries) and GDR_BITSTREAM (folder of model images + manifest.toml) when they exist.
+# of the agent binaries), GDR_PROBE (the test client) and GDR_BITSTREAM (folder of model images +
+# manifest.toml) when they exist.
 . "$(dirname "$0")/../lib.sh"
 [ $# -eq 1 ] || die "usage: layer.sh OUT.img"
 out=$1
@@ -52,7 +53,8 @@ if [ -n "${GDR_BITSTREAM:-}" ] && [ -d "$GDR_BITSTREAM" ]; then
   cp -r "$GDR_BITSTREAM/." "$R/usr/share/gdr/bitstream/"
 fi
 
-# The bench's test unit and scenarios.
+# The bench's test unit, scenarios and test client.
+[ -z "${GDR_PROBE:-}" ] || install -D -m 0755 "$GDR_PROBE" "$R/usr/lib/gdr-test/gdr-appliance-probe"
 install -D -m 0755 "$HERE/guest/run" "$R/usr/lib/gdr-test/run"
 install -D -m 0644 "$HERE/guest/lib.sh" "$R/usr/lib/gdr-test/lib.sh"
 for s in "$HERE"/guest/scenarios/*.sh; do install -D -m 0644 "$s" "$R/usr/lib/gdr-test/scenarios/$(basename "$s")"; done

@@ -8,8 +8,9 @@ t0=$SECONDS
 BASE=$("$REPO/bench/appliance/image.sh")
 log "appliance base image ready ($((SECONDS - t0)) s)"
 if [ -f "$REPO/agent/Cargo.toml" ]; then
-  (cd "$REPO" && cargo build --release --quiet -p gdr-agent) >&2 || die "cargo build (agent) failed"
-  export GDR_AGENT_BIN=$REPO/target/release
+  (cd "$REPO" && cargo build --release --quiet -p gdr-agent -p gdr-appliance-probe) >&2 ||
+    die "cargo build (agent) failed"
+  export GDR_AGENT_BIN=$REPO/target/release GDR_PROBE=$REPO/target/release/gdr-appliance-probe
 fi
 OUT=$REPO/target/appliance
 mkdir -p "$OUT"

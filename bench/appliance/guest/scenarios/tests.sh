@@ -59,3 +59,89 @@ if ! have gdrctl; then
   done
   return 0
 fi
+probe() { runuser -u "$1" -- /usr/lib/gdr-test/gdr-appliance-probe "${@:2}"; }
+ready_again() { wait_until 300 gdrctl_state_is ready; }
+gdrctl_state_is() { [ "$(gdrctl status --json 2>/dev/null | jq -r '.. | .state? // empty' | head -n1)" = "$1" ]; }
+
+# 4. Access: mallory is in no allowed group and gets no fd; alice (added to the config's group) gets one and
+#    moves data through it.
+t_start
+group=$(sed -n 's/^groups *= *\["\([^"]*\)".*/\1/p' /etc/gdr/agent.toml | head -n1)
+getent group "$group" >/dev/null || groupadd "$group"
+usermod -aG "$group" alice
+out=$(probe mallory dma); rc=$?
+if [ $rc -eq 3 ]; then pass "access: unauthorised caller gets no fd ($out)"; else
+  fail "access: unauthorised caller gets no fd" "mallory: rc=$rc $out"; fi
+out=$(probe alice dma); rc=$?
+if [ $rc -eq 0 ]; then pass "access: authorised caller does DMA through its fd ($out)"; else
+  fail "access: authorised caller does DMA through its fd" "alice (group $group): rc=$rc $out"; fi
+t_took "access"
+
+# 5. Reprogramming revokes the fds handed out: alice's open fd fails with ENODEV afterwards.
+t_start
+coproc HOLD { probe alice hold; }
+IFS= read -r -t 60 l1 <&"${HOLD[0]}"; IFS= read -r -t 60 l2 <&"${HOLD[0]}"
+if [ "$l2" = HOLDING ]; then
+  gdrctl reprogram >/dev/null 2>&1
+  ready_again
+  echo go >&"${HOLD[1]}"
+  IFS= read -r -t 60 l3 <&"${HOLD[0]}"
+  wait "$HOLD_PID"; rc=$?
+  if [ $rc -eq 0 ]; then pass "revoke: reprogramming revokes open fds ($l3)"; else
+    fail "revoke: reprogramming revokes open fds" "after reprogram: $l3 (rc=$rc)"; fi
+else
+  fail "revoke: reprogramming revokes open fds" "probe did not get to hold its fd: $l1 $l2"
+  kill "$HOLD_PID" 2>/dev/null
+fi
+t_took "revoke"
+
+# 6. The model corrupts data: the self-test fails, and the unit's status and the card's D-Bus object say so;
+#    with the fault cleared the card passes again.
+t_start
+model '{"cmd":"inject","fault":"corrupt_data","count":0}' >/dev/null
+out=$(gdrctl selftest 2>&1); rc=$?
+status=$(unit_prop $A StatusText)
+dbus=$(gdrctl status --json 2>&1)
+model '{"cmd":"clear"}' >/dev/null
+if [ $rc -ne 0 ] && grep -qi 'fail' <<<"$status" && grep -qi 'fail' <<<"$dbus"; then
+  pass "selftest: corrupt data fails, unit and D-Bus say so (status: $status)"
+else
+  fail "selftest: corrupt data fails, unit and D-Bus say so" "gdrctl rc=$rc: $(tail -n1 <<<"$out"); unit: $status; D-Bus: $dbus"
+fi
+gdrctl selftest >/dev/null 2>&1 || true
+t_took "corrupt self-test"
+
+# 7. A malformed config is refused with file, line and key on reload; the agent keeps the running one.
+t_start
+cp /etc/gdr/agent.toml /run/agent.toml.good
+printf '\n[selftest]\nbogus_key = 1\n' >>/etc/gdr/agent.toml
+since=$(date +%s)
+sleep 1
+out=$(gdrctl reload 2>&1); rc=$?
+sleep 1
+log=$(journal_since "$since")
+if [ $rc -ne 0 ] && grep -q '/etc/gdr/agent.toml' <<<"$out$log" && grep -q 'bogus_key' <<<"$out$log" && active; then
+  pass "config: malformed config rejected with file/line/key, running config kept"
+else
+  fail "config: malformed config rejected with file/line/key, running config kept" "rc=$rc $out | $log"
+fi
+cp /run/agent.toml.good /etc/gdr/agent.toml
+t_took "config"
+
+# 8. Last (it restarts the agent): a stalled agent stops pinging the watchdog and systemd notices.
+t_start
+wd=$(unit_prop $A WatchdogUSec)
+pid=$(unit_prop $A MainPID)
+since=$(date +%s)
+if [ "$wd" = infinity ] || [ "$wd" = 0 ]; then
+  fail "watchdog: a stall is noticed by systemd" "no WatchdogSec= on the unit"
+else
+  kill -STOP "$pid"
+  if wait_until 120 bash -c "journalctl -u $A --since @$since -o cat | grep -qi 'watchdog timeout'"; then
+    pass "watchdog: a stall is noticed by systemd (WatchdogSec $wd)"
+  else
+    fail "watchdog: a stall is noticed by systemd" "no watchdog timeout within 120 s: $(journal_since "$since" | tail -n 3)"
+  fi
+  kill -CONT "$pid" 2>/dev/null
+fi
+t_took "watchdog"
