@@ -7,9 +7,9 @@
 #   - gdr-agent and gdrctl in /usr/bin (helpers in /usr/libexec/gdr), every file of agent/deploy/install.list
 #     at its destination with its mode, the bitstream/model images in /usr/share/gdr/bitstream,
 #   - the bench's test unit and scenarios (bench/appliance/guest; never part of a real image).
-# Inputs from the environment (eval "$(bench/build.sh)"): GDR_KDIR GDR_KO GDR_P2P, and GDR_AGENT_BIN (folder
-# of the agent binaries), GDR_PROBE (the test client) and GDR_BITSTREAM (folder of model images +
-# manifest.toml) when they exist.
+# Inputs from the environment (eval "$(bench/build.sh)"): GDR_KDIR GDR_KO GDR_P2P; and when they exist
+# GDR_AGENT_BIN (folder of the agent binaries) with GDR_AGENT_BINS (their names), GDR_PROBE (the test client)
+# and GDR_BITSTREAM (folder of model images + manifest.toml).
 . "$(dirname "$0")/../lib.sh"
 [ $# -eq 1 ] || die "usage: layer.sh OUT.img"
 out=$1
@@ -40,14 +40,10 @@ if [ -f "$list" ]; then
   done < <(sed 's/#.*//' "$list")
   log "layer: $n file(s) from agent/deploy/install.list"
 fi
-if [ -n "${GDR_AGENT_BIN:-}" ]; then
-  for b in gdr-agent gdrctl; do
-    [ -x "$GDR_AGENT_BIN/$b" ] && install -D -m 0755 "$GDR_AGENT_BIN/$b" "$R/usr/bin/$b"
-  done
-  for b in "$GDR_AGENT_BIN"/gdr-*-helper "$GDR_AGENT_BIN"/gdr-selftest; do
-    [ -x "$b" ] && install -D -m 0755 "$b" "$R/usr/libexec/gdr/$(basename "$b")"
-  done
-fi
+for b in ${GDR_AGENT_BINS:-}; do
+  case $b in gdr-agent | gdrctl) dir=/usr/bin ;; *) dir=/usr/libexec/gdr ;; esac
+  install -D -m 0755 "$GDR_AGENT_BIN/$b" "$R$dir/$b" || die "agent binary $b missing in $GDR_AGENT_BIN"
+done
 if [ -n "${GDR_BITSTREAM:-}" ] && [ -d "$GDR_BITSTREAM" ]; then
   mkdir -p "$R/usr/share/gdr/bitstream"
   cp -r "$GDR_BITSTREAM/." "$R/usr/share/gdr/bitstream/"

@@ -10,7 +10,13 @@ log "appliance base image ready ($((SECONDS - t0)) s)"
 if [ -f "$REPO/agent/Cargo.toml" ]; then
   (cd "$REPO" && cargo build --release --quiet -p gdr-agent -p gdr-appliance-probe) >&2 ||
     die "cargo build (agent) failed"
-  export GDR_AGENT_BIN=$REPO/target/release GDR_PROBE=$REPO/target/release/gdr-appliance-probe
+  # Every binary of the gdr-agent package: gdr-agent and gdrctl go to /usr/bin, the rest to /usr/libexec/gdr.
+  GDR_AGENT_BINS=$(cd "$REPO" && cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "gdr-agent":
+        print(" ".join(t["name"] for t in p["targets"] if "bin" in t["kind"]))')
+  export GDR_AGENT_BIN=$REPO/target/release GDR_AGENT_BINS GDR_PROBE=$REPO/target/release/gdr-appliance-probe
 fi
 OUT=$REPO/target/appliance
 mkdir -p "$OUT"
