@@ -7,6 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 eval "$("$REPO/bench/build.sh")"
+export GDR_KDIR GDR_KO GDR_P2P
 eval "$("$REPO/bench/appliance/prepare.sh")"
 exec "$GDR_HARNESS" appliance --root "$GDR_ROOT" --kernel "$GDR_KERNEL" --model "$GDR_MODEL" \
   --base "$GDR_APPLIANCE_BASE" --layer "$GDR_APPLIANCE_LAYER" --scenario main --timeout 900 "$@"

@@ -53,7 +53,7 @@ if vars=$("$REPO/bench/build.sh"); then
     --guest-args "--iterations ${GDR_PERF_ITERATIONS:-40}"
   check "bench: the suite fails when the model corrupts data" must_fail
   # The card starts with NVIDIA's reference design, so the agent must reprogram it at boot.
-  if avars=$("$REPO/bench/appliance/prepare.sh"); then
+  if avars=$(export GDR_KDIR GDR_KO GDR_P2P; "$REPO/bench/appliance/prepare.sh"); then
     eval "$avars"
     counted "appliance: tests" "$L/last-appliance.log" "$GDR_HARNESS" appliance --root "$GDR_ROOT" \
       --kernel "$GDR_KERNEL" --model "$GDR_MODEL" --base "$GDR_APPLIANCE_BASE" --layer "$GDR_APPLIANCE_LAYER" \

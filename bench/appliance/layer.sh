@@ -2,7 +2,7 @@
 # layer.sh OUT.img : the per-run layer of the emulated appliance, a small ext4 image (mkfs.ext4 -d) that
 # base/layer-init copies over the root at boot. It holds what changes with the code, installed where the Yocto
 # image installs it:
-#   - the kernel modules under /lib/modules/<release>/extra (depmod runs at boot; udev loads picoevb by its
+#   - the kernel modules under /usr/lib/modules/<release>/extra (depmod runs at boot; udev loads picoevb by its
 #     PCI alias, modules-load.d loads gdr_nv_p2p, the nvidia_p2p provider NVIDIA's driver is on a Jetson),
 #   - gdr-agent and gdrctl in /usr/bin (helpers in /usr/libexec/gdr), every file of agent/deploy/install.list
 #     at its destination with its mode, the bitstream/model images in /usr/share/gdr/bitstream,
@@ -20,9 +20,11 @@ trap 'rm -rf "$stage"' EXIT
 umask 022
 R=$stage/root
 
+# Debian's /lib, /bin and /sbin are symlinks into /usr: the layer must not put directories in their place.
+merged() { case $1 in /lib/* | /bin/* | /sbin/*) echo "/usr$1" ;; *) echo "$1" ;; esac; }
 rel=$(cat "$GDR_KDIR/include/config/kernel.release") || die "no kernel release in $GDR_KDIR"
-install -D -m 0644 "$GDR_KO" "$R/lib/modules/$rel/extra/picoevb.ko"
-install -D -m 0644 "$GDR_P2P" "$R/lib/modules/$rel/extra/gdr_nv_p2p.ko"
+install -D -m 0644 "$GDR_KO" "$R/usr/lib/modules/$rel/extra/picoevb.ko"
+install -D -m 0644 "$GDR_P2P" "$R/usr/lib/modules/$rel/extra/gdr_nv_p2p.ko"
 install -D -m 0644 /dev/stdin "$R/usr/lib/modules-load.d/gdr-nv-p2p.conf" <<<"gdr_nv_p2p"
 
 # install.list: "<repo path> <destination> <octal mode>" per line, # comments. A missing source is an error:
@@ -35,7 +37,7 @@ if [ -f "$list" ]; then
     [ -n "$dst" ] && [ -n "$mode" ] && [ -z "$extra" ] && [ "${dst:0:1}" = / ] && [[ $mode =~ ^[0-7]{3,4}$ ]] ||
       die "$list: bad line: $src $dst $mode $extra"
     [ -f "$REPO/$src" ] || die "$list: $src does not exist"
-    install -D -m "$mode" "$REPO/$src" "$R$dst"
+    install -D -m "$mode" "$REPO/$src" "$R$(merged "$dst")"
     n=$((n + 1))
   done < <(sed 's/#.*//' "$list")
   log "layer: $n file(s) from agent/deploy/install.list"
