@@ -1,0 +1,21 @@
+//! gdr-agent: brings PicoEVB cards to a known bitstream, proves them with a loopback DMA and serves them
+//! to applications.
+//!
+//! Layers, dependencies pointing down: `bin/` (entry points) -> `dbus/` (adapts the core to D-Bus) ->
+//! `daemon` (threads, reload, watchdog) -> `card/`, `loader/`, `selftest/`, `health`, `metrics` (the core,
+//! which knows nothing of D-Bus) -> `sys/` (sysfs, the privileged helper, device nodes) and `config`,
+//! `manifest`.
+
+pub mod access;
+pub mod atomic;
+pub mod card;
+pub mod config;
+pub mod daemon;
+pub mod dbus;
+pub mod health;
+pub mod loader;
+pub mod manifest;
+pub mod metrics;
+pub mod notify;
+pub mod selftest;
+pub mod sys;
