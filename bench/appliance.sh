@@ -7,7 +7,11 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 eval "$("$REPO/bench/build.sh")"
-export GDR_KDIR GDR_KO GDR_P2P
+export GDR_KDIR GDR_KO GDR_P2P GDR_MODEL
 eval "$("$REPO/bench/appliance/prepare.sh")"
+# The card powers up with its golden design from flash, as a box fresh from the factory does; the agent
+# programs the update the image ships.
+golden=()
+[ -z "$GDR_APPLIANCE_GOLDEN" ] || golden=(--model-arg=--image="$GDR_APPLIANCE_GOLDEN" --model-arg=--golden="$GDR_APPLIANCE_GOLDEN")
 exec "$GDR_HARNESS" appliance --root "$GDR_ROOT" --kernel "$GDR_KERNEL" --model "$GDR_MODEL" \
-  --base "$GDR_APPLIANCE_BASE" --layer "$GDR_APPLIANCE_LAYER" --scenario main --timeout 900 "$@"
+  --base "$GDR_APPLIANCE_BASE" --layer "$GDR_APPLIANCE_LAYER" --scenario main --timeout 1200 "${golden[@]}" "$@"

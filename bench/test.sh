@@ -53,11 +53,12 @@ if vars=$("$REPO/bench/build.sh"); then
     --guest-args "--iterations ${GDR_PERF_ITERATIONS:-40}"
   check "bench: the suite fails when the model corrupts data" must_fail
   # The card starts with NVIDIA's reference design, so the agent must reprogram it at boot.
-  if avars=$(export GDR_KDIR GDR_KO GDR_P2P; "$REPO/bench/appliance/prepare.sh"); then
+  if avars=$(export GDR_KDIR GDR_KO GDR_P2P GDR_MODEL; "$REPO/bench/appliance/prepare.sh"); then
     eval "$avars"
     counted "appliance: tests" "$L/last-appliance.log" "$GDR_HARNESS" appliance --root "$GDR_ROOT" \
       --kernel "$GDR_KERNEL" --model "$GDR_MODEL" --base "$GDR_APPLIANCE_BASE" --layer "$GDR_APPLIANCE_LAYER" \
-      --scenario tests --model-arg=--design --model-arg=reference --timeout 1500
+      --scenario tests --model-arg=--design --model-arg=reference \
+      --model-arg=--golden="$GDR_APPLIANCE_GOLDEN" --timeout 1500
   else
     count "appliance build" 0 1
   fi

@@ -38,6 +38,13 @@ for u in apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_al
   fstrim.timer man-db.timer getty@tty1.service serial-getty@ttyS0.service systemd-firstboot.service; do
   ch systemctl mask "$u" >/dev/null 2>&1 || true
 done
+# Generators run under a fixed timeout before any unit starts; a debug kernel under TCG on a loaded machine
+# can exceed it, and systemd then freezes ("Failed to fork off sandboxing environment for executing
+# generators"). The appliance needs none of them (empty fstab, no gettys, no cryptsetup), so mask them all.
+# hwdb and ldconfig rebuilds would run on every boot (the layer makes /etc and /usr newer): masked too.
+mkdir -p "$R/etc/systemd/system-generators"
+for g in "$R"/usr/lib/systemd/system-generators/*; do ln -sf /dev/null "$R/etc/systemd/system-generators/${g##*/}"; done
+for u in systemd-hwdb-update.service ldconfig.service; do ch systemctl mask "$u" >/dev/null 2>&1 || true; done
 # Test users: alice is authorised by the test config, mallory never is.
 ch useradd -m -s /bin/bash alice
 ch useradd -m -s /bin/bash mallory

@@ -9,7 +9,7 @@
 #   - the bench's test unit and scenarios (bench/appliance/guest; never part of a real image).
 # Inputs from the environment (eval "$(bench/build.sh)"): GDR_KDIR GDR_KO GDR_P2P; and when they exist
 # GDR_AGENT_BIN (folder of the agent binaries) with GDR_AGENT_BINS (their names), GDR_PROBE (the test client)
-# and GDR_BITSTREAM (folder of model images + manifest.toml).
+# and GDR_BITSTREAM (folder of model images + manifest.json).
 . "$(dirname "$0")/../lib.sh"
 [ $# -eq 1 ] || die "usage: layer.sh OUT.img"
 out=$1
@@ -42,11 +42,23 @@ if [ -f "$list" ]; then
   done < <(sed 's/#.*//' "$list")
   log "layer: $n file(s) from agent/deploy/install.list"
 fi
+# Enable the listed units as a package's preset does (systemctl enable, done offline): a link in the .wants
+# folder of every WantedBy= target. Template units (name@.service) are instantiated on demand, never enabled.
+for u in "$R"/usr/lib/systemd/system/*.service "$R"/usr/lib/systemd/system/*.socket "$R"/usr/lib/systemd/system/*.timer; do
+  [ -f "$u" ] || continue
+  name=$(basename "$u")
+  case $name in *@.*) continue ;; esac
+  for t in $(sed -n 's/^WantedBy=//p' "$u"); do
+    mkdir -p "$R/etc/systemd/system/$t.wants"
+    ln -sf "/usr/lib/systemd/system/$name" "$R/etc/systemd/system/$t.wants/$name"
+  done
+done
 for b in ${GDR_AGENT_BINS:-}; do
   case $b in gdr-agent | gdrctl) dir=/usr/bin ;; *) dir=/usr/libexec/gdr ;; esac
   install -D -m 0755 "$GDR_AGENT_BIN/$b" "$R$dir/$b" || die "agent binary $b missing in $GDR_AGENT_BIN"
 done
-if [ -n "${GDR_BITSTREAM:-}" ] && [ -d "$GDR_BITSTREAM" ]; then
+if [ -n "${GDR_BITSTREAM:-}" ]; then
+  [ -f "$GDR_BITSTREAM/manifest.json" ] || die "GDR_BITSTREAM=$GDR_BITSTREAM holds no manifest.json"
   mkdir -p "$R/usr/share/gdr/bitstream"
   cp -r "$GDR_BITSTREAM/." "$R/usr/share/gdr/bitstream/"
 fi

@@ -20,9 +20,18 @@ for p in json.load(sys.stdin)["packages"]:
 fi
 OUT=$REPO/target/appliance
 mkdir -p "$OUT"
+# The model's "bitstreams" and their manifest, from the same values a Vivado build uses (fpga-bitstream/).
+if [ -x "$REPO/fpga-bitstream/model-images.sh" ]; then
+  rm -rf "$OUT/bitstream"
+  PICOEVB_MODEL=${GDR_MODEL:?} "$REPO/fpga-bitstream/model-images.sh" "$OUT/bitstream" >&2 ||
+    die "fpga-bitstream/model-images.sh failed"
+  export GDR_BITSTREAM=$OUT/bitstream
+  golden=$(ls "$OUT"/bitstream/*-model-golden.img) || die "model-images.sh wrote no golden image"
+fi
 "$REPO/bench/appliance/layer.sh" "$OUT/layer.img"
 log "appliance layer ready ($((SECONDS - t0)) s)"
 cat <<VARS
 GDR_APPLIANCE_BASE=$BASE
 GDR_APPLIANCE_LAYER=$OUT/layer.img
+GDR_APPLIANCE_GOLDEN=${golden:-}
 VARS
