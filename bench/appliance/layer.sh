@@ -25,6 +25,12 @@ merged() { case $1 in /lib/* | /bin/* | /sbin/*) echo "/usr$1" ;; *) echo "$1" ;
 rel=$(cat "$GDR_KDIR/include/config/kernel.release") || die "no kernel release in $GDR_KDIR"
 install -D -m 0644 "$GDR_KO" "$R/usr/lib/modules/$rel/extra/picoevb.ko"
 install -D -m 0644 "$GDR_P2P" "$R/usr/lib/modules/$rel/extra/gdr_nv_p2p.ko"
+# What modules_install would put beside them, so depmod and modprobe know the built-in ones (systemd asks
+# for autofs4, loop, ...). The bench's in-tree modules are never installed: modules.order stays empty.
+: >"$R/usr/lib/modules/$rel/modules.order"
+for f in modules.builtin modules.builtin.modinfo; do
+  if [ -f "$GDR_KDIR/$f" ]; then install -m 0644 "$GDR_KDIR/$f" "$R/usr/lib/modules/$rel/$f"; else : >"$R/usr/lib/modules/$rel/$f"; fi
+done
 install -D -m 0644 /dev/stdin "$R/usr/lib/modules-load.d/gdr-nv-p2p.conf" <<<"gdr_nv_p2p"
 
 # install.list: "<repo path> <destination> <octal mode>" per line, # comments. A missing source is an error:
