@@ -7,11 +7,13 @@ use crate::cli::Appliance;
 /// init= of the appliance: copies the layer in, then execs systemd (bench/appliance/base/layer-init).
 pub const LAYER_INIT: &str = "/usr/lib/gdr-appliance/layer-init";
 
-/// The kernel command line after the bench's `console=ttyS0 panic=-1 loglevel=6`.
+/// The kernel command line after the bench's `console=ttyS0 panic=-1 loglevel=6`. A debug kernel under TCG
+/// on a busy machine runs one to two orders of magnitude slower than a box: systemd's default start timeout
+/// (90 s) killed journald in such a boot, so units get 15 minutes; the harness's --timeout bounds the whole.
 pub fn cmdline(ap: &Appliance) -> String {
     format!(
         "root=/dev/vda rw rootfstype=ext4 init={LAYER_INIT} systemd.show_status=error \
-         systemd.firstboot=off gdr.scenario={}",
+         systemd.firstboot=off systemd.default_timeout_start_sec=900 gdr.scenario={}",
         ap.scenario
     )
 }
