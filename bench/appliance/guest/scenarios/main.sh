@@ -13,7 +13,9 @@ wait_until 600 settled
 show journalctl -b -u gdr-agent.service -o short-monotonic --no-pager
 state=$(unit_prop gdr-agent.service ActiveState)/$(unit_prop gdr-agent.service SubState)
 status=$(unit_prop gdr-agent.service StatusText)
-if [ "$state" = active/running ]; then pass "agent: ready (systemd: $state, \"$status\")"; else
-  fail "agent: ready" "systemd: $state, \"$status\""; fi
+stage=$(gdrctl --json status 0 2>/dev/null | jq -r '.[0].stage')
+# READY=1 also comes when every card has failed by policy: the card itself must be ready too.
+if [ "$state" = active/running ] && [ "$stage" = ready ]; then pass "agent: ready (systemd: $state, \"$status\")"; else
+  fail "agent: ready" "systemd: $state, card0 $stage, \"$status\""; fi
 info "gdrctl status:"
 show gdrctl status
