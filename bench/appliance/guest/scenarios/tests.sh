@@ -89,12 +89,12 @@ if [ "$l2" = HOLDING ]; then
   ready_again
   echo go >&"${HOLD[1]}"
   IFS= read -r -t 60 l3 <&"${HOLD[0]}"
-  wait "$HOLD_PID"; rc=$?
+  wait "${HOLD_PID:-}"; rc=$?
   if [ $rc -eq 0 ]; then pass "revoke: reprogramming revokes open fds ($l3)"; else
     fail "revoke: reprogramming revokes open fds" "after reprogram: $l3 (rc=$rc)"; fi
 else
   fail "revoke: reprogramming revokes open fds" "probe did not get to hold its fd: $l1 $l2"
-  kill "$HOLD_PID" 2>/dev/null
+  kill "${HOLD_PID:-}" 2>/dev/null
 fi
 t_took "revoke"
 
