@@ -35,6 +35,14 @@ usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --
                       (x86_64, caching mode) or smmuv3 (arm64; QEMU 11 refuses it for vfio-user, see docs)
   --busybox PATH      static busybox for the guest (default: ROOT/usr/bin/busybox, an x86_64 one)
 
+       gdr-bench appliance --root DIR --kernel BZIMAGE --model BIN --base IMG --layer IMG [--scenario NAME]
+                     [--run-dir DIR] [--timeout SECS] [--memory MB] [--cards N] [--inject FAULT[:COUNT]]...
+                     [--keep] [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
+  boots the emulated appliance (bench/appliance.sh): systemd from IMG (a throwaway snapshot; the file is
+  never written), the per-run LAYER disk that base/layer-init copies in, each card's model control socket on
+  the virtio-serial port org.gdr.model.cardN; the layer's test unit runs scenario NAME (default main) and
+  prints TEST lines, judged as a suite run's are
+
        gdr-bench relay --listen SOCK --control CTL
   only the guest<->model RPC relay, for a QEMU started by hand with -serial unix:SOCK";
 
@@ -57,6 +65,16 @@ impl Mode {
             Mode::Perf => "perf",
         }
     }
+}
+
+/// The emulated appliance's disks and the scenario its test unit runs.
+#[derive(Debug)]
+pub struct Appliance {
+    /// The cached Debian base image (bench/appliance/image.sh), booted as a snapshot.
+    pub base: PathBuf,
+    /// The per-run layer disk (bench/appliance/layer.sh).
+    pub layer: PathBuf,
+    pub scenario: String,
 }
 
 #[derive(Debug)]
@@ -82,6 +100,8 @@ pub struct RunArgs {
     pub arch: Arch,
     pub iommu: Iommu,
     pub busybox: Option<PathBuf>,
+    /// `Some` for `gdr-bench appliance`: boot the appliance image instead of the initramfs.
+    pub appliance: Option<Appliance>,
 }
 
 /// The repository this binary was built from: bench/harness/../..
@@ -91,7 +111,17 @@ fn default_repo() -> PathBuf {
 
 /// Parses the arguments after `run`. Accepts `--flag value` and `--flag=value`.
 pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
+    parse(args, false)
+}
+
+/// Parses the arguments after `appliance`.
+pub fn parse_appliance(args: &[String]) -> Result<RunArgs, String> {
+    parse(args, true)
+}
+
+fn parse(args: &[String], appliance: bool) -> Result<RunArgs, String> {
     let (mut root, mut kernel, mut guest, mut model) = (None, None, None, None);
+    let (mut base, mut layer, mut scenario) = (None, None, None);
     let mut a = RunArgs {
         root: PathBuf::new(),
         kernel: PathBuf::new(),
@@ -113,6 +143,7 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
         arch: Arch::X86_64,
         iommu: Iommu::None,
         busybox: None,
+        appliance: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -130,6 +161,13 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
             }
         };
         match flag {
+            "--module" | "--guest" | "--mode" | "--guest-args" | "--expect-failures"
+                if appliance =>
+            {
+                return Err(format!(
+                    "{flag}: not for the appliance (its layer carries the modules and the test unit)"
+                ));
+            }
             "--root" => root = Some(PathBuf::from(value()?)),
             "--kernel" => kernel = Some(PathBuf::from(value()?)),
             "--module" => a.modules.push(PathBuf::from(value()?)),
@@ -181,6 +219,9 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
             "--arch" => a.arch = Arch::parse(&value()?)?,
             "--iommu" => a.iommu = Iommu::parse(&value()?)?,
             "--busybox" => a.busybox = Some(PathBuf::from(value()?)),
+            "--base" if appliance => base = Some(PathBuf::from(value()?)),
+            "--layer" if appliance => layer = Some(PathBuf::from(value()?)),
+            "--scenario" if appliance => scenario = Some(value()?),
             _ => return Err(format!("unknown argument {arg:?}")),
         }
         if inline.is_some() && matches!(flag, "--expect-failures" | "--keep") {
@@ -190,8 +231,26 @@ pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
     let need = |v: Option<PathBuf>, f: &str| v.ok_or_else(|| format!("{f} is required"));
     a.root = need(root, "--root")?;
     a.kernel = need(kernel, "--kernel")?;
-    a.guest = need(guest, "--guest")?;
     a.model = need(model, "--model")?;
+    if appliance {
+        let scenario = scenario.unwrap_or_else(|| "main".into());
+        if scenario.is_empty()
+            || !scenario
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "--scenario {scenario:?}: letters, digits, - and _ only"
+            ));
+        }
+        a.appliance = Some(Appliance {
+            base: need(base, "--base")?,
+            layer: need(layer, "--layer")?,
+            scenario,
+        });
+        return Ok(a);
+    }
+    a.guest = need(guest, "--guest")?;
     if a.modules.is_empty() {
         return Err("at least one --module is required".into());
     }
@@ -285,5 +344,37 @@ mod tests {
         assert_eq!(a.busybox, Some(PathBuf::from("/bb")));
         let e = parse_run(&args(&format!("{base} --arch arm64 --iommu intel"))).unwrap_err();
         assert!(e.contains("x86_64"), "{e}");
+    }
+
+    #[test]
+    fn appliance_flags() {
+        let base = "--root /r --kernel /k --model /m --base /b.img --layer /l.img";
+        let a = parse_appliance(&args(&format!("{base} --scenario tests --cards 2"))).unwrap();
+        let ap = a.appliance.unwrap();
+        assert_eq!(
+            (ap.base, ap.layer, ap.scenario.as_str(), a.cards),
+            (PathBuf::from("/b.img"), PathBuf::from("/l.img"), "tests", 2)
+        );
+        assert_eq!(
+            parse_appliance(&args(base))
+                .unwrap()
+                .appliance
+                .unwrap()
+                .scenario,
+            "main"
+        );
+        for bad in ["--scenario ../x", "--module a.ko", "--expect-failures"] {
+            assert!(
+                parse_appliance(&args(&format!("{base} {bad}"))).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(
+            parse_appliance(&args("--root /r --kernel /k --model /m --base /b"))
+                .unwrap_err()
+                .contains("--layer")
+        );
+        // The bench run knows no appliance flags.
+        assert!(parse_run(&args("--root /r --base /b")).is_err());
     }
 }

@@ -47,7 +47,7 @@ pub struct Kmemleak {
 /// What a console line is, for live echo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Output of the guest program (TEST, GUEST, LOOPBACK lines).
+    /// Output of the guest program (TEST, GUEST, LOOPBACK lines) or the appliance's scenario (APPLIANCE).
     Guest,
     /// A line of the init script.
     Init,
@@ -184,7 +184,10 @@ impl Console {
             return Kind::Guest;
         }
         // LOOPBACK lines, and the figures tests print as `GUEST <WORD> ...` (counters, statistics).
-        if line.starts_with("LOOPBACK ") || line.starts_with("GUEST ") {
+        if ["LOOPBACK ", "GUEST ", "APPLIANCE "]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
             return Kind::Guest;
         }
         if is_splat(line) {

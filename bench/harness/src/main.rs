@@ -1,6 +1,7 @@
 //! gdr-bench: the host side of the bench. Builds the guest initramfs, starts the PicoEVB model and QEMU
 //! (inside the bench chroot), relays the guest's RPC to the model, and judges the guest console.
 
+mod appliance;
 mod cli;
 mod console;
 mod control;
@@ -51,6 +52,14 @@ fn main() -> ExitCode {
             Ok(false) => ExitCode::from(1),
             Err(e) => {
                 eprintln!("gdr-bench: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Some("appliance") => match cli::parse_appliance(&args[1..]).and_then(|a| run::run(&a)) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("gdr-bench appliance: {e}");
                 ExitCode::from(2)
             }
         },

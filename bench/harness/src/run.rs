@@ -11,10 +11,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::cli::RunArgs;
+use crate::cli::{Appliance, RunArgs};
 use crate::console::{Console, Kind};
 use crate::procs::Group;
-use crate::{control, initramfs, relay, report};
+use crate::{appliance, control, initramfs, relay, report};
 
 /// How long the model gets to create its sockets.
 const MODEL_START: Duration = Duration::from_secs(15);
@@ -200,16 +200,30 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
         "-serial",
         &format!("unix:{}", p("rpc.sock")),
     ]);
-    c.args([
-        "-kernel",
-        &p(arch.kernel_name()),
-        "-initrd",
-        &p("initramfs.cpio"),
-        "-append",
-        &append,
-    ]);
-    if let Some(dev) = iommu.device() {
-        c.args(["-device", dev]);
+    match &a.appliance {
+        None => {
+            c.args([
+                "-kernel",
+                &p(arch.kernel_name()),
+                "-initrd",
+                &p("initramfs.cpio"),
+                "-append",
+                &append,
+            ]);
+            if let Some(dev) = iommu.device() {
+                c.args(["-device", dev]);
+            }
+        }
+        Some(ap) => {
+            let append = format!("{append} {}", appliance::cmdline(ap));
+            c.args(["-kernel", &p(arch.kernel_name()), "-append", &append]);
+            c.args(appliance::qemu_args(
+                &p("base.img"),
+                &p("layer.img"),
+                |i| p(&sock("ctl", i)),
+                a.cards,
+            ));
+        }
     }
     // One root port and one vfio-user function per card, in card order (card 0 enumerates first).
     for i in 0..a.cards {
@@ -323,6 +337,43 @@ fn watch(
     facts.elapsed_s = start.elapsed().as_secs();
 }
 
+/// Writes the bench's initramfs into the run dir; returns the module file names, in load order.
+fn bench_initramfs(a: &RunArgs, busybox: PathBuf, run: &RunDir) -> Result<Vec<String>, String> {
+    let mut guest_args = vec![a.mode.as_str().to_string()];
+    guest_args.extend(a.guest_args.iter().cloned());
+    let spec = initramfs::Spec {
+        busybox,
+        modules: a.modules.clone(),
+        guest: a.guest.clone(),
+        guest_args,
+    };
+    initramfs::write(&spec, &run.path("initramfs.cpio"))?;
+    Ok(a.modules
+        .iter()
+        .map(|m| {
+            m.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect())
+}
+
+/// Puts the appliance's disks where QEMU, inside the chroot, sees them: the run dir. The base image is
+/// hard-linked (QEMU only reads it: `snapshot=on` sends writes to a temporary overlay), the small layer copied.
+fn appliance_disks(ap: &Appliance, run: &RunDir) -> Result<(), String> {
+    let base = run.path("base.img");
+    let _ = std::fs::remove_file(&base);
+    std::fs::hard_link(&ap.base, &base).map_err(|e| {
+        format!(
+            "--base {}: cannot link it into the run dir ({e}); keep the run dir on the image's file system",
+            ap.base.display()
+        )
+    })?;
+    std::fs::copy(&ap.layer, run.path("layer.img"))
+        .map_err(|e| format!("--layer {}: {e}", ap.layer.display()))?;
+    Ok(())
+}
+
 /// Runs the bench; returns whether it passed. Errors are setup failures (bad paths, model would not start).
 pub fn run(a: &RunArgs) -> Result<bool, String> {
     catch_signals();
@@ -347,24 +398,13 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
     // The kernel is copied in so QEMU, inside the chroot, sees it wherever it came from.
     std::fs::copy(&a.kernel, run.path(a.arch.kernel_name()))
         .map_err(|e| format!("--kernel {}: {e}", a.kernel.display()))?;
-    let mut guest_args = vec![a.mode.as_str().to_string()];
-    guest_args.extend(a.guest_args.iter().cloned());
-    let spec = initramfs::Spec {
-        busybox,
-        modules: a.modules.clone(),
-        guest: a.guest.clone(),
-        guest_args,
+    let modules = match &a.appliance {
+        Some(ap) => {
+            appliance_disks(ap, &run)?;
+            Vec::new()
+        }
+        None => bench_initramfs(a, busybox, &run)?,
     };
-    initramfs::write(&spec, &run.path("initramfs.cpio"))?;
-    let modules: Vec<String> = a
-        .modules
-        .iter()
-        .map(|m| {
-            m.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect();
 
     let mut models = Vec::new();
     for i in 0..a.cards {
@@ -418,7 +458,7 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
         let _ = std::fs::remove_dir(root.join(rel));
     }
 
-    let checks = report::checks(&console, &modules, &facts);
+    let checks = report::checks(&console, &modules, &facts, a.appliance.is_some());
     println!("{}", report::figures(&console, &facts));
     let ok = report::print(&console, &checks, a.expect_failures);
     if run.created && ok && !a.keep {
