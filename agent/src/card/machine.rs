@@ -329,20 +329,24 @@ impl Machine {
         Err((Stage::Program, last))
     }
 
-    /// Rescans until the function is back with the driver bound.
+    /// Rescans until the function is back with the driver bound and its node opens. The node appears
+    /// with the driver but belongs to root until udev has applied the rules, so binding alone is not
+    /// enough: an open in that window fails with EACCES.
     fn relink(&self, bdf: &str) -> Result<(), String> {
         let polls = (self.config.retry.bind_timeout_s * 10).max(1);
         self.retry(|_| {
             self.pci.rescan().map_err(transient)?;
+            let mut why = format!("driver '{DRIVER}' not bound");
             for _ in 0..polls {
                 if self.pci.driver(bdf).as_deref() == Some(DRIVER) {
-                    return Ok(());
+                    match self.node.abi_info(&self.node()) {
+                        Ok(_) => return Ok(()),
+                        Err(e) => why = e,
+                    }
                 }
                 self.sleep.sleep(Duration::from_millis(100));
             }
-            Err(transient(format!(
-                "{bdf} did not come back with driver '{DRIVER}' bound"
-            )))
+            Err(transient(format!("{bdf} did not come back: {why}")))
         })
     }
 

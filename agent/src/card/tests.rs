@@ -35,6 +35,8 @@ struct World {
     hidden: u32,
     log: Vec<String>,
     selftest_fails: bool,
+    /// The next `n` opens of the node are refused (udev has not applied the rules yet).
+    node_denied: u32,
 }
 
 #[derive(Clone, Default)]
@@ -92,8 +94,13 @@ impl Pci for Fake {
 impl Node for Fake {
     fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
         let w = self.w();
+        let mut w = w;
         if !w.bound {
             return Err("ENODEV".into());
+        }
+        if w.node_denied > 0 {
+            w.node_denied -= 1;
+            return Err("/dev/picoevb0: Permission denied (os error 13)".into());
         }
         Ok(AbiInfo {
             abi_version: w.abi,
@@ -281,6 +288,19 @@ fn a_wrong_design_is_programmed_with_remove_and_rescan_around_it() {
         "EXTEND_TIMEOUT_USEC while programming"
     );
     assert_eq!(m.status.lock().unwrap().design_version, GOOD.design_version);
+}
+
+#[test]
+fn a_node_udev_has_not_opened_yet_is_waited_for_after_rescan() {
+    let f = card(GOLDEN);
+    f.w().node_denied = 5;
+    let (m, _) = machine(&f, &tmp("udev"));
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert_eq!(
+        f.w().log,
+        ["remove 0000:01:00.0", "program update.img", "rescan"],
+        "no second program"
+    );
 }
 
 #[test]
