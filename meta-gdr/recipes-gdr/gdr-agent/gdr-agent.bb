@@ -1,0 +1,37 @@
+SUMMARY = "gdr-agent and gdrctl: load the PicoEVB FPGA, self-test it at boot, serve it over D-Bus"
+DESCRIPTION = "The gdr agent (a systemd service on the system bus as org.gdr.Agent1) and its command-line \
+client, with the unit, D-Bus policy, udev rules, sysusers/tmpfiles entries and default configuration the \
+emulated appliance installs, from the same agent/deploy/install.list."
+LICENSE = "GPL-2.0-only | MIT"
+LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=15;endline=15;md5=3bce0476042948aff0c42c7799dfc91c"
+
+inherit gdr-source cargo systemd useradd features_check
+
+REQUIRED_DISTRO_FEATURES = "systemd usrmerge"
+
+# The whole cargo workspace (cargo loads every member to build one) and its Cargo.lock.
+SRC_URI = "${@gdr.source.workspace_src_uri(d)}"
+# Every crate of Cargo.lock, from meta-gdr/scripts/crates-inc.py; check.sh fails when it is stale.
+require ${BPN}-crates.inc
+# The registry Cargo.lock names, for the crate:// URIs above.
+GDR_CRATE_REGISTRY = "${@gdr.source.crate_registry_of(d)}"
+
+CARGO_SRC_DIR = "agent"
+CARGO_LOCK_PATH = "${S}/Cargo.lock"
+
+do_install:append() {
+	gdr_install_list
+}
+
+FILES:${PN} += "${@gdr.source.install_list_files(d)}"
+CONFFILES:${PN} += "${@gdr.source.install_list_conffiles(d)}"
+SYSTEMD_SERVICE:${PN} = "gdr-agent.service"
+
+# The gdr user exists in the image itself (the rootfs's udev rules and tmpfiles name it); the parameters
+# come from the sysusers.d file install.list installs, which stays its one definition.
+USERADD_PACKAGES = "${PN}"
+USERADD_PARAM:${PN} = "${@gdr.source.useradd_params(d)[0]}"
+GROUPADD_PARAM:${PN} = "${@gdr.source.useradd_params(d)[1]}"
+
+# cudarc loads the CUDA driver library (libcuda.so) at run time; the BSP ships it in tegra-libraries-cuda.
+RDEPENDS:${PN} += "tegra-libraries-cuda"
