@@ -1,0 +1,193 @@
+//! The C interface (`include/gdr.h`). Every function returns 0 or a negative `GDR_E_*` code; after
+//! `GDR_E_OS`, `errno` holds the system error (ENODEV: the card was reprogrammed or removed).
+
+use std::ffi::{c_char, c_int};
+use std::mem::ManuallyDrop;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+
+use crate::{Agent, CudaHandle, Device, Error};
+
+/// `struct gdr_card_info` in gdr.h.
+#[repr(C)]
+pub struct GdrCardInfo {
+    pub abi_version: u32,
+    pub card_index: u32,
+    pub caps: u64,
+    pub fpga_ram_size: u64,
+    pub design_version: u32,
+    pub build_hash: u32,
+}
+
+fn fail(e: Error) -> c_int {
+    if let Some(errno) = e.errno() {
+        // SAFETY: __errno_location returns this thread's errno, always valid to write.
+        unsafe { *libc::__errno_location() = errno };
+    }
+    e.code()
+}
+
+/// Borrows `fd` as a Device without taking ownership (the caller keeps and closes it).
+fn borrow(fd: c_int) -> ManuallyDrop<Device> {
+    // SAFETY: the caller passes an open fd it owns; ManuallyDrop never closes it.
+    ManuallyDrop::new(Device::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Asks the agent (system bus) for card `card`'s fd; stores it in `*fd_out` (the caller closes it).
+///
+/// # Safety
+/// `fd_out` must be a valid pointer to an int.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdr_open(card: u32, fd_out: *mut c_int) -> c_int {
+    if fd_out.is_null() {
+        return Error::InvalidArgument("fd_out is NULL".into()).code();
+    }
+    match Agent::system().and_then(|a| a.open(card)) {
+        Ok(dev) => {
+            let fd: OwnedFd = dev.into();
+            // SAFETY: checked non-null above; the caller guarantees validity.
+            unsafe { *fd_out = fd.into_raw_fd() };
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Fills `*info` from ABI_INFO.
+///
+/// # Safety
+/// `fd` must be an open card fd; `info` a valid pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdr_card_info(fd: c_int, info: *mut GdrCardInfo) -> c_int {
+    if info.is_null() {
+        return Error::InvalidArgument("info is NULL".into()).code();
+    }
+    match borrow(fd).abi_info() {
+        Ok(a) => {
+            // SAFETY: checked non-null; the caller guarantees validity.
+            unsafe {
+                *info = GdrCardInfo {
+                    abi_version: a.abi_version,
+                    card_index: a.card_index,
+                    caps: a.caps,
+                    fpga_ram_size: a.fpga_ram_size,
+                    design_version: a.design_version,
+                    build_hash: a.build_hash,
+                }
+            };
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Pins CUDA memory; stores the handle in `*handle`.
+///
+/// # Safety
+/// `fd` must be an open card fd; `handle` a valid pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdr_pin_cuda(fd: c_int, va: u64, size: u64, handle: *mut u32) -> c_int {
+    if handle.is_null() {
+        return Error::InvalidArgument("handle is NULL".into()).code();
+    }
+    match borrow(fd).pin_cuda(va, size) {
+        Ok(h) => {
+            // SAFETY: checked non-null; the caller guarantees validity.
+            unsafe { *handle = h.0 };
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Unpins a handle from `gdr_pin_cuda`.
+///
+/// # Safety
+/// `fd` must be an open card fd.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdr_unpin_cuda(fd: c_int, handle: u32) -> c_int {
+    borrow(fd).unpin_cuda(CudaHandle(handle)).map_or_else(fail, |_| 0)
+}
+
+/// Source -> FPGA -> destination (`GDR_H2C2H_*_CUDA` flags select handles); DMA time in `*dma_ns`.
+///
+/// # Safety
+/// `fd` must be an open card fd; user pointers in `src`/`dst` must be valid for `len` bytes; `dma_ns` may
+/// be NULL.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdr_h2c2h(
+    fd: c_int,
+    src: u64,
+    dst: u64,
+    len: u64,
+    flags: u64,
+    dma_ns: *mut u64,
+) -> c_int {
+    match borrow(fd).h2c2h(src, dst, len, flags) {
+        Ok(t) => {
+            if !dma_ns.is_null() {
+                // SAFETY: non-null; the caller guarantees validity.
+                unsafe { *dma_ns = t.dma_time_ns };
+            }
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// A static description of a `GDR_E_*` code.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdr_strerror(code: c_int) -> *const c_char {
+    let s: &'static [u8] = match code {
+        0 => b"success\0",
+        -1 => b"the gdr agent is not running\0",
+        -2 => b"D-Bus error\0",
+        -3 => b"access denied by the gdr agent\0",
+        -4 => b"no such card\0",
+        -5 => b"card not ready\0",
+        -6 => b"the gdr agent reported an error\0",
+        -7 => b"system error (see errno)\0",
+        -8 => b"invalid argument\0",
+        _ => b"unknown error\0",
+    };
+    s.as_ptr().cast()
+}
+
+impl From<Device> for OwnedFd {
+    fn from(d: Device) -> Self {
+        d.into_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_header() {
+        let header = include_str!("../include/gdr.h");
+        for (name, e) in [
+            ("GDR_E_NO_AGENT", Error::AgentNotRunning),
+            ("GDR_E_BUS", Error::Bus(String::new())),
+            ("GDR_E_ACCESS", Error::AccessDenied(String::new())),
+            ("GDR_E_NO_CARD", Error::NoSuchCard(String::new())),
+            ("GDR_E_NOT_READY", Error::NotReady(String::new())),
+            ("GDR_E_AGENT", Error::Agent { name: String::new(), message: String::new() }),
+            ("GDR_E_OS", Error::Os { op: "", errno: 0 }),
+            ("GDR_E_INVALID", Error::InvalidArgument(String::new())),
+        ] {
+            let line = format!("#define {name} ({})", e.code());
+            assert!(header.contains(&line), "gdr.h lacks '{line}'");
+        }
+        assert_eq!(
+            header.contains(&format!("GDR_H2C2H_SRC_CUDA {}", picoevb_abi::H2C2H_SRC_CUDA)),
+            true
+        );
+        assert_eq!(std::mem::size_of::<GdrCardInfo>(), 32);
+    }
+
+    #[test]
+    fn null_pointers_are_refused() {
+        // SAFETY: NULL is exactly what is being tested; nothing is dereferenced.
+        assert_eq!(unsafe { gdr_open(0, std::ptr::null_mut()) }, -8);
+    }
+}

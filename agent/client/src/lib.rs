@@ -1,0 +1,30 @@
+//! gdr-client: what an application needs to use a PicoEVB card managed by `gdr-agent`.
+//!
+//! * [`Agent`] talks to the agent on the system bus: card status, self-test, LEDs, reprogramming, and
+//!   [`Agent::open`], which hands back the card's device fd once the agent has checked the caller.
+//! * [`Device`] wraps that fd: card info, CUDA pinning, DMA. It fails with `ENODEV` once the card is
+//!   reprogrammed or removed; ask the agent for a new fd then.
+//! * `include/gdr.h` is the C interface to the same functions (`capi`).
+
+mod agent;
+pub mod capi;
+mod device;
+mod error;
+
+pub use agent::{Agent, CardSummary};
+pub use device::{CudaHandle, Device, Transfer};
+pub use error::Error;
+
+/// Well-known bus name of the agent.
+pub const BUS_NAME: &str = "org.gdr.Agent1";
+/// Object path of the manager.
+pub const MANAGER_PATH: &str = "/org/gdr/Agent1";
+/// Manager interface (version 1).
+pub const MANAGER_IFACE: &str = "org.gdr.Agent1.Manager";
+/// Per-card interface (version 1).
+pub const CARD_IFACE: &str = "org.gdr.Agent1.Card";
+
+/// Object path of card `index`.
+pub fn card_path(index: u32) -> String {
+    format!("{MANAGER_PATH}/card{index}")
+}

@@ -1,0 +1,338 @@
+//! One card's bring-up: discover -> identify -> (program -> relink) -> bind -> self-test -> ready | failed.
+//!
+//! Each stage that can fail transiently is retried `retry.attempts` times with doubling backoff; a stage
+//! that still fails ends the card in `Failed` with the stage and the reason, never in a silent wait.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use picoevb_abi::{ABI_VERSION, abi_major};
+
+use super::ports::{Events, Loader, Node, Pci, SelfTester, Sleep};
+use super::stage::{CardStatus, Stage};
+use crate::config::{CardConfig, Config};
+use crate::manifest::{Identity, Manifest};
+use crate::selftest::{self, SelfTestResult};
+
+/// Driver name a bound PicoEVB shows in sysfs.
+pub const DRIVER: &str = "picoevb";
+
+/// Start-up time asked of systemd for one programming attempt (JTAG flash writes are slow).
+pub const PROGRAM_EXTEND_USEC: u64 = 45 * 60 * 1_000_000;
+
+/// Everything one card's bring-up uses.
+pub struct Machine {
+    pub index: usize,
+    pub card: CardConfig,
+    pub config: Config,
+    pub manifest: Option<Manifest>,
+    pub pci: Arc<dyn Pci>,
+    pub node: Arc<dyn Node>,
+    pub loader: Option<Arc<dyn Loader>>,
+    pub tester: Arc<dyn SelfTester>,
+    pub events: Arc<dyn Events>,
+    pub sleep: Arc<dyn Sleep>,
+    pub status: Arc<Mutex<CardStatus>>,
+}
+
+/// A stage's failure: its reason and whether another try may help.
+struct Fail {
+    reason: String,
+    retry: bool,
+}
+
+fn fatal(reason: impl Into<String>) -> Fail {
+    Fail {
+        reason: reason.into(),
+        retry: false,
+    }
+}
+
+fn transient(reason: impl Into<String>) -> Fail {
+    Fail {
+        reason: reason.into(),
+        retry: true,
+    }
+}
+
+impl Machine {
+    fn set(&self, f: impl FnOnce(&mut CardStatus)) {
+        {
+            let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut s);
+        }
+        self.events.changed(self.index);
+    }
+
+    fn enter(&self, stage: Stage, message: &str) {
+        self.set(|s| {
+            s.stage = stage;
+            s.failed_stage = None;
+            s.message = message.to_string();
+        });
+    }
+
+    fn fail(&self, stage: Stage, reason: String) {
+        self.set(|s| {
+            s.stage = Stage::Failed;
+            s.failed_stage = Some(stage);
+            s.message = reason;
+        });
+    }
+
+    fn node(&self) -> PathBuf {
+        self.card.device.clone()
+    }
+
+    /// Runs `f` up to `attempts` times, sleeping with doubling backoff between tries.
+    fn retry<T>(&self, mut f: impl FnMut(u32) -> Result<T, Fail>) -> Result<T, String> {
+        let r = &self.config.retry;
+        let mut wait = r.backoff_ms;
+        for attempt in 1..=r.attempts {
+            match f(attempt) {
+                Ok(v) => return Ok(v),
+                Err(e) if !e.retry || attempt == r.attempts => {
+                    return Err(if attempt > 1 {
+                        format!("{} (after {attempt} tries)", e.reason)
+                    } else {
+                        e.reason
+                    });
+                }
+                Err(e) => {
+                    self.set(|s| {
+                        s.message = format!(
+                            "try {attempt}/{} failed: {}; retrying in {wait} ms",
+                            r.attempts, e.reason
+                        )
+                    });
+                    self.sleep.sleep(Duration::from_millis(wait));
+                    wait = (wait * 2).min(r.max_backoff_ms);
+                }
+            }
+        }
+        unreachable!("retry.attempts is validated to be >= 1")
+    }
+
+    /// Brings the card up; `force_program` reprograms even a card with the right design.
+    pub fn bring_up(&self, force_program: bool) -> Stage {
+        match self.run(force_program) {
+            Ok(()) => {
+                self.enter(Stage::Ready, "");
+                Stage::Ready
+            }
+            Err((stage, reason)) => {
+                self.fail(stage, reason);
+                Stage::Failed
+            }
+        }
+    }
+
+    fn run(&self, force_program: bool) -> Result<(), (Stage, String)> {
+        let at = |stage| move |e| (stage, e);
+        let expected = self.manifest.as_ref().map(|m| m.expected);
+        self.set(|s| {
+            s.fell_back_to_golden = false;
+            if let Some(e) = expected {
+                s.expected_version = e.design_version;
+                s.expected_hash = e.build_hash;
+            }
+        });
+
+        self.enter(Stage::Discover, "looking for the card on the PCI bus");
+        let bdf = self.retry(|_| self.discover()).map_err(at(Stage::Discover))?;
+        self.set(|s| s.pci = bdf.clone());
+
+        self.enter(Stage::Identify, "reading the ID block");
+        let found = self.identify(&bdf);
+        let Some(expected) = expected else {
+            return Err((Stage::Identify, "no bitstream manifest: cannot tell the right design".into()));
+        };
+        let needs_program = match &found {
+            Ok(id) if *id == expected && !force_program => false,
+            Ok(id) if *id == expected => {
+                self.note(&format!("card runs {id}; reprogramming as asked"));
+                true
+            }
+            Ok(id) => {
+                self.note(&format!("card runs {id}, the manifest wants {expected}"));
+                true
+            }
+            Err(e) => {
+                self.note(&format!("ID block unreadable ({e}): programming"));
+                true
+            }
+        };
+
+        if needs_program {
+            self.program(&bdf, expected)?;
+        }
+
+        self.enter(Stage::Bind, "checking the driver's ABI");
+        let info = self.retry(|_| self.bound(&bdf)).map_err(at(Stage::Bind))?;
+        let id = Identity {
+            design_version: info.design_version,
+            build_hash: info.build_hash,
+        };
+        if id != expected {
+            return Err((Stage::Identify, format!("card runs {id}, the manifest wants {expected}")));
+        }
+        if let Some((speed, width)) = self.pci.link(&bdf) {
+            self.set(|s| {
+                s.link_speed = speed;
+                s.link_width = width;
+            });
+        }
+
+        if self.config.selftest.on_start {
+            let r = self.selftest();
+            if !r.passed {
+                return Err((Stage::SelfTest, r.reason));
+            }
+        }
+        Ok(())
+    }
+
+    fn note(&self, message: &str) {
+        self.set(|s| s.message = message.to_string());
+    }
+
+    fn discover(&self) -> Result<String, Fail> {
+        let all = self.pci.list().map_err(transient)?;
+        let found = if self.card.pci == "auto" {
+            all.get(self.index).cloned()
+        } else {
+            all.iter().find(|b| **b == self.card.pci).cloned()
+        };
+        found.ok_or_else(|| {
+            transient(format!(
+                "no PicoEVB at {} (found: {})",
+                if self.card.pci == "auto" {
+                    format!("position {} in bus order", self.index)
+                } else {
+                    self.card.pci.clone()
+                },
+                if all.is_empty() { "none".to_string() } else { all.join(", ") }
+            ))
+        })
+    }
+
+    /// The design the card runs, as the bound driver read it.
+    fn identify(&self, bdf: &str) -> Result<Identity, String> {
+        if self.pci.driver(bdf).as_deref() != Some(DRIVER) {
+            return Err(format!("driver '{DRIVER}' not bound to {bdf}"));
+        }
+        let info = self.node.abi_info(&self.node())?;
+        let id = Identity {
+            design_version: info.design_version,
+            build_hash: info.build_hash,
+        };
+        self.set(|s| {
+            s.design_version = id.design_version;
+            s.build_hash = id.build_hash;
+            s.abi_version = info.abi_version;
+        });
+        Ok(id)
+    }
+
+    fn bound(&self, bdf: &str) -> Result<picoevb_abi::AbiInfo, Fail> {
+        if self.pci.driver(bdf).as_deref() != Some(DRIVER) {
+            return Err(transient(format!("driver '{DRIVER}' not bound to {bdf}")));
+        }
+        let info = self.node.abi_info(&self.node()).map_err(transient)?;
+        self.set(|s| {
+            s.abi_version = info.abi_version;
+            s.design_version = info.design_version;
+            s.build_hash = info.build_hash;
+        });
+        if abi_major(info.abi_version) != abi_major(ABI_VERSION) {
+            return Err(fatal(format!(
+                "driver ABI {}.{} but this agent speaks {}.x",
+                abi_major(info.abi_version),
+                info.abi_version & 0xffff,
+                abi_major(ABI_VERSION)
+            )));
+        }
+        Ok(info)
+    }
+
+    /// Program, then remove/rescan until the card is back; detects a MultiBoot fallback to golden.
+    fn program(&self, bdf: &str, expected: Identity) -> Result<(), (Stage, String)> {
+        let Some(loader) = &self.loader else {
+            return Err((Stage::Program, "the card needs programming but its loader is 'none'".into()));
+        };
+        let manifest = self.manifest.as_ref().expect("checked by the caller");
+        let role = loader.image_role(self.card.target);
+        let image = manifest.image(role).map_err(|e| (Stage::Program, e))?.path.clone();
+        let mut last = String::new();
+        for attempt in 1..=self.config.retry.attempts {
+            self.enter(
+                Stage::Program,
+                &format!("loading {} through {} (try {attempt})", image.display(), loader.name()),
+            );
+            self.events.extend_timeout(PROGRAM_EXTEND_USEC);
+            // Take the function off the bus first: the link drops while the FPGA reconfigures.
+            if let Err(e) = self.pci.remove(bdf) {
+                return Err((Stage::Relink, format!("cannot remove {bdf}: {e}")));
+            }
+            let loaded = loader.program(&image, self.card.target);
+            self.set(|s| s.programmed += 1);
+            self.enter(Stage::Relink, "rescanning the PCI bus");
+            let back = self.relink(bdf);
+            if let Err(e) = loaded {
+                last = format!("{} loader: {e}", loader.name());
+            } else if let Err(e) = back {
+                return Err((Stage::Relink, e));
+            } else {
+                match self.identify(bdf) {
+                    Ok(id) if id == expected => return Ok(()),
+                    Ok(id) if manifest.golden == Some(id) => {
+                        self.set(|s| s.fell_back_to_golden = true);
+                        last = format!(
+                            "the card came back with the golden design {id}, not {expected}: the update \
+                             image was rejected (MultiBoot fallback)"
+                        );
+                    }
+                    Ok(id) => last = format!("the card came back with {id}, not {expected}"),
+                    Err(e) => last = format!("the card came back unreadable: {e}"),
+                }
+            }
+            self.note(&last);
+            if attempt < self.config.retry.attempts {
+                self.sleep.sleep(Duration::from_millis(self.config.retry.backoff_ms));
+            }
+        }
+        Err((Stage::Program, last))
+    }
+
+    /// Rescans until the function is back with the driver bound.
+    fn relink(&self, bdf: &str) -> Result<(), String> {
+        let polls = (self.config.retry.bind_timeout_s * 10).max(1);
+        self.retry(|_| {
+            self.pci.rescan().map_err(transient)?;
+            for _ in 0..polls {
+                if self.pci.driver(bdf).as_deref() == Some(DRIVER) {
+                    return Ok(());
+                }
+                self.sleep.sleep(Duration::from_millis(100));
+            }
+            Err(transient(format!("{bdf} did not come back with driver '{DRIVER}' bound")))
+        })
+    }
+
+    /// Runs the self-test child, judges, records; does not change the stage.
+    pub fn selftest(&self) -> SelfTestResult {
+        self.enter(Stage::SelfTest, "loopback DMA through the card");
+        let now = selftest::now();
+        let result = match self.tester.run(&self.node()) {
+            Ok(m) => selftest::judge(now, m, &self.config.selftest),
+            Err(e) => SelfTestResult::error(now, e),
+        };
+        let file = selftest::history::path(&self.config.agent.state_dir, self.index);
+        if let Err(e) = selftest::history::append(&file, &result, self.config.selftest.history) {
+            eprintln!("<4>card{}: self-test history not saved: {e}", self.index);
+        }
+        self.set(|s| s.last_selftest = Some(result.clone()));
+        result
+    }
+}

@@ -1,0 +1,11 @@
+//! A card's life: the stages it goes through ([`stage`]), what the machine needs from the world
+//! ([`ports`]) and the bring-up itself ([`machine`]).
+
+pub mod machine;
+pub mod ports;
+pub mod stage;
+#[cfg(test)]
+mod tests;
+
+pub use machine::Machine;
+pub use stage::{CardStatus, Stage};

@@ -1,0 +1,67 @@
+//! What the card state machine needs from the world, as traits: the real implementations live in `sys/`
+//! and `loader/`, the tests supply scripted ones, so the machine runs without a bus or hardware.
+
+use std::path::Path;
+
+use picoevb_abi::AbiInfo;
+
+use crate::config::Target;
+use crate::selftest::Measurement;
+
+/// The PCI bus as sysfs shows it, plus the privileged remove/rescan.
+pub trait Pci: Send + Sync {
+    /// Addresses of every PicoEVB function present, sorted.
+    fn list(&self) -> Result<Vec<String>, String>;
+    /// Name of the driver bound to `bdf`, if any.
+    fn driver(&self, bdf: &str) -> Option<String>;
+    /// Removes `bdf` from the bus (the driver unbinds; open fds get ENODEV).
+    fn remove(&self, bdf: &str) -> Result<(), String>;
+    /// Rescans every bus.
+    fn rescan(&self) -> Result<(), String>;
+    /// Current link (speed text, width), if the device is there.
+    fn link(&self, bdf: &str) -> Option<(String, u32)>;
+    /// Sum of the AER error counters (correctable, non-fatal, fatal), where the kernel exposes them.
+    fn aer_errors(&self, bdf: &str) -> Option<u64>;
+}
+
+/// The card's character device.
+pub trait Node: Send + Sync {
+    /// `PICOEVB_IOC_ABI_INFO` on `node`: the ABI version and the ID block as the driver read it.
+    fn abi_info(&self, node: &Path) -> Result<AbiInfo, String>;
+}
+
+/// Puts an image onto the FPGA. The link drops meanwhile; the caller removes and rescans around it.
+pub trait Loader: Send + Sync {
+    /// `model` or `openocd`.
+    fn name(&self) -> &'static str;
+    /// Which manifest file this loader takes for `target`.
+    fn image_role(&self, target: Target) -> &'static str;
+    /// Programs `image`; returns what the loader reported (for the journal).
+    fn program(&self, image: &Path, target: Target) -> Result<String, String>;
+}
+
+/// Runs the loopback self-test (in a child process, in the daemon).
+pub trait SelfTester: Send + Sync {
+    fn run(&self, node: &Path) -> Result<Measurement, String>;
+}
+
+/// Receives every stage change (D-Bus, STATUS=, journal) and requests for more start-up time.
+pub trait Events: Send + Sync {
+    fn changed(&self, index: usize);
+    /// Programming takes long: extend the service manager's start timeout by `usec`.
+    fn extend_timeout(&self, usec: u64);
+}
+
+/// Waiting between tries (tests do not wait).
+pub trait Sleep: Send + Sync {
+    fn sleep(&self, d: std::time::Duration);
+}
+
+/// The real clock.
+pub struct RealSleep;
+
+impl Sleep for RealSleep {
+    fn sleep(&self, d: std::time::Duration) {
+        std::thread::sleep(d);
+    }
+}

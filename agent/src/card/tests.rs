@@ -1,0 +1,354 @@
+//! The state machine against a scripted card: no bus, no hardware.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use picoevb_abi::{ABI_VERSION, AbiInfo};
+
+use super::ports::{Events, Loader, Node, Pci, SelfTester, Sleep};
+use super::*;
+use crate::config::{CardConfig, Config, LoaderKind, Target};
+use crate::manifest::{Identity, ImageFile, Manifest, sha256_hex};
+use crate::selftest::Measurement;
+
+const GOOD: Identity = Identity {
+    design_version: 0x0100_0000,
+    build_hash: 0x8169_0a8c,
+};
+const GOLDEN: Identity = Identity {
+    design_version: 0x0009_0000,
+    build_hash: 1,
+};
+
+/// One simulated card and bus.
+#[derive(Default)]
+struct World {
+    present: bool,
+    bound: bool,
+    design: Identity,
+    abi: u32,
+    /// The next `n` programs are corrupted in transit (the FPGA falls back to golden).
+    corrupt_programs: u32,
+    /// Rescans that find nothing before the card comes back.
+    lost_rescans: u32,
+    /// The next `n` list() calls see no card.
+    hidden: u32,
+    log: Vec<String>,
+    selftest_fails: bool,
+}
+
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<World>>);
+
+impl Fake {
+    fn w(&self) -> std::sync::MutexGuard<'_, World> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl Pci for Fake {
+    fn list(&self) -> Result<Vec<String>, String> {
+        let mut w = self.w();
+        if w.hidden > 0 {
+            w.hidden -= 1;
+            return Ok(vec![]);
+        }
+        Ok(if w.present { vec!["0000:01:00.0".into()] } else { vec![] })
+    }
+    fn driver(&self, _: &str) -> Option<String> {
+        let w = self.w();
+        (w.present && w.bound).then(|| "picoevb".into())
+    }
+    fn remove(&self, bdf: &str) -> Result<(), String> {
+        let mut w = self.w();
+        w.log.push(format!("remove {bdf}"));
+        w.present = false;
+        w.bound = false;
+        Ok(())
+    }
+    fn rescan(&self) -> Result<(), String> {
+        let mut w = self.w();
+        w.log.push("rescan".into());
+        if w.lost_rescans > 0 {
+            w.lost_rescans -= 1;
+        } else {
+            w.present = true;
+            w.bound = true;
+        }
+        Ok(())
+    }
+    fn link(&self, _: &str) -> Option<(String, u32)> {
+        Some(("5.0 GT/s PCIe".into(), 1))
+    }
+    fn aer_errors(&self, _: &str) -> Option<u64> {
+        Some(0)
+    }
+}
+
+impl Node for Fake {
+    fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
+        let w = self.w();
+        if !w.bound {
+            return Err("ENODEV".into());
+        }
+        Ok(AbiInfo {
+            abi_version: w.abi,
+            design_version: w.design.design_version,
+            build_hash: w.design.build_hash,
+            ..Default::default()
+        })
+    }
+}
+
+impl Loader for Fake {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn image_role(&self, _: Target) -> &'static str {
+        "model-update"
+    }
+    fn program(&self, image: &Path, _: Target) -> Result<String, String> {
+        let mut w = self.w();
+        w.log.push(format!("program {}", image.file_name().unwrap().to_string_lossy()));
+        assert!(!w.present, "programmed while the function was still on the bus");
+        if w.corrupt_programs > 0 {
+            w.corrupt_programs -= 1;
+            w.design = GOLDEN;
+        } else {
+            w.design = GOOD;
+        }
+        Ok("loaded".into())
+    }
+}
+
+impl SelfTester for Fake {
+    fn run(&self, _: &Path) -> Result<Measurement, String> {
+        let w = self.w();
+        Ok(Measurement {
+            memory: "host".into(),
+            memory_note: "test".into(),
+            bytes: 4096,
+            h2c_mbps: 10.0,
+            c2h_mbps: 10.0,
+            duration_us: 1,
+            mismatches: u64::from(w.selftest_fails),
+            first_mismatch: w.selftest_fails.then_some(crate::selftest::Mismatch {
+                offset: 4,
+                expected: 1,
+                got: 0,
+            }),
+        })
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    stages: Mutex<Vec<Stage>>,
+    extended: Mutex<u32>,
+    status: Mutex<Option<Arc<Mutex<CardStatus>>>>,
+}
+
+impl Events for Recorder {
+    fn changed(&self, _: usize) {
+        let st = self.status.lock().unwrap().clone().unwrap();
+        let stage = st.lock().unwrap().stage;
+        let mut v = self.stages.lock().unwrap();
+        if v.last() != Some(&stage) {
+            v.push(stage);
+        }
+    }
+    fn extend_timeout(&self, _: u64) {
+        *self.extended.lock().unwrap() += 1;
+    }
+}
+
+struct NoSleep;
+impl Sleep for NoSleep {
+    fn sleep(&self, _: std::time::Duration) {}
+}
+
+fn machine(fake: &Fake, dir: &Path) -> (Machine, Arc<Recorder>) {
+    let image = b"model image";
+    std::fs::write(dir.join("update.img"), image).unwrap();
+    let manifest = Manifest {
+        version: "1.0.0".into(),
+        expected: GOOD,
+        golden: Some(GOLDEN),
+        files: vec![ImageFile {
+            path: dir.join("update.img"),
+            role: "model-update".into(),
+            sha256: sha256_hex(image),
+        }],
+    };
+    let mut config = Config::default();
+    config.agent.state_dir = dir.to_path_buf();
+    let card = CardConfig {
+        pci: "auto".into(),
+        device: "/dev/picoevb0".into(),
+        loader: LoaderKind::Model,
+        port: Some("/dev/null".into()),
+        jtag_serial: None,
+        target: Target::Flash,
+    };
+    let status = Arc::new(Mutex::new(CardStatus::new(0)));
+    let rec = Arc::new(Recorder::default());
+    *rec.status.lock().unwrap() = Some(status.clone());
+    let m = Machine {
+        index: 0,
+        card,
+        config,
+        manifest: Some(manifest),
+        pci: Arc::new(fake.clone()),
+        node: Arc::new(fake.clone()),
+        loader: Some(Arc::new(fake.clone())),
+        tester: Arc::new(fake.clone()),
+        events: rec.clone(),
+        sleep: Arc::new(NoSleep),
+        status,
+    };
+    (m, rec)
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("gdr-machine-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn card(design: Identity) -> Fake {
+    let f = Fake::default();
+    {
+        let mut w = f.w();
+        w.present = true;
+        w.bound = true;
+        w.design = design;
+        w.abi = ABI_VERSION;
+    }
+    f
+}
+
+#[test]
+fn a_card_with_the_right_design_is_not_programmed() {
+    let f = card(GOOD);
+    let d = tmp("right");
+    let (m, rec) = machine(&f, &d);
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert!(f.w().log.is_empty(), "{:?}", f.w().log);
+    assert_eq!(
+        *rec.stages.lock().unwrap(),
+        [Stage::Pending, Stage::Discover, Stage::Identify, Stage::Bind, Stage::SelfTest, Stage::Ready]
+    );
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.link_width, 1);
+    assert!(s.last_selftest.as_ref().unwrap().passed);
+    assert_eq!(crate::selftest::history::read(&d.join("selftest-card0.jsonl")).len(), 1);
+}
+
+#[test]
+fn a_wrong_design_is_programmed_with_remove_and_rescan_around_it() {
+    let f = card(GOLDEN);
+    let d = tmp("wrong");
+    let (m, rec) = machine(&f, &d);
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert_eq!(f.w().log, ["remove 0000:01:00.0", "program update.img", "rescan"]);
+    assert!(rec.stages.lock().unwrap().contains(&Stage::Program));
+    assert_eq!(*rec.extended.lock().unwrap(), 1, "EXTEND_TIMEOUT_USEC while programming");
+    assert_eq!(m.status.lock().unwrap().design_version, GOOD.design_version);
+}
+
+#[test]
+fn an_unbound_card_is_programmed() {
+    let f = card(GOOD);
+    f.w().bound = false;
+    let (m, _) = machine(&f, &tmp("unbound"));
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert_eq!(f.w().log.len(), 3);
+}
+
+#[test]
+fn fallback_to_golden_is_detected_retried_and_reported() {
+    let f = card(GOLDEN);
+    f.w().corrupt_programs = 1;
+    let (m, _) = machine(&f, &tmp("fallback1"));
+    assert_eq!(m.bring_up(false), Stage::Ready, "the second try succeeds");
+
+    let f = card(GOLDEN);
+    f.w().corrupt_programs = 99;
+    let (m, _) = machine(&f, &tmp("fallback"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, Some(Stage::Program));
+    assert!(s.fell_back_to_golden);
+    assert!(s.message.contains("golden design 0.9.0"), "{}", s.message);
+    assert!(s.message.contains("MultiBoot fallback"), "{}", s.message);
+    assert_eq!(f.w().log.iter().filter(|l| l.starts_with("program")).count(), 3);
+}
+
+#[test]
+fn a_slow_rescan_is_retried_and_a_dead_one_fails_plainly() {
+    let f = card(GOLDEN);
+    f.w().lost_rescans = 1;
+    let (m, _) = machine(&f, &tmp("slow"));
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert_eq!(f.w().log.iter().filter(|l| *l == "rescan").count(), 2);
+
+    let f = card(GOLDEN);
+    f.w().lost_rescans = 99;
+    let (m, _) = machine(&f, &tmp("dead"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, Some(Stage::Relink));
+    assert!(s.message.contains("did not come back"), "{}", s.message);
+    assert!(s.message.contains("after 3 tries"), "{}", s.message);
+}
+
+#[test]
+fn discovery_retries_then_names_what_it_found() {
+    let f = card(GOOD);
+    f.w().hidden = 2;
+    let (m, _) = machine(&f, &tmp("disc"));
+    assert_eq!(m.bring_up(false), Stage::Ready, "found on the third look");
+
+    let f = Fake::default();
+    let (m, _) = machine(&f, &tmp("absent"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, Some(Stage::Discover));
+    assert!(s.message.contains("found: none"), "{}", s.message);
+}
+
+#[test]
+fn a_wrong_abi_major_fails_at_bind() {
+    let f = card(GOOD);
+    f.w().abi = 2 << 16;
+    let (m, _) = machine(&f, &tmp("abi"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, Some(Stage::Bind));
+    assert!(s.message.contains("driver ABI 2.0"), "{}", s.message);
+}
+
+#[test]
+fn a_failed_selftest_fails_the_card_and_reprogram_is_forced() {
+    let f = card(GOOD);
+    f.w().selftest_fails = true;
+    let (m, _) = machine(&f, &tmp("st"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    assert_eq!(m.status.lock().unwrap().failed_stage, Some(Stage::SelfTest));
+    f.w().selftest_fails = false;
+    assert_eq!(m.bring_up(true), Stage::Ready);
+    assert_eq!(f.w().log[1], "program update.img", "forced although the design was right");
+}
+
+#[test]
+fn a_damaged_image_is_never_programmed() {
+    let f = card(GOLDEN);
+    let d = tmp("damaged");
+    let (m, _) = machine(&f, &d);
+    std::fs::write(d.join("update.img"), b"other bytes").unwrap();
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    assert!(f.w().log.is_empty());
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, Some(Stage::Program));
+    assert!(s.message.contains("sha256"), "{}", s.message);
+}

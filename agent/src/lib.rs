@@ -1,0 +1,13 @@
+//! gdr-agent: brings PicoEVB cards to a known bitstream, proves them with a loopback DMA and serves them
+//! to applications.
+//!
+//! Layers, dependencies pointing down: `bin/` (entry points) -> `dbus/` (adapts the core to D-Bus) ->
+//! `daemon` (threads, reload, watchdog) -> `card/`, `loader/`, `selftest/`, `health`, `metrics` (the core,
+//! which knows nothing of D-Bus) -> `sys/` (sysfs, the privileged helper, device nodes) and `config`,
+//! `manifest`.
+
+pub mod atomic;
+pub mod card;
+pub mod config;
+pub mod manifest;
+pub mod selftest;
