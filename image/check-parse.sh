@@ -34,7 +34,7 @@ done
 [[ -n $mirrors ]] || die "--mirrors DIR is required (git clones of bitbake, openembedded-core, meta-tegra, meta-lts-mixins)"
 mirrors=$(cd "$mirrors" && pwd) || die "--mirrors: no such directory"
 for r in bitbake openembedded-core meta-tegra meta-lts-mixins; do
-    git -C "$mirrors/$r" rev-parse --git-dir >/dev/null 2>&1 || die "$mirrors/$r is not a git repository"
+    git -c safe.directory="*" -C "$mirrors/$r" rev-parse --git-dir >/dev/null 2>&1 || die "$mirrors/$r is not a git repository"
 done
 
 # ---- as root: a copy of the repository the build user owns, then the rest as that user ----
@@ -65,6 +65,8 @@ export LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8
 gitcfg=$work/gitconfig  # kas ignores ~/.gitconfig; the mirrors belong to another user
 printf '[safe]\n\tdirectory = *\n' >"$gitcfg"
 export GITCONFIG_FILE=$gitcfg
+# Shallow clones: a mirror may be a partial snapshot that holds the pinned commits but not all history.
+export KAS_CLONE_DEPTH=1
 export KAS_PREMIRRORS="https://github.com/openembedded/bitbake.git file://$mirrors/bitbake
 https://github.com/openembedded/openembedded-core.git file://$mirrors/openembedded-core
 https://github.com/OE4T/meta-tegra.git file://$mirrors/meta-tegra

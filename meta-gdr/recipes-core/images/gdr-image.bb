@@ -1,4 +1,7 @@
-SUMMARY = "gdr appliance: a small systemd image whose agent loads and self-tests the PicoEVB at boot"
+SUMMARY = "gdr appliance image for a Jetson with a PicoEVB"
+DESCRIPTION = "A small systemd image with the PicoEVB driver, its bitstream, CUDA's driver library and the \
+               gdr agent, enabled so that it loads the FPGA and runs its DMA self-test at every boot."
+SECTION = "images"
 LICENSE = "MIT"
 
 inherit core-image features_check

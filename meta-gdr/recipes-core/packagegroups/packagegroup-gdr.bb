@@ -1,5 +1,7 @@
-SUMMARY = "gdr on a Jetson: the PicoEVB driver, its bitstream, the agent and CUDA's driver library"
-DESCRIPTION = "Add this to IMAGE_INSTALL to put gdr into an existing systemd image."
+SUMMARY = "gdr: the PicoEVB driver, bitstream, agent and CUDA's driver library"
+DESCRIPTION = "Everything gdr puts on a Jetson, for people who add gdr to their own systemd image: \
+               IMAGE_INSTALL:append = \" packagegroup-gdr\" (docs/yocto.md)."
+SECTION = "base"
 # The kernel module differs per kernel, so this is not allarch.
 PACKAGE_ARCH = "${MACHINE_ARCH}"
 
@@ -11,7 +13,7 @@ GDR_KERNEL_MODULE ?= "${@'picoevb-mod-5.10' if d.getVar('PREFERRED_PROVIDER_virt
 
 RDEPENDS:${PN} = "\
     ${GDR_KERNEL_MODULE} \
-    picoevb-bitstream \
     gdr-agent \
+    picoevb-bitstream \
     tegra-libraries-cuda \
 "

@@ -1,8 +1,11 @@
-SUMMARY = "The gdr PicoEVB bitstream and its manifest, where gdr-agent loads them from"
+SUMMARY = "The gdr PicoEVB bitstream and its manifest, for gdr-agent"
 DESCRIPTION = "The FPGA images fpga-bitstream/build.sh writes (or a pinned release of them) with \
-manifest.toml, which names each image, its sha256 and the ID-block values the agent expects after loading."
+               manifest.toml, which names each image, its sha256 and the ID-block values the agent \
+               expects after loading; installed where the agent loads them from."
+SECTION = "firmware"
 # gdr's RTL is the repository's; the XDMA IP inside the bitstream is AMD's.
 LICENSE = "(GPL-2.0-only | MIT) & Proprietary"
+# nooelint: oelint.var.licenseremotefile - the images carry no licence text; the repository's licences are oe-core's common ones
 LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/GPL-2.0-only;md5=801f80980d171dd6425610833a22dbe6 \
                     file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302"
 
@@ -18,8 +21,11 @@ GDR_BITSTREAM_SHA256 ?= ""
 GDR_BITSTREAM_DIR ?= "${GDR_ROOT}/fpga-bitstream/build/out"
 GDR_BITSTREAM_DEST = "${datadir}/gdr/bitstream"
 
+# Set below from the variables above.
+SRC_URI = ""
 S = "${UNPACKDIR}/bitstream"
 
+# nooelint: oelint.task.noanonpython - the source (release tarball or local output) is chosen at parse time
 python __anonymous() {
     import os
 
@@ -52,4 +58,4 @@ GDR_BITSTREAM_URI and GDR_BITSTREAM_SHA256 to a release tarball (docs/yocto.md).
 }
 
 GDR_BITSTREAM_MISSING ?= ""
-FILES:${PN} = "${GDR_BITSTREAM_DEST}"
+FILES:${PN} += "${GDR_BITSTREAM_DEST}"

@@ -1,12 +1,14 @@
-SUMMARY = "picoevb.ko for L4T R35 (linux-tegra 5.10): the gdr PicoEVB driver without Rust-for-Linux"
-DESCRIPTION = "The gdr PicoEVB driver's 5.10 flavour (Jetson AGX Xavier, L4T R35): the same core-only Rust \
-logic with thin 5.10 glue, linked against the kernel's own nvidia-p2p module (CONFIG_TEGRA_RDMA)."
+SUMMARY = "picoevb.ko for L4T R35's linux-tegra 5.10 (no Rust-for-Linux)"
+DESCRIPTION = "The gdr PicoEVB driver's 5.10 flavour (Jetson AGX Xavier, L4T R35): the same core-only \
+               Rust logic with thin 5.10 glue, linked against the kernel's own nvidia-p2p module \
+               (CONFIG_TEGRA_RDMA)."
+SECTION = "kernel/modules"
 LICENSE = "GPL-2.0-only"
 LIC_FILES_CHKSUM = "file://kmod/picoevb/Kbuild;beginline=1;endline=1;md5=daad6f7f7a0a286391cd7773ccf79340"
 
-inherit gdr-source module
-
 SRC_URI = "file://kmod;subdir=gdr file://crates;subdir=gdr"
+
+inherit gdr_source module
 
 # Where the 5.10 flavour lives (issue 12). Until it exists the recipe parses, and do_compile stops with
 # the reason.
@@ -27,6 +29,7 @@ It is issue 12's work: Jetson AGX Xavier images cannot carry the driver until it
 	fi
 }
 
+# nooelint: oelint.task.noanonpython - which kernel this machine runs is only known at parse time
 python __anonymous() {
     if d.getVar("PREFERRED_PROVIDER_virtual/kernel") != "linux-tegra":
         raise bb.parse.SkipRecipe("the 5.10 flavour is for L4T R35's linux-tegra; Rust kernels use picoevb-mod")

@@ -1,11 +1,16 @@
-SUMMARY = "gdr-agent and gdrctl: load the PicoEVB FPGA, self-test it at boot, serve it over D-Bus"
-DESCRIPTION = "The gdr agent (a systemd service on the system bus as org.gdr.Agent1) and its command-line \
-client, with the unit, D-Bus policy, udev rules, sysusers/tmpfiles entries and default configuration the \
-emulated appliance installs, from the same agent/deploy/install.list."
+SUMMARY = "gdr-agent (PicoEVB loader, self-test, D-Bus service) and gdrctl"
+DESCRIPTION = "The gdr agent, a systemd service on the system bus as org.gdr.Agent1 that loads the PicoEVB \
+               FPGA and self-tests it at boot, and its command-line client, with the unit, D-Bus policy, \
+               udev rules, sysusers/tmpfiles entries and default configuration the emulated appliance \
+               installs, from the same agent/deploy/install.list."
+SECTION = "base"
 LICENSE = "GPL-2.0-only | MIT"
-LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=15;endline=15;md5=3bce0476042948aff0c42c7799dfc91c"
+# The workspace's licence is a Cargo.toml key, not a licence file.
+# nooelint: oelint.var.licenseremotefile - the repository's licences are oe-core's common ones
+LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/GPL-2.0-only;md5=801f80980d171dd6425610833a22dbe6 \
+                    file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302"
 
-inherit gdr-source cargo systemd useradd features_check
+inherit gdr_source cargo systemd useradd features_check
 
 REQUIRED_DISTRO_FEATURES = "systemd usrmerge"
 
