@@ -5,7 +5,8 @@
 #   image/check-parse.sh --mirrors DIR [--work DIR] [--user NAME] [orin|xavier ...]
 #
 # DIR holds git clones (bare or not) named after the kas repos: bitbake, openembedded-core, meta-tegra,
-# meta-lts-mixins; kas checks the pinned commits out of them (KAS_PREMIRRORS), nothing is fetched.
+# meta-openembedded, meta-lts-mixins; kas checks the pinned commits out of them (KAS_PREMIRRORS), nothing
+# is fetched.
 # As root it runs bitbake as NAME (default builder; bitbake refuses root). For each machine it runs
 # `bitbake -p` and `bitbake -g gdr-image` with BB_NO_NETWORK and fails unless the build list holds the
 # driver, the bitstream, the agent and the CUDA driver library. Work files (kas venv, checkouts, build
@@ -26,14 +27,14 @@ while [[ $# -gt 0 ]]; do
         --work) work=$2; shift 2 ;;
         --user) user=$2; shift 2 ;;
         orin|xavier) machines+=("$1"); shift ;;
-        -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 [[ ${#machines[@]} -gt 0 ]] || machines=(orin xavier)
-[[ -n $mirrors ]] || die "--mirrors DIR is required (git clones of bitbake, openembedded-core, meta-tegra, meta-lts-mixins)"
+[[ -n $mirrors ]] || die "--mirrors DIR is required (git clones of bitbake, openembedded-core, meta-tegra, meta-openembedded, meta-lts-mixins)"
 mirrors=$(cd "$mirrors" && pwd) || die "--mirrors: no such directory"
-for r in bitbake openembedded-core meta-tegra meta-lts-mixins; do
+for r in bitbake openembedded-core meta-tegra meta-openembedded meta-lts-mixins; do
     git -c safe.directory="*" -C "$mirrors/$r" rev-parse --git-dir >/dev/null 2>&1 || die "$mirrors/$r is not a git repository"
 done
 
@@ -70,6 +71,7 @@ export KAS_CLONE_DEPTH=1
 export KAS_PREMIRRORS="https://github.com/openembedded/bitbake.git file://$mirrors/bitbake
 https://github.com/openembedded/openembedded-core.git file://$mirrors/openembedded-core
 https://github.com/OE4T/meta-tegra.git file://$mirrors/meta-tegra
+https://github.com/openembedded/meta-openembedded.git file://$mirrors/meta-openembedded
 https://github.com/bhl-foss-mirrors/meta-lts-mixins.git file://$mirrors/meta-lts-mixins"
 
 fail=0
@@ -93,7 +95,7 @@ for m in "${machines[@]}"; do
     [[ -n $parsed ]] || parsed=$(grep -o '[0-9]* targets, [0-9]* skipped, [0-9]* masked, [0-9]* errors' "$log" | tail -n 1)
     list=$KAS_BUILD_DIR/pn-buildlist
     missing=()
-    for pn in "$module" picoevb-bitstream gdr-agent packagegroup-gdr tegra-libraries-cuda "$extra"; do
+    for pn in "$module" picoevb-bitstream gdr-agent packagegroup-gdr tegra-libraries-cuda openocd "$extra"; do
         grep -qx "$pn" "$list" || missing+=("$pn")
     done
     gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$)' "$list" | sort | tr '\n' ' ')

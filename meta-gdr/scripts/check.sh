@@ -18,7 +18,8 @@ venv=$cache/yocto-tools-$(sha256sum "$here/requirements.txt" | cut -c1-16)
 if [[ ! -f $venv/.complete ]]; then  # a venv cannot move, so it is built in place and marked when whole
     rm -rf "$venv"
     python3 -m venv "$venv" && "$venv/bin/pip" install -q -r "$here/requirements.txt" >&2 && touch "$venv/.complete" ||
-        { echo "check.sh: cannot install $here/requirements.txt" >&2; echo "0 passed, 1 failed"; exit 1; }
+        { echo "check.sh: cannot make a venv with $here/requirements.txt (Debian's python3 needs python3-venv)" >&2
+          echo "0 passed, 1 failed"; exit 1; }
 fi
 
 passed=0 failed=0

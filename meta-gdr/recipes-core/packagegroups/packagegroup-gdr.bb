@@ -1,4 +1,4 @@
-SUMMARY = "gdr: the PicoEVB driver, bitstream, agent and CUDA's driver library"
+SUMMARY = "gdr: PicoEVB driver, bitstream, agent, OpenOCD, CUDA driver library"
 DESCRIPTION = "Everything gdr puts on a Jetson, for people who add gdr to their own systemd image: \
                IMAGE_INSTALL:append = \" packagegroup-gdr\" (docs/yocto.md)."
 SECTION = "base"
@@ -14,6 +14,7 @@ GDR_KERNEL_MODULE ?= "${@'picoevb-mod-5.10' if d.getVar('PREFERRED_PROVIDER_virt
 RDEPENDS:${PN} = "\
     ${GDR_KERNEL_MODULE} \
     gdr-agent \
+    openocd \
     picoevb-bitstream \
     tegra-libraries-cuda \
 "
