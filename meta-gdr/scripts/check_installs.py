@@ -9,6 +9,7 @@ Checks, each printed as "ok"/"FAIL" with the reason:
   - every `install ... ${S}/<path>` in a recipe or class names a repository file, and one under
     agent/deploy/ goes where install.list sends it;
   - every file:// a recipe fetches from the repository exists, and LIC_FILES_CHKSUM's md5s match;
+  - gdr-agent.service is installed and has an [Install] section (the recipe enables such units);
   - the layer holds no copy of a deployment file.
 """
 import glob
@@ -132,6 +133,16 @@ def main():
                 if have != par["md5"]:
                     problems.append("%s: LIC_FILES_CHKSUM of %s is %s, the file gives %s" % (r, path, par["md5"], have))
     result("every repository file a recipe fetches exists (licence checksums match)", problems)
+
+    problems = []
+    unit = [src for src, dst in dests.items() if dst == "/usr/lib/systemd/system/gdr-agent.service"]
+    if not unit:
+        problems.append("install.list does not install /usr/lib/systemd/system/gdr-agent.service")
+    elif os.path.isfile(os.path.join(ROOT, unit[0])):
+        with open(os.path.join(ROOT, unit[0])) as f:
+            if not re.search(r"^\[Install\]", f.read(), re.M):
+                problems.append("%s has no [Install] section: the image would not start the agent at boot" % unit[0])
+    result("gdr-agent.service is installed and enabled at boot (SYSTEMD_SERVICE from install.list)", problems)
 
     names = {os.path.basename(src) for src in dests}
     copies = [os.path.relpath(os.path.join(d, f), ROOT) for d, _, fs in os.walk(LAYER) for f in fs if f in names]

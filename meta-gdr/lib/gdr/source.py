@@ -120,7 +120,7 @@ def sysusers_useradd(text):
         fields = re.findall(r'"[^"]*"|\S+', line.split("#", 1)[0])
         if len(fields) < 2:
             continue
-        kind, name, ident = fields[0], fields[1], (fields + ["-"])[2]
+        kind, name, ident = fields[0].rstrip("!"), fields[1], (fields + ["-"])[2]  # "u!": a locked user
         if kind == "g":
             groups.append("--system %s%s" % ("--gid %s " % ident if ident.isdigit() else "", name))
         elif kind == "u":
@@ -183,6 +183,18 @@ def install_list_files(d):
 def install_list_conffiles(d):
     """The destinations under /etc, for CONFFILES: package upgrades keep local edits."""
     return " ".join(dst for _, dst, _ in parse_install_list(_read(d, INSTALL_LIST)) if dst.startswith("/etc/"))
+
+
+def systemd_units(d):
+    """The units install.list installs that can be enabled ([Install] section, not a template), for
+    SYSTEMD_SERVICE: the same set the appliance enables."""
+    units = []
+    for src, dst, _ in parse_install_list(_read(d, INSTALL_LIST)):
+        name = os.path.basename(dst)
+        if dst.startswith("/usr/lib/systemd/system/") and "@" not in name and \
+                re.search(r"^\[Install\]", _read(d, src), re.M):
+            units.append(name)
+    return " ".join(units)
 
 
 def crate_registry_of(d):

@@ -30,7 +30,8 @@ do_install:append() {
 
 FILES:${PN} += "${@gdr.source.install_list_files(d)}"
 CONFFILES:${PN} += "${@gdr.source.install_list_conffiles(d)}"
-SYSTEMD_SERVICE:${PN} = "gdr-agent.service"
+# The units with an [Install] section: gdr-agent.service, so the self-test runs at every boot.
+SYSTEMD_SERVICE:${PN} = "${@gdr.source.systemd_units(d)}"
 
 # The gdr user exists in the image itself (the rootfs's udev rules and tmpfiles name it); the parameters
 # come from the sysusers.d file install.list installs, which stays its one definition.
