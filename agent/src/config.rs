@@ -320,7 +320,10 @@ impl Config {
                 );
             }
             if c.loader == LoaderKind::Model && c.port.is_none() {
-                return bad(&key("port"), "the model loader needs its control port".into());
+                return bad(
+                    &key("port"),
+                    "the model loader needs its control port".into(),
+                );
             }
             if !c.device.is_absolute() {
                 return bad(&key("device"), "must be an absolute path".into());

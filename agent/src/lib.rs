@@ -6,8 +6,16 @@
 //! which knows nothing of D-Bus) -> `sys/` (sysfs, the privileged helper, device nodes) and `config`,
 //! `manifest`.
 
+pub mod access;
 pub mod atomic;
 pub mod card;
 pub mod config;
+pub mod daemon;
+pub mod dbus;
+pub mod health;
+pub mod loader;
 pub mod manifest;
+pub mod metrics;
+pub mod notify;
 pub mod selftest;
+pub mod sys;

@@ -111,7 +111,11 @@ impl Manifest {
         Ok(Self {
             version: raw.version,
             expected: identity(&raw.id_block, "id_block")?,
-            golden: raw.golden.as_ref().map(|g| identity(g, "golden")).transpose()?,
+            golden: raw
+                .golden
+                .as_ref()
+                .map(|g| identity(g, "golden"))
+                .transpose()?,
             files,
         })
     }
@@ -172,10 +176,18 @@ mod tests {
         assert_eq!(m.golden.unwrap().design_version, 0x0009_0000);
         assert_eq!(m.expected.to_string(), "1.0.0 build 81690a8c");
         assert!(m.image("model-update").is_ok());
-        assert!(m.image("update-bit").unwrap_err().contains("no 'update-bit'"));
+        assert!(
+            m.image("update-bit")
+                .unwrap_err()
+                .contains("no 'update-bit'")
+        );
         // A damaged file is refused before it goes anywhere near a card.
         std::fs::write(dir.join("gdr-picoevb-1.0.0-model-update.img"), b"imagf").unwrap();
-        assert!(m.image("model-update").unwrap_err().contains("does not match"));
+        assert!(
+            m.image("model-update")
+                .unwrap_err()
+                .contains("does not match")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -185,8 +197,16 @@ mod tests {
         assert!(Manifest::parse(d, "{}").is_err());
         let bad_name = r#"{"schema":1,"version":"1","id_block":{"design_version":"0x1","build_hash":"0x2"},
             "files":[{"name":"../etc/passwd","role":"x","sha256":"00"}]}"#;
-        assert!(Manifest::parse(d, bad_name).unwrap_err().contains("plain name"));
+        assert!(
+            Manifest::parse(d, bad_name)
+                .unwrap_err()
+                .contains("plain name")
+        );
         let bad_word = bad_name.replace("0x1", "zz").replace("../etc/passwd", "a");
-        assert!(Manifest::parse(d, &bad_word).unwrap_err().contains("hex word"));
+        assert!(
+            Manifest::parse(d, &bad_word)
+                .unwrap_err()
+                .contains("hex word")
+        );
     }
 }

@@ -8,6 +8,10 @@
 //!   (default 1; 0 = until cleared). `delay_ms` only for `slow`.
 //! * `{"cmd":"clear"}` -> disarm all faults. `{"cmd":"reset_counters"}` -> zero the counters.
 //! * `{"cmd":"unplug"}` / `{"cmd":"replug"}` -> surprise removal of the card and its re-insertion.
+//! * `{"cmd":"program","image":TEXT,"target":"flash"|"sram"}` -> load a model image as JTAG loads a
+//!   bitstream (link down meanwhile; a corrupt image falls back to golden); see `program.rs`.
+//! * `{"cmd":"program_fault","corrupt":BOOL}` -> the next `program` treats its image as corrupt.
+//! * `{"cmd":"program_state"}` -> which design runs (start/update/golden), programs and fallbacks so far.
 //!
 //! Errors: `{"ok":false,"error":"..."}`.
 
@@ -101,8 +105,12 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
             );
             Ok(json!({ "ok": true }))
         }
+        "program" => crate::program::handle(device, object),
+        "program_fault" => crate::program::handle_fault(device, object),
+        "program_state" => Ok(crate::program::state(device)),
         other => Err(format!(
-            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug)"
+            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug, \
+             program, program_fault, program_state)"
         )),
     }
 }

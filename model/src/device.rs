@@ -39,6 +39,8 @@ pub(crate) struct State {
     pub(crate) shutdown: bool,
     /// Surprise removal: the card answers nothing (BAR reads all ones, writes lost, no DMA, no IRQ).
     pub(crate) unplugged: bool,
+    /// Programming state: golden design, armed faults (see `program.rs`).
+    pub(crate) program: crate::program::ProgramState,
 }
 
 impl State {
@@ -182,6 +184,7 @@ impl Device {
             stats: Stats::default(),
             shutdown: false,
             unplugged: false,
+            program: crate::program::ProgramState::new(&options),
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -357,6 +360,26 @@ impl Device {
             st.xdma.reset();
             st.irq_out.reset();
         }
+        self.shared.wake.notify_all();
+    }
+
+    /// Runs `f` on the programming state under the state lock.
+    pub(crate) fn with_program<T>(
+        &self,
+        f: impl FnOnce(&mut crate::program::ProgramState) -> T,
+    ) -> T {
+        f(&mut self.shared.lock().program)
+    }
+
+    /// A new design takes over (the end of programming): BAR0 decoding and ID block of `image`, config
+    /// space, engines and interrupts at reset. BRAM keeps its contents (it is not initialised by the bitstream
+    /// in this design either).
+    pub fn load_design(&self, image: &crate::image::ModelImage) {
+        let mut st = self.shared.lock();
+        st.user.load(image);
+        st.config = ConfigSpace::picoevb();
+        st.xdma.reset();
+        st.irq_out.reset();
         self.shared.wake.notify_all();
     }
 

@@ -6,17 +6,38 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use picoevb_model::cli::{self, Parsed};
 use picoevb_model::control::ControlServer;
+use picoevb_model::program;
 use picoevb_model::vfio::{self, Backend};
 
 fn main() -> ExitCode {
-    let cli = match cli::parse(std::env::args().skip(1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("make-image") {
+        return match picoevb_model::image::make_image(&args[1..]) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("picoevb-model: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let (args, program_args) = match program::split_args(args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("picoevb-model: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match cli::parse(args) {
         Ok(Parsed::Run(cli)) => cli,
         Ok(Parsed::Help) => {
-            println!("{}", cli::USAGE);
+            println!("{}\n{}", cli::USAGE, program::USAGE);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("picoevb-model: {e}\n\n{}", cli::USAGE);
+            eprintln!("picoevb-model: {e}\n\n{}\n{}", cli::USAGE, program::USAGE);
             return ExitCode::from(2);
         }
     };
@@ -31,6 +52,7 @@ fn main() -> ExitCode {
     );
 
     let mut backend = Backend::new(cli.options.clone());
+    program::apply(backend.device(), &program_args);
     let _control = match &cli.control {
         Some(path) => match ControlServer::spawn(path, backend.device().clone()) {
             Ok(server) => Some(server),

@@ -59,6 +59,13 @@ impl UserBar {
         }
     }
 
+    /// A newly loaded design: its decoding and ID block, everything else at reset.
+    pub fn load(&mut self, image: &crate::image::ModelImage) {
+        self.design = image.design;
+        self.gpio = Gpio::default();
+        self.id.load(image);
+    }
+
     /// Back to reset values (the design and build constants stay).
     pub fn reset(&mut self) {
         self.gpio = Gpio::default();

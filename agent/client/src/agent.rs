@@ -41,11 +41,21 @@ impl Agent {
     }
 
     fn manager(&self) -> Result<Proxy<'_>, Error> {
-        Ok(Proxy::new(&self.conn, BUS_NAME, MANAGER_PATH, MANAGER_IFACE)?)
+        Ok(Proxy::new(
+            &self.conn,
+            BUS_NAME,
+            MANAGER_PATH,
+            MANAGER_IFACE,
+        )?)
     }
 
     fn card(&self, index: u32) -> Result<Proxy<'_>, Error> {
-        Ok(Proxy::new(&self.conn, BUS_NAME, card_path(index), CARD_IFACE)?)
+        Ok(Proxy::new(
+            &self.conn,
+            BUS_NAME,
+            card_path(index),
+            CARD_IFACE,
+        )?)
     }
 
     /// Indexes of the configured cards.

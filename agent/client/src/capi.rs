@@ -105,7 +105,9 @@ pub unsafe extern "C" fn gdr_pin_cuda(fd: c_int, va: u64, size: u64, handle: *mu
 /// `fd` must be an open card fd.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdr_unpin_cuda(fd: c_int, handle: u32) -> c_int {
-    borrow(fd).unpin_cuda(CudaHandle(handle)).map_or_else(fail, |_| 0)
+    borrow(fd)
+        .unpin_cuda(CudaHandle(handle))
+        .map_or_else(fail, |_| 0)
 }
 
 /// Source -> FPGA -> destination (`GDR_H2C2H_*_CUDA` flags select handles); DMA time in `*dma_ns`.
@@ -171,17 +173,23 @@ mod tests {
             ("GDR_E_ACCESS", Error::AccessDenied(String::new())),
             ("GDR_E_NO_CARD", Error::NoSuchCard(String::new())),
             ("GDR_E_NOT_READY", Error::NotReady(String::new())),
-            ("GDR_E_AGENT", Error::Agent { name: String::new(), message: String::new() }),
+            (
+                "GDR_E_AGENT",
+                Error::Agent {
+                    name: String::new(),
+                    message: String::new(),
+                },
+            ),
             ("GDR_E_OS", Error::Os { op: "", errno: 0 }),
             ("GDR_E_INVALID", Error::InvalidArgument(String::new())),
         ] {
             let line = format!("#define {name} ({})", e.code());
             assert!(header.contains(&line), "gdr.h lacks '{line}'");
         }
-        assert_eq!(
-            header.contains(&format!("GDR_H2C2H_SRC_CUDA {}", picoevb_abi::H2C2H_SRC_CUDA)),
-            true
-        );
+        assert!(header.contains(&format!(
+            "GDR_H2C2H_SRC_CUDA {}",
+            picoevb_abi::H2C2H_SRC_CUDA
+        )));
         assert_eq!(std::mem::size_of::<GdrCardInfo>(), 32);
     }
 

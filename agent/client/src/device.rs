@@ -176,6 +176,13 @@ impl Device {
     }
 }
 
+impl Device {
+    /// Gives up the fd.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+}
+
 impl AsRawFd for Device {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()
@@ -200,15 +207,18 @@ mod tests {
 
     #[test]
     fn bandwidth() {
-        let t = Transfer { bytes: 65536, dma_time_ns: 65536 };
+        let t = Transfer {
+            bytes: 65536,
+            dma_time_ns: 65536,
+        };
         assert_eq!(t.mbps(), 1000.0);
-        assert_eq!(Transfer { bytes: 1, dma_time_ns: 0 }.mbps(), 0.0);
-    }
-}
-
-impl Device {
-    /// Gives up the fd.
-    pub fn into_fd(self) -> OwnedFd {
-        self.fd
+        assert_eq!(
+            Transfer {
+                bytes: 1,
+                dma_time_ns: 0
+            }
+            .mbps(),
+            0.0
+        );
     }
 }

@@ -57,19 +57,17 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::AgentNotRunning => {
-                f.write_str("the gdr agent is not running (no owner of org.gdr.Agent1 on the system bus)")
-            }
+            Error::AgentNotRunning => f.write_str(
+                "the gdr agent is not running (no owner of org.gdr.Agent1 on the system bus)",
+            ),
             Error::Bus(m) => write!(f, "D-Bus: {m}"),
             Error::AccessDenied(m) => write!(f, "access denied: {m}"),
             Error::NoSuchCard(m) => write!(f, "no such card: {m}"),
             Error::NotReady(m) => write!(f, "card not ready: {m}"),
             Error::Agent { name, message } => write!(f, "{name}: {message}"),
-            Error::Os { op, errno } => write!(
-                f,
-                "{op}: {}",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
+            Error::Os { op, errno } => {
+                write!(f, "{op}: {}", std::io::Error::from_raw_os_error(*errno))
+            }
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
         }
     }

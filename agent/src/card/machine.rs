@@ -140,13 +140,18 @@ impl Machine {
         });
 
         self.enter(Stage::Discover, "looking for the card on the PCI bus");
-        let bdf = self.retry(|_| self.discover()).map_err(at(Stage::Discover))?;
+        let bdf = self
+            .retry(|_| self.discover())
+            .map_err(at(Stage::Discover))?;
         self.set(|s| s.pci = bdf.clone());
 
         self.enter(Stage::Identify, "reading the ID block");
         let found = self.identify(&bdf);
         let Some(expected) = expected else {
-            return Err((Stage::Identify, "no bitstream manifest: cannot tell the right design".into()));
+            return Err((
+                Stage::Identify,
+                "no bitstream manifest: cannot tell the right design".into(),
+            ));
         };
         let needs_program = match &found {
             Ok(id) if *id == expected && !force_program => false,
@@ -175,7 +180,10 @@ impl Machine {
             build_hash: info.build_hash,
         };
         if id != expected {
-            return Err((Stage::Identify, format!("card runs {id}, the manifest wants {expected}")));
+            return Err((
+                Stage::Identify,
+                format!("card runs {id}, the manifest wants {expected}"),
+            ));
         }
         if let Some((speed, width)) = self.pci.link(&bdf) {
             self.set(|s| {
@@ -212,7 +220,11 @@ impl Machine {
                 } else {
                     self.card.pci.clone()
                 },
-                if all.is_empty() { "none".to_string() } else { all.join(", ") }
+                if all.is_empty() {
+                    "none".to_string()
+                } else {
+                    all.join(", ")
+                }
             ))
         })
     }
@@ -259,16 +271,27 @@ impl Machine {
     /// Program, then remove/rescan until the card is back; detects a MultiBoot fallback to golden.
     fn program(&self, bdf: &str, expected: Identity) -> Result<(), (Stage, String)> {
         let Some(loader) = &self.loader else {
-            return Err((Stage::Program, "the card needs programming but its loader is 'none'".into()));
+            return Err((
+                Stage::Program,
+                "the card needs programming but its loader is 'none'".into(),
+            ));
         };
         let manifest = self.manifest.as_ref().expect("checked by the caller");
         let role = loader.image_role(self.card.target);
-        let image = manifest.image(role).map_err(|e| (Stage::Program, e))?.path.clone();
+        let image = manifest
+            .image(role)
+            .map_err(|e| (Stage::Program, e))?
+            .path
+            .clone();
         let mut last = String::new();
         for attempt in 1..=self.config.retry.attempts {
             self.enter(
                 Stage::Program,
-                &format!("loading {} through {} (try {attempt})", image.display(), loader.name()),
+                &format!(
+                    "loading {} through {} (try {attempt})",
+                    image.display(),
+                    loader.name()
+                ),
             );
             self.events.extend_timeout(PROGRAM_EXTEND_USEC);
             // Take the function off the bus first: the link drops while the FPGA reconfigures.
@@ -299,7 +322,8 @@ impl Machine {
             }
             self.note(&last);
             if attempt < self.config.retry.attempts {
-                self.sleep.sleep(Duration::from_millis(self.config.retry.backoff_ms));
+                self.sleep
+                    .sleep(Duration::from_millis(self.config.retry.backoff_ms));
             }
         }
         Err((Stage::Program, last))
@@ -316,7 +340,9 @@ impl Machine {
                 }
                 self.sleep.sleep(Duration::from_millis(100));
             }
-            Err(transient(format!("{bdf} did not come back with driver '{DRIVER}' bound")))
+            Err(transient(format!(
+                "{bdf} did not come back with driver '{DRIVER}' bound"
+            )))
         })
     }
 

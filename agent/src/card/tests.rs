@@ -53,7 +53,11 @@ impl Pci for Fake {
             w.hidden -= 1;
             return Ok(vec![]);
         }
-        Ok(if w.present { vec!["0000:01:00.0".into()] } else { vec![] })
+        Ok(if w.present {
+            vec!["0000:01:00.0".into()]
+        } else {
+            vec![]
+        })
     }
     fn driver(&self, _: &str) -> Option<String> {
         let w = self.w();
@@ -109,8 +113,14 @@ impl Loader for Fake {
     }
     fn program(&self, image: &Path, _: Target) -> Result<String, String> {
         let mut w = self.w();
-        w.log.push(format!("program {}", image.file_name().unwrap().to_string_lossy()));
-        assert!(!w.present, "programmed while the function was still on the bus");
+        w.log.push(format!(
+            "program {}",
+            image.file_name().unwrap().to_string_lossy()
+        ));
+        assert!(
+            !w.present,
+            "programmed while the function was still on the bus"
+        );
         if w.corrupt_programs > 0 {
             w.corrupt_programs -= 1;
             w.design = GOLDEN;
@@ -236,12 +246,22 @@ fn a_card_with_the_right_design_is_not_programmed() {
     assert!(f.w().log.is_empty(), "{:?}", f.w().log);
     assert_eq!(
         *rec.stages.lock().unwrap(),
-        [Stage::Pending, Stage::Discover, Stage::Identify, Stage::Bind, Stage::SelfTest, Stage::Ready]
+        [
+            Stage::Pending,
+            Stage::Discover,
+            Stage::Identify,
+            Stage::Bind,
+            Stage::SelfTest,
+            Stage::Ready
+        ]
     );
     let s = m.status.lock().unwrap();
     assert_eq!(s.link_width, 1);
     assert!(s.last_selftest.as_ref().unwrap().passed);
-    assert_eq!(crate::selftest::history::read(&d.join("selftest-card0.jsonl")).len(), 1);
+    assert_eq!(
+        crate::selftest::history::read(&d.join("selftest-card0.jsonl")).len(),
+        1
+    );
 }
 
 #[test]
@@ -250,9 +270,16 @@ fn a_wrong_design_is_programmed_with_remove_and_rescan_around_it() {
     let d = tmp("wrong");
     let (m, rec) = machine(&f, &d);
     assert_eq!(m.bring_up(false), Stage::Ready);
-    assert_eq!(f.w().log, ["remove 0000:01:00.0", "program update.img", "rescan"]);
+    assert_eq!(
+        f.w().log,
+        ["remove 0000:01:00.0", "program update.img", "rescan"]
+    );
     assert!(rec.stages.lock().unwrap().contains(&Stage::Program));
-    assert_eq!(*rec.extended.lock().unwrap(), 1, "EXTEND_TIMEOUT_USEC while programming");
+    assert_eq!(
+        *rec.extended.lock().unwrap(),
+        1,
+        "EXTEND_TIMEOUT_USEC while programming"
+    );
     assert_eq!(m.status.lock().unwrap().design_version, GOOD.design_version);
 }
 
@@ -281,7 +308,14 @@ fn fallback_to_golden_is_detected_retried_and_reported() {
     assert!(s.fell_back_to_golden);
     assert!(s.message.contains("golden design 0.9.0"), "{}", s.message);
     assert!(s.message.contains("MultiBoot fallback"), "{}", s.message);
-    assert_eq!(f.w().log.iter().filter(|l| l.starts_with("program")).count(), 3);
+    assert_eq!(
+        f.w()
+            .log
+            .iter()
+            .filter(|l| l.starts_with("program"))
+            .count(),
+        3
+    );
 }
 
 #[test]
@@ -337,7 +371,11 @@ fn a_failed_selftest_fails_the_card_and_reprogram_is_forced() {
     assert_eq!(m.status.lock().unwrap().failed_stage, Some(Stage::SelfTest));
     f.w().selftest_fails = false;
     assert_eq!(m.bring_up(true), Stage::Ready);
-    assert_eq!(f.w().log[1], "program update.img", "forced although the design was right");
+    assert_eq!(
+        f.w().log[1],
+        "program update.img",
+        "forced although the design was right"
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! bounded [`history`].
 
 pub mod child;
+pub mod gpu;
 pub mod history;
 pub mod pattern;
 pub mod runner;
@@ -81,11 +82,20 @@ pub fn judge(time: u64, m: Measurement, cfg: &SelfTestSection) -> SelfTestResult
             m.mismatches, mm.offset, mm.expected, mm.got
         )
     } else if m.memory == "host" && cfg.memory == crate::config::Memory::Cuda {
-        format!("CUDA memory required but the test used host memory: {}", m.memory_note)
+        format!(
+            "CUDA memory required but the test used host memory: {}",
+            m.memory_note
+        )
     } else if m.h2c_mbps < cfg.min_h2c_mbps {
-        format!("H2C {:.1} MB/s is below the threshold {:.1}", m.h2c_mbps, cfg.min_h2c_mbps)
+        format!(
+            "H2C {:.1} MB/s is below the threshold {:.1}",
+            m.h2c_mbps, cfg.min_h2c_mbps
+        )
     } else if m.c2h_mbps < cfg.min_c2h_mbps {
-        format!("C2H {:.1} MB/s is below the threshold {:.1}", m.c2h_mbps, cfg.min_c2h_mbps)
+        format!(
+            "C2H {:.1} MB/s is below the threshold {:.1}",
+            m.c2h_mbps, cfg.min_c2h_mbps
+        )
     } else {
         String::new()
     };
@@ -127,14 +137,25 @@ mod tests {
         assert!(judge(1, good(), &cfg).passed);
         cfg.min_c2h_mbps = 95.0;
         let r = judge(1, good(), &cfg);
-        assert!(!r.passed && r.reason.contains("C2H 90.0 MB/s"), "{}", r.reason);
+        assert!(
+            !r.passed && r.reason.contains("C2H 90.0 MB/s"),
+            "{}",
+            r.reason
+        );
         cfg.min_c2h_mbps = 0.0;
         let mut m = good();
         m.mismatches = 3;
-        m.first_mismatch = Some(Mismatch { offset: 8, expected: 2, got: 0xffff_fffd });
+        m.first_mismatch = Some(Mismatch {
+            offset: 8,
+            expected: 2,
+            got: 0xffff_fffd,
+        });
         let r = judge(1, m, &cfg);
         assert!(!r.passed && r.reason.contains("offset 0x8"), "{}", r.reason);
         cfg.memory = crate::config::Memory::Cuda;
-        assert!(!judge(1, good(), &cfg).passed, "host memory when CUDA is required");
+        assert!(
+            !judge(1, good(), &cfg).passed,
+            "host memory when CUDA is required"
+        );
     }
 }

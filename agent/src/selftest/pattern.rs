@@ -57,6 +57,13 @@ mod tests {
         dst[9] = 0;
         let (n, first) = verify(&dst);
         assert_eq!(n, 2);
-        assert_eq!(first, Some(Mismatch { offset: 28, expected: 7, got: 3 }));
+        assert_eq!(
+            first,
+            Some(Mismatch {
+                offset: 28,
+                expected: 7,
+                got: 3
+            })
+        );
     }
 }

@@ -8,4 +8,5 @@ mod dma;
 mod faults;
 mod irq;
 mod pci;
+mod program;
 mod vfio;

@@ -1,0 +1,140 @@
+//! `gdr-agent`: the daemon (systemd `Type=notify`). See docs/agent.md.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use gdr_agent::config::{self, Config};
+use gdr_agent::daemon::Agent;
+use gdr_agent::notify::{notify, status_line, watchdog_usec};
+
+const USAGE: &str = "usage: gdr-agent [--config PATH] [--bus ADDRESS] [--check]
+
+  --config PATH   configuration file (default /etc/gdr/agent.toml)
+  --bus ADDRESS   serve on this D-Bus address instead of the system bus (tests)
+  --check         validate the configuration and the bitstream manifest, then exit";
+
+static HUP: AtomicBool = AtomicBool::new(false);
+static TERM: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGHUP {
+        HUP.store(true, Ordering::SeqCst);
+    } else {
+        TERM.store(true, Ordering::SeqCst);
+    }
+}
+
+fn main() -> ExitCode {
+    let mut path = PathBuf::from(config::DEFAULT_PATH);
+    let mut bus = None;
+    let mut check = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" => match args.next() {
+                Some(p) => path = p.into(),
+                None => return usage("--config needs a path"),
+            },
+            "--bus" => match args.next() {
+                Some(b) => bus = Some(b),
+                None => return usage("--bus needs an address"),
+            },
+            "--check" => check = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => return usage(&format!("unknown argument '{other}'")),
+        }
+    }
+    let config = match Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("<3>gdr-agent: {e}");
+            let _ = notify(&status_line(&format!("bad configuration: {e}")));
+            return ExitCode::FAILURE;
+        }
+    };
+    if check {
+        return match gdr_agent::manifest::Manifest::load(&config.agent.bitstream_dir) {
+            Ok(m) => {
+                println!(
+                    "{}: ok; manifest {} ({})",
+                    path.display(),
+                    m.version,
+                    m.expected
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: ok; manifest: {e}", path.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    for sig in [libc::SIGHUP, libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to atomics (async-signal-safe).
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+    let world = Agent::real_world(&config);
+    let interval = Duration::from_secs(config.health.interval_s);
+    let agent = Agent::new(&path, config, world);
+    let _conn = match gdr_agent::dbus::serve(&agent, bus.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("<3>gdr-agent: cannot serve org.gdr.Agent1 on the bus: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    agent.start();
+    run(&agent, interval);
+    let _ = notify("STOPPING=1");
+    ExitCode::SUCCESS
+}
+
+/// The main loop: READY=1 once every card settled, STATUS= on change, WATCHDOG=1 only after a passing
+/// health check, reload on SIGHUP, metrics after each tick.
+fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
+    let watchdog = watchdog_usec().map(Duration::from_micros);
+    // Feed at most every half watchdog period, and check health at least that often.
+    let tick = watchdog.map_or(interval, |w| interval.min(w / 2));
+    let mut ready = false;
+    let mut last_status = String::new();
+    let mut next = Instant::now();
+    while !TERM.load(Ordering::SeqCst) {
+        if HUP.swap(false, Ordering::SeqCst) {
+            let _ = notify("RELOADING=1");
+            if let Err(e) = agent.reload() {
+                eprintln!("<3>reload refused: {e}");
+            }
+            let _ = notify("READY=1");
+        }
+        let status = agent.status_text();
+        if status != last_status {
+            let _ = notify(&status_line(&status));
+            last_status = status;
+        }
+        if !ready && agent.settled() {
+            ready = true;
+            let _ = notify("READY=1");
+            eprintln!("<5>all cards settled: {last_status}");
+        }
+        if Instant::now() >= next {
+            next = Instant::now() + tick;
+            let healthy = agent.health_tick();
+            if healthy && watchdog.is_some() {
+                let _ = notify("WATCHDOG=1");
+            }
+            agent.write_metrics();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    agent.stop();
+}
+
+fn usage(e: &str) -> ExitCode {
+    eprintln!("gdr-agent: {e}\n\n{USAGE}");
+    ExitCode::from(2)
+}

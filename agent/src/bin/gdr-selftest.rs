@@ -1,0 +1,46 @@
+//! `gdr-selftest`: the short-lived self-test child the agent runs (so the daemon never holds a CUDA
+//! context). Prints one JSON line (`selftest::Measurement`) on success; exit 1 with a message otherwise.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut device = None;
+    let mut bytes = 65536u64;
+    let mut memory = "auto".to_string();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().unwrap_or_default();
+        match a.as_str() {
+            "--device" => device = Some(PathBuf::from(val())),
+            "--bytes" => match val().parse() {
+                Ok(b) if b > 0 && b % 4 == 0 => bytes = b,
+                _ => return fail("--bytes needs a positive multiple of 4"),
+            },
+            "--memory" => memory = val(),
+            _ => {
+                return fail(
+                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host]",
+                );
+            }
+        }
+    }
+    let Some(device) = device else {
+        return fail("--device PATH is required");
+    };
+    match gdr_agent::selftest::child::run(&device, bytes, &memory) {
+        Ok(m) => {
+            println!(
+                "{}",
+                serde_json::to_string(&m).expect("a measurement serialises")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(e: &str) -> ExitCode {
+    eprintln!("gdr-selftest: {e}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,552 @@
+//! The agent as a whole: one [`Machine`] per configured card, each run on its own thread; operations
+//! (self-test, reprogram, LEDs, open) that the D-Bus layer calls; reload; the health tick that gates the
+//! watchdog. Knows nothing of D-Bus: the bus layer subscribes to changes with [`Agent::subscribe`].
+
+use std::fmt;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::card::machine::Machine;
+use crate::card::ports::{Events, Loader, Node, Pci, RealSleep, SelfTester, Sleep};
+use crate::card::{CardStatus, Stage};
+use crate::config::{Config, ConfigError, LoaderKind};
+use crate::health::{self, Baseline};
+use crate::loader::model::ModelLoader;
+use crate::loader::openocd::OpenocdLoader;
+use crate::manifest::Manifest;
+use crate::selftest::runner::ChildTester;
+use crate::selftest::{self, SelfTestResult, history};
+use crate::sys::helper::Helper;
+
+/// Why an operation was refused or failed. The D-Bus layer maps each to one error name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentError {
+    NoSuchCard(u32),
+    NotReady(String),
+    Busy(String),
+    AccessDenied(String),
+    InvalidArgument(String),
+    InvalidConfig(ConfigError),
+    Failed(String),
+}
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgentError::NoSuchCard(i) => write!(f, "no card {i} in the configuration"),
+            AgentError::NotReady(m)
+            | AgentError::Busy(m)
+            | AgentError::AccessDenied(m)
+            | AgentError::InvalidArgument(m)
+            | AgentError::Failed(m) => f.write_str(m),
+            AgentError::InvalidConfig(e) => write!(f, "{e} (the running configuration is kept)"),
+        }
+    }
+}
+
+/// What happened to a card, for subscribers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Its status changed.
+    Status(usize),
+    /// Its open fds are about to stop working (reprogramming).
+    Revoked(usize),
+}
+
+type Listener = Box<dyn Fn(Change) + Send + Sync>;
+
+/// One card's slot.
+struct Slot {
+    status: Arc<Mutex<CardStatus>>,
+    /// Held by whatever operation owns the card (bring-up, self-test, reprogram).
+    busy: Mutex<()>,
+    health: Mutex<Baseline>,
+}
+
+/// The sysfs, node and sleep implementations the agent runs on (tests substitute them).
+pub struct World {
+    pub pci: Arc<dyn Pci>,
+    pub node: Arc<dyn Node>,
+    pub sleep: Arc<dyn Sleep>,
+    /// Loader for every card; None = build from the config (model/openocd).
+    pub loader: Option<Arc<dyn Loader>>,
+    pub tester: Option<Arc<dyn SelfTester>>,
+}
+
+/// The running agent.
+pub struct Agent {
+    config_path: PathBuf,
+    config: RwLock<Config>,
+    manifest: RwLock<Option<Manifest>>,
+    manifest_error: RwLock<String>,
+    slots: Vec<Slot>,
+    world: World,
+    listeners: RwLock<Vec<Listener>>,
+    extend_usec: Mutex<u64>,
+    stopping: AtomicBool,
+}
+
+struct Relay(Arc<AgentWeak>);
+struct AgentWeak(std::sync::Weak<Agent>);
+
+impl Events for Relay {
+    fn changed(&self, index: usize) {
+        if let Some(a) = self.0.0.upgrade() {
+            a.emit(Change::Status(index));
+        }
+    }
+    fn extend_timeout(&self, usec: u64) {
+        if let Some(a) = self.0.0.upgrade() {
+            *a.extend_usec.lock().unwrap_or_else(|e| e.into_inner()) = usec;
+            let _ = crate::notify::notify(&format!("EXTEND_TIMEOUT_USEC={usec}"));
+        }
+    }
+}
+
+impl Agent {
+    /// An agent for `config`; loads the manifest from its bitstream directory.
+    pub fn new(config_path: &Path, config: Config, world: World) -> Arc<Self> {
+        let (manifest, manifest_error) = match Manifest::load(&config.agent.bitstream_dir) {
+            Ok(m) => (Some(m), String::new()),
+            Err(e) => (None, e),
+        };
+        let slots = (0..config.cards.len())
+            .map(|i| Slot {
+                status: Arc::new(Mutex::new(CardStatus::new(i))),
+                busy: Mutex::new(()),
+                health: Mutex::new(Baseline::default()),
+            })
+            .collect();
+        Arc::new(Self {
+            config_path: config_path.to_path_buf(),
+            config: RwLock::new(config),
+            manifest: RwLock::new(manifest),
+            manifest_error: RwLock::new(manifest_error),
+            slots,
+            world,
+            listeners: RwLock::new(Vec::new()),
+            extend_usec: Mutex::new(0),
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    /// The real world: sysfs under /sys, the privileged helper from the config.
+    pub fn real_world(config: &Config) -> World {
+        let helper = Helper {
+            socket: config.agent.helper_socket.clone(),
+            timeout: Duration::from_secs(30),
+        };
+        World {
+            pci: Arc::new(crate::sys::pci::SysfsPci {
+                root: "/sys".into(),
+                helper,
+            }),
+            node: Arc::new(crate::sys::node::DevNode),
+            sleep: Arc::new(RealSleep),
+            loader: None,
+            tester: None,
+        }
+    }
+
+    /// Calls `f` on every change, from whichever thread made it.
+    pub fn subscribe(&self, f: impl Fn(Change) + Send + Sync + 'static) {
+        self.listeners
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(f));
+    }
+
+    fn emit(&self, c: Change) {
+        if let Change::Status(i) = c {
+            let s = self
+                .status(i as u32)
+                .map(|s| s.summary())
+                .unwrap_or_default();
+            eprintln!("<6>{s}{}", self.message_suffix(i));
+        }
+        for l in self
+            .listeners
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            l(c);
+        }
+    }
+
+    fn message_suffix(&self, i: usize) -> String {
+        let s = self.slots[i]
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if s.stage != Stage::Failed && !s.message.is_empty() {
+            format!(": {}", s.message)
+        } else {
+            String::new()
+        }
+    }
+
+    pub fn config(&self) -> Config {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn card_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot(&self, i: u32) -> Result<&Slot, AgentError> {
+        self.slots.get(i as usize).ok_or(AgentError::NoSuchCard(i))
+    }
+
+    pub fn status(&self, i: u32) -> Result<CardStatus, AgentError> {
+        Ok(self
+            .slot(i)?
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone())
+    }
+
+    pub fn statuses(&self) -> Vec<CardStatus> {
+        (0..self.slots.len() as u32)
+            .filter_map(|i| self.status(i).ok())
+            .collect()
+    }
+
+    fn tester(&self, config: &Config) -> Arc<dyn SelfTester> {
+        if let Some(t) = &self.world.tester {
+            return t.clone();
+        }
+        Arc::new(ChildTester {
+            program: config.agent.selftest_program.clone(),
+            bytes: config.selftest.bytes,
+            memory: config.selftest.memory,
+            timeout: Duration::from_secs(config.selftest.timeout_s),
+        })
+    }
+
+    fn machine(self: &Arc<Self>, i: usize) -> Machine {
+        let config = self.config();
+        let card = config.cards[i].clone();
+        let helper = Helper {
+            socket: config.agent.helper_socket.clone(),
+            timeout: Duration::from_secs(45 * 60),
+        };
+        let loader: Option<Arc<dyn Loader>> = match (&self.world.loader, card.loader) {
+            (_, LoaderKind::None) => None,
+            (Some(l), _) => Some(l.clone()),
+            (None, LoaderKind::Model) => Some(Arc::new(ModelLoader {
+                port: card.port.clone().unwrap_or_default(),
+                timeout: Duration::from_secs(120),
+            })),
+            (None, LoaderKind::Openocd) => Some(Arc::new(OpenocdLoader {
+                helper,
+                serial: card.jtag_serial.clone(),
+            })),
+        };
+        let manifest = self
+            .manifest
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Machine {
+            index: i,
+            card,
+            tester: self.tester(&config),
+            config,
+            manifest,
+            pci: self.world.pci.clone(),
+            node: self.world.node.clone(),
+            loader,
+            events: Arc::new(Relay(Arc::new(AgentWeak(Arc::downgrade(self))))),
+            sleep: self.world.sleep.clone(),
+            status: self.slots[i].status.clone(),
+        }
+    }
+
+    /// Starts every card's bring-up on its own thread.
+    pub fn start(self: &Arc<Self>) {
+        if self
+            .manifest
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+        {
+            eprintln!(
+                "<3>{}",
+                self.manifest_error
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+            );
+        }
+        for i in 0..self.slots.len() {
+            let me = Arc::clone(self);
+            std::thread::Builder::new()
+                .name(format!("card{i}"))
+                .spawn(move || {
+                    let _busy = me.slots[i].busy.lock().unwrap_or_else(|e| e.into_inner());
+                    let m = me.machine(i);
+                    if m.manifest.is_none() {
+                        let e = me
+                            .manifest_error
+                            .read()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .clone();
+                        m.bring_up(false);
+                        let mut s = me.slots[i].status.lock().unwrap_or_else(|e| e.into_inner());
+                        s.message = format!("no bitstream manifest: {e}");
+                        drop(s);
+                        me.emit(Change::Status(i));
+                        return;
+                    }
+                    m.bring_up(false);
+                })
+                .expect("spawning a card thread");
+        }
+    }
+
+    /// Every card ready or failed.
+    pub fn settled(&self) -> bool {
+        self.statuses().iter().all(|s| s.stage.settled())
+    }
+
+    fn hold(&self, i: u32) -> Result<std::sync::MutexGuard<'_, ()>, AgentError> {
+        self.slot(i)?.busy.try_lock().map_err(|_| {
+            let s = self.status(i).map(|s| s.stage).unwrap_or(Stage::Pending);
+            AgentError::Busy(format!("card{i} is busy ({s})"))
+        })
+    }
+
+    /// Runs the self-test now (the card must be ready or failed at the self-test).
+    pub fn selftest(self: &Arc<Self>, i: u32) -> Result<SelfTestResult, AgentError> {
+        let _busy = self.hold(i)?;
+        let s = self.status(i)?;
+        if !(s.stage == Stage::Ready || s.failed_stage == Some(Stage::SelfTest)) {
+            return Err(AgentError::NotReady(format!(
+                "card{i} is {}; reprogram it first",
+                s.summary()
+            )));
+        }
+        let m = self.machine(i as usize);
+        let r = m.selftest();
+        let stage = if r.passed {
+            Stage::Ready
+        } else {
+            Stage::Failed
+        };
+        {
+            let mut st = self.slots[i as usize]
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            st.stage = stage;
+            st.failed_stage = (!r.passed).then_some(Stage::SelfTest);
+            st.message = r.reason.clone();
+        }
+        self.emit(Change::Status(i as usize));
+        Ok(r)
+    }
+
+    /// Self-test transfers of each size in `sizes` (bytes), without recording them in the history.
+    pub fn bench(
+        self: &Arc<Self>,
+        i: u32,
+        sizes: &[u32],
+    ) -> Result<Vec<SelfTestResult>, AgentError> {
+        let _busy = self.hold(i)?;
+        let s = self.status(i)?;
+        if s.stage != Stage::Ready {
+            return Err(AgentError::NotReady(format!("card{i} is {}", s.summary())));
+        }
+        let config = self.config();
+        let ram = picoevb_regs::pci::FPGA_RAM_SIZE;
+        if let Some(bad) = sizes
+            .iter()
+            .find(|&&b| b == 0 || b % 4 != 0 || u64::from(b) > ram)
+        {
+            return Err(AgentError::InvalidArgument(format!(
+                "size {bad} is not a multiple of 4 in 4..={ram}"
+            )));
+        }
+        if sizes.is_empty() || sizes.len() > 64 {
+            return Err(AgentError::InvalidArgument("give 1 to 64 sizes".into()));
+        }
+        let node = config.cards[i as usize].device.clone();
+        let tester = ChildTester {
+            program: config.agent.selftest_program.clone(),
+            bytes: 0,
+            memory: config.selftest.memory,
+            timeout: Duration::from_secs(config.selftest.timeout_s),
+        };
+        Ok(sizes
+            .iter()
+            .map(|&b| {
+                let now = selftest::now();
+                match tester.run_bytes(&node, b.into()) {
+                    Ok(m) => selftest::judge(now, m, &config.selftest),
+                    Err(e) => SelfTestResult::error(now, e),
+                }
+            })
+            .collect())
+    }
+
+    /// The last `count` self-test results of card `i`, oldest first.
+    pub fn history(&self, i: u32, count: u32) -> Result<Vec<SelfTestResult>, AgentError> {
+        self.slot(i)?;
+        let h = history::read(&history::path(&self.config().agent.state_dir, i as usize));
+        let skip = h.len().saturating_sub(count as usize);
+        Ok(h[skip..].to_vec())
+    }
+
+    /// Programs card `i` again and runs the whole bring-up; open fds are revoked first.
+    pub fn reprogram(self: &Arc<Self>, i: u32) -> Result<Stage, AgentError> {
+        let _busy = self.hold(i)?;
+        self.emit(Change::Revoked(i as usize));
+        *self.manifest.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?);
+        *self.slots[i as usize]
+            .health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Baseline::default();
+        Ok(self.machine(i as usize).bring_up(true))
+    }
+
+    fn ready_node(&self, i: u32) -> Result<PathBuf, AgentError> {
+        let s = self.status(i)?;
+        if s.stage != Stage::Ready {
+            return Err(AgentError::NotReady(format!(
+                "card{i} is not ready: {}",
+                s.summary()
+            )));
+        }
+        Ok(self.config().cards[i as usize].device.clone())
+    }
+
+    /// LEDs: bit set = lit.
+    pub fn set_leds(&self, i: u32, lit: u32) -> Result<(), AgentError> {
+        if lit > 7 {
+            return Err(AgentError::InvalidArgument(format!(
+                "LED mask {lit} is above 7 (three LEDs)"
+            )));
+        }
+        let node = self.ready_node(i)?;
+        let d =
+            gdr_client::Device::open_path(&node).map_err(|e| AgentError::Failed(e.to_string()))?;
+        d.set_leds(lit)
+            .map_err(|e| AgentError::Failed(e.to_string()))
+    }
+
+    /// The card's fd for a caller with `uid`/`gids`, after the access check.
+    pub fn open(&self, i: u32, uid: u32, gids: &[u32]) -> Result<OwnedFd, AgentError> {
+        crate::access::check(&self.config().access, uid, gids).map_err(AgentError::AccessDenied)?;
+        let node = self.ready_node(i)?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&node)
+            .map_err(|e| AgentError::Failed(format!("{}: {e}", node.display())))?;
+        eprintln!("<6>card{i}: fd handed to {}", crate::access::user_name(uid));
+        Ok(f.into())
+    }
+
+    /// Re-reads the config file: applied whole, or refused whole (the running config stays).
+    pub fn reload(&self) -> Result<(), AgentError> {
+        let new = Config::load(&self.config_path).map_err(AgentError::InvalidConfig)?;
+        if new.cards != self.config().cards {
+            return Err(AgentError::InvalidArgument(
+                "the [[card]] tables changed: restart the agent to apply them (nothing was changed)".into(),
+            ));
+        }
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = new;
+        eprintln!(
+            "<5>configuration reloaded from {}",
+            self.config_path.display()
+        );
+        Ok(())
+    }
+
+    /// Checks every ready card; returns whether all are healthy (the watchdog may be fed).
+    pub fn health_tick(&self) -> bool {
+        let config = self.config();
+        let mut all = true;
+        for (i, slot) in self.slots.iter().enumerate() {
+            // A card in an operation is checked next time.
+            let Ok(_busy) = slot.busy.try_lock() else {
+                continue;
+            };
+            let st = slot
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if st.stage != Stage::Ready {
+                continue;
+            }
+            let mut base = slot.health.lock().unwrap_or_else(|e| e.into_inner());
+            let problems = health::check(
+                &*self.world.pci,
+                &*self.world.node,
+                &st,
+                &config.cards[i].device,
+                &mut base,
+            );
+            let healthy = problems.is_empty();
+            all &= healthy;
+            if healthy != st.healthy || !healthy {
+                {
+                    let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
+                    s.healthy = healthy;
+                    if !healthy {
+                        s.message = format!("health check failed: {}", problems.join("; "));
+                    } else {
+                        s.message.clear();
+                    }
+                }
+                if !healthy {
+                    eprintln!("<3>card{i}: health check failed: {}", problems.join("; "));
+                }
+                self.emit(Change::Status(i));
+            }
+        }
+        all
+    }
+
+    /// `STATUS=` text.
+    pub fn status_text(&self) -> String {
+        if self.slots.is_empty() {
+            return "no cards configured".into();
+        }
+        self.statuses()
+            .iter()
+            .map(CardStatus::summary)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Writes the metrics file (if configured).
+    pub fn write_metrics(&self) {
+        let path = self.config().agent.metrics_file;
+        if path.as_os_str().is_empty() {
+            return;
+        }
+        if let Err(e) =
+            crate::atomic::write(&path, crate::metrics::render(&self.statuses()).as_bytes())
+        {
+            eprintln!("<4>{e}");
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+}

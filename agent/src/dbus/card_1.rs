@@ -1,0 +1,192 @@
+//! `org.gdr.Agent1.Card` at `/org/gdr/Agent1/cardN`, version 1.
+
+use std::sync::Arc;
+
+use zbus::fdo::DBusProxy;
+use zbus::interface;
+use zbus::message::Header;
+use zbus::names::BusName;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::OwnedFd;
+
+use super::errors::{Error, json};
+use crate::card::{CardStatus, Stage};
+use crate::daemon::Agent;
+
+/// One card object.
+pub struct Card {
+    pub agent: Arc<Agent>,
+    pub index: u32,
+}
+
+impl Card {
+    fn s(&self) -> CardStatus {
+        self.agent
+            .status(self.index)
+            .unwrap_or_else(|_| CardStatus::new(self.index as usize))
+    }
+}
+
+fn version(v: u32) -> String {
+    if v == 0 {
+        return String::new();
+    }
+    let (a, b, c) = picoevb_regs::idblock::version_parts(v);
+    format!("{a}.{b}.{c}")
+}
+
+#[interface(name = "org.gdr.Agent1.Card")]
+impl Card {
+    /// Everything about the card as one JSON object (what `gdrctl status --json` prints).
+    fn get_status(&self) -> Result<String, Error> {
+        json(&self.agent.status(self.index)?)
+    }
+
+    /// Runs the loopback self-test now; returns the result as JSON (a failed test is a result, not an
+    /// error).
+    async fn self_test(&self) -> Result<String, Error> {
+        let (agent, i) = (self.agent.clone(), self.index);
+        json(&blocking::unblock(move || agent.selftest(i)).await?)
+    }
+
+    /// Self-test transfers of each size (bytes); JSON array of results.
+    async fn bench(&self, sizes: Vec<u32>) -> Result<String, Error> {
+        let (agent, i) = (self.agent.clone(), self.index);
+        json(&blocking::unblock(move || agent.bench(i, &sizes)).await?)
+    }
+
+    /// The last `count` self-test results, oldest first, as a JSON array.
+    fn history(&self, count: u32) -> Result<String, Error> {
+        json(&self.agent.history(self.index, count)?)
+    }
+
+    /// LEDs: bit set = LED lit (A, B, C = bits 0..2).
+    fn set_leds(&self, lit: u32) -> Result<(), Error> {
+        Ok(self.agent.set_leds(self.index, lit)?)
+    }
+
+    /// Programs the FPGA again and brings the card up; fds handed out before stop working (ENODEV).
+    /// Returns when the card is ready or failed.
+    async fn reprogram(&self) -> Result<(), Error> {
+        let (agent, i) = (self.agent.clone(), self.index);
+        match blocking::unblock(move || agent.reprogram(i)).await? {
+            Stage::Ready => Ok(()),
+            _ => Err(Error::Failed(self.s().summary())),
+        }
+    }
+
+    /// The card's device fd, for callers allowed by the config's `[access]` (checked on the caller's bus
+    /// credentials, as logind's TakeDevice does).
+    async fn open(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<OwnedFd, Error> {
+        let sender = hdr
+            .sender()
+            .ok_or_else(|| Error::AccessDenied("no sender on the message".into()))?;
+        let creds = DBusProxy::new(conn)
+            .await?
+            .get_connection_credentials(BusName::from(sender.clone()))
+            .await
+            .map_err(|e| {
+                Error::AccessDenied(format!("cannot get the caller's credentials: {e}"))
+            })?;
+        let uid = creds
+            .unix_user_id()
+            .ok_or_else(|| Error::AccessDenied("the bus did not tell the caller's uid".into()))?;
+        let gids = creds.unix_group_ids().cloned().unwrap_or_default();
+        let fd = self.agent.open(self.index, uid, &gids)?;
+        Ok(OwnedFd::from(fd))
+    }
+
+    #[zbus(property)]
+    fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Current stage: pending, discover, identify, program, relink, bind, self-test, ready, failed.
+    #[zbus(property)]
+    fn stage(&self) -> String {
+        self.s().stage.to_string()
+    }
+
+    /// The stage that failed, when Stage is failed; else empty.
+    #[zbus(property)]
+    fn failed_stage(&self) -> String {
+        self.s()
+            .failed_stage
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    }
+
+    /// What is happening, or why it failed.
+    #[zbus(property)]
+    fn message(&self) -> String {
+        self.s().message
+    }
+
+    #[zbus(property)]
+    fn pci_address(&self) -> String {
+        self.s().pci
+    }
+
+    /// Design version from the card's ID block ("" = none).
+    #[zbus(property)]
+    fn design_version(&self) -> String {
+        version(self.s().design_version)
+    }
+
+    #[zbus(property)]
+    fn build_hash(&self) -> u32 {
+        self.s().build_hash
+    }
+
+    /// What the bitstream manifest expects.
+    #[zbus(property)]
+    fn expected_version(&self) -> String {
+        version(self.s().expected_version)
+    }
+
+    /// The last programming ended on the golden design (MultiBoot fallback).
+    #[zbus(property)]
+    fn fell_back_to_golden(&self) -> bool {
+        self.s().fell_back_to_golden
+    }
+
+    #[zbus(property)]
+    fn link_speed(&self) -> String {
+        self.s().link_speed
+    }
+
+    #[zbus(property)]
+    fn link_width(&self) -> u32 {
+        self.s().link_width
+    }
+
+    /// The last self-test result as JSON ("" = none yet).
+    #[zbus(property)]
+    fn last_self_test(&self) -> String {
+        self.s()
+            .last_selftest
+            .and_then(|r| serde_json::to_string(&r).ok())
+            .unwrap_or_default()
+    }
+
+    #[zbus(property)]
+    fn healthy(&self) -> bool {
+        self.s().healthy
+    }
+
+    /// The stage changed (also sent as PropertiesChanged).
+    #[zbus(signal)]
+    pub async fn state_changed(
+        emitter: &SignalEmitter<'_>,
+        stage: &str,
+        message: &str,
+    ) -> zbus::Result<()>;
+
+    /// Fds handed out are about to stop working (reprogramming); ask again with Open once ready.
+    #[zbus(signal)]
+    pub async fn revoked(emitter: &SignalEmitter<'_>, reason: &str) -> zbus::Result<()>;
+}

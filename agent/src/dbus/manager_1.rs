@@ -1,0 +1,58 @@
+//! `org.gdr.Agent1.Manager` at `/org/gdr/Agent1`, version 1.
+
+use std::sync::Arc;
+
+use zbus::interface;
+use zbus::object_server::SignalEmitter;
+
+use super::errors::Error;
+use crate::daemon::Agent;
+
+/// The manager object.
+pub struct Manager {
+    pub agent: Arc<Agent>,
+}
+
+#[interface(name = "org.gdr.Agent1.Manager")]
+impl Manager {
+    /// Indexes of the configured cards (objects `/org/gdr/Agent1/cardN`).
+    fn list_cards(&self) -> Vec<u32> {
+        (0..self.agent.card_count() as u32).collect()
+    }
+
+    /// Whether every card is ready or failed (what READY=1 told systemd).
+    fn settled(&self) -> bool {
+        self.agent.settled()
+    }
+
+    fn get_version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    /// Re-reads the config file; all or nothing (InvalidConfig names file, line and key).
+    async fn reload(
+        &self,
+        #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+    ) -> Result<(), Error> {
+        let agent = self.agent.clone();
+        blocking::unblock(move || agent.reload()).await?;
+        Self::reloaded(&emitter).await?;
+        Ok(())
+    }
+
+    /// Agent version.
+    #[zbus(property)]
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    /// `STATUS=` text: one summary per card.
+    #[zbus(property)]
+    fn status(&self) -> String {
+        self.agent.status_text()
+    }
+
+    /// The configuration was reloaded.
+    #[zbus(signal)]
+    async fn reloaded(emitter: &SignalEmitter<'_>) -> zbus::Result<()>;
+}

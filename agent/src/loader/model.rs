@@ -1,0 +1,186 @@
+//! Programs the FPGA model the way JTAG programs a card: `{"cmd":"program",...}` over its control channel
+//! (a virtio-serial port in the appliance VM, a UNIX socket on the host). The model drops the link, loads
+//! the image (or falls back to its golden design if the image is corrupt) and comes back.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::card::ports::Loader;
+use crate::config::Target;
+
+/// The `model` loader.
+pub struct ModelLoader {
+    pub port: PathBuf,
+    pub timeout: Duration,
+}
+
+/// A duplex byte stream: a socket or a character device.
+trait Channel: Read + Write + AsRawFd {}
+impl Channel for UnixStream {}
+impl Channel for std::fs::File {}
+
+impl ModelLoader {
+    fn open(&self) -> Result<Box<dyn Channel>, String> {
+        let p = &self.port;
+        let meta = std::fs::metadata(p).map_err(|e| format!("model port {}: {e}", p.display()))?;
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_socket() {
+            let s =
+                UnixStream::connect(p).map_err(|e| format!("model port {}: {e}", p.display()))?;
+            Ok(Box::new(s))
+        } else {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(p)
+                .map_err(|e| format!("model port {}: {e}", p.display()))?;
+            Ok(Box::new(f))
+        }
+    }
+
+    /// Sends one request line and reads one reply line, giving up after `timeout`.
+    pub fn request(&self, req: &Value) -> Result<Value, String> {
+        let mut ch = self.open()?;
+        let line = format!("{req}\n");
+        ch.write_all(line.as_bytes())
+            .map_err(|e| format!("model port: {e}"))?;
+        wait_readable(ch.as_raw_fd(), self.timeout)?;
+        let mut reply = String::new();
+        BufReader::new(ch)
+            .read_line(&mut reply)
+            .map_err(|e| format!("model port: {e}"))?;
+        let v: Value = serde_json::from_str(reply.trim())
+            .map_err(|e| format!("model answered '{}': {e}", reply.trim().escape_debug()))?;
+        if v["ok"] != json!(true) {
+            return Err(format!(
+                "model refused: {}",
+                v["error"].as_str().unwrap_or("(no reason given)")
+            ));
+        }
+        Ok(v)
+    }
+}
+
+fn wait_readable(fd: i32, timeout: Duration) -> Result<(), String> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    match n {
+        1.. => Ok(()),
+        0 => Err(format!(
+            "the model did not answer within {} s",
+            timeout.as_secs()
+        )),
+        _ => Err(format!("poll: {}", std::io::Error::last_os_error())),
+    }
+}
+
+impl Loader for ModelLoader {
+    fn name(&self) -> &'static str {
+        "model"
+    }
+
+    fn image_role(&self, _: Target) -> &'static str {
+        "model-update"
+    }
+
+    fn program(&self, image: &Path, target: Target) -> Result<String, String> {
+        let text = std::fs::read_to_string(image)
+            .map_err(|e| format!("cannot read {}: {e}", image.display()))?;
+        let target = match target {
+            Target::Flash => "flash",
+            Target::Sram => "sram",
+        };
+        let v = self.request(&json!({ "cmd": "program", "image": text, "target": target }))?;
+        Ok(format!(
+            "model loaded the {} design",
+            v["loaded"].as_str().unwrap_or("?")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    fn serve(reply: &'static str) -> (PathBuf, std::thread::JoinHandle<String>) {
+        let p =
+            std::env::temp_dir().join(format!("gdr-model-{}-{}", std::process::id(), reply.len()));
+        let _ = std::fs::remove_file(&p);
+        let l = UnixListener::bind(&p).unwrap();
+        let h = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line).unwrap();
+            if !reply.is_empty() {
+                (&s).write_all(reply.as_bytes()).unwrap();
+            } else {
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            line
+        });
+        (p, h)
+    }
+
+    #[test]
+    fn sends_the_image_and_reads_the_reply() {
+        let (p, h) = serve("{\"ok\":true,\"loaded\":\"update\"}\n");
+        let img = p.with_extension("img");
+        std::fs::write(&img, "gdr-model-image 1\n").unwrap();
+        let l = ModelLoader {
+            port: p.clone(),
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(
+            l.program(&img, Target::Flash).unwrap(),
+            "model loaded the update design"
+        );
+        let sent: Value = serde_json::from_str(&h.join().unwrap()).unwrap();
+        assert_eq!(sent["cmd"], "program");
+        assert_eq!(sent["image"], "gdr-model-image 1\n");
+        assert_eq!(sent["target"], "flash");
+    }
+
+    #[test]
+    fn refusal_and_silence_are_errors() {
+        let (p, _h) = serve("{\"ok\":false,\"error\":\"no\"}\n");
+        let l = ModelLoader {
+            port: p,
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(
+            l.request(&json!({"cmd":"state"})).unwrap_err(),
+            "model refused: no"
+        );
+        let (p, _h) = serve("");
+        let l = ModelLoader {
+            port: p,
+            timeout: Duration::from_millis(100),
+        };
+        assert!(
+            l.request(&json!({"cmd":"state"}))
+                .unwrap_err()
+                .contains("did not answer")
+        );
+        let l = ModelLoader {
+            port: "/nonexistent/port".into(),
+            timeout: Duration::from_millis(100),
+        };
+        assert!(
+            l.request(&json!({}))
+                .unwrap_err()
+                .contains("/nonexistent/port")
+        );
+    }
+}

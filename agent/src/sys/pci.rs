@@ -1,0 +1,134 @@
+//! PCI as sysfs shows it (read-only for the agent) and remove/rescan through the privileged helper.
+
+use std::path::PathBuf;
+
+use picoevb_regs::pci::{DEVICE_ID, VENDOR_ID};
+
+use super::helper::Helper;
+use super::request::Request;
+use crate::card::ports::Pci;
+
+/// sysfs under `root` (normally `/sys`).
+pub struct SysfsPci {
+    pub root: PathBuf,
+    pub helper: Helper,
+}
+
+impl SysfsPci {
+    fn dev(&self, bdf: &str) -> PathBuf {
+        self.root.join("bus/pci/devices").join(bdf)
+    }
+
+    fn read(&self, bdf: &str, attr: &str) -> Option<String> {
+        std::fs::read_to_string(self.dev(bdf).join(attr))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    fn hex(&self, bdf: &str, attr: &str) -> Option<u32> {
+        self.read(bdf, attr)
+            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+    }
+}
+
+impl Pci for SysfsPci {
+    fn list(&self) -> Result<Vec<String>, String> {
+        let dir = self.root.join("bus/pci/devices");
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut found: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|bdf| {
+                self.hex(bdf, "vendor") == Some(VENDOR_ID.into())
+                    && self.hex(bdf, "device") == Some(DEVICE_ID.into())
+            })
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
+    fn driver(&self, bdf: &str) -> Option<String> {
+        let link = std::fs::read_link(self.dev(bdf).join("driver")).ok()?;
+        Some(link.file_name()?.to_string_lossy().into_owned())
+    }
+
+    fn remove(&self, bdf: &str) -> Result<(), String> {
+        if !self.dev(bdf).exists() {
+            return Ok(()); // already gone (the link dropped)
+        }
+        self.helper
+            .call(&Request::Remove(bdf.to_string()))
+            .map(|_| ())
+    }
+
+    fn rescan(&self) -> Result<(), String> {
+        self.helper.call(&Request::Rescan).map(|_| ())
+    }
+
+    fn link(&self, bdf: &str) -> Option<(String, u32)> {
+        let speed = self.read(bdf, "current_link_speed")?;
+        let width = self.read(bdf, "current_link_width")?.parse().ok()?;
+        Some((speed, width))
+    }
+
+    fn aer_errors(&self, bdf: &str) -> Option<u64> {
+        let mut total = None;
+        for f in ["aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal"] {
+            let text = self.read(bdf, f)?;
+            for line in text.lines() {
+                if let Some(n) = line
+                    .strip_prefix("TOTAL_ERR_")
+                    .and_then(|r| r.split_whitespace().nth(1))
+                {
+                    *total.get_or_insert(0) += n.parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_fake_sysfs() {
+        let root = std::env::temp_dir().join(format!("gdr-sysfs-{}", std::process::id()));
+        let card = root.join("bus/pci/devices/0000:01:00.0");
+        let other = root.join("bus/pci/devices/0000:00:00.0");
+        std::fs::create_dir_all(&card).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::create_dir_all(root.join("bus/pci/drivers/picoevb")).unwrap();
+        for (d, v, dev) in [(&card, "0x10de", "0x0001"), (&other, "0x8086", "0x1237")] {
+            std::fs::write(d.join("vendor"), format!("{v}\n")).unwrap();
+            std::fs::write(d.join("device"), format!("{dev}\n")).unwrap();
+        }
+        std::fs::write(card.join("current_link_speed"), "5.0 GT/s PCIe\n").unwrap();
+        std::fs::write(card.join("current_link_width"), "1\n").unwrap();
+        std::fs::write(
+            card.join("aer_dev_correctable"),
+            "RxErr 0\nTOTAL_ERR_COR 2\n",
+        )
+        .unwrap();
+        std::fs::write(card.join("aer_dev_nonfatal"), "TOTAL_ERR_NONFATAL 1\n").unwrap();
+        std::fs::write(card.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
+        std::os::unix::fs::symlink("../../../../bus/pci/drivers/picoevb", card.join("driver"))
+            .unwrap();
+        let pci = SysfsPci {
+            root: root.clone(),
+            helper: Helper {
+                socket: "/nonexistent".into(),
+                timeout: std::time::Duration::from_secs(1),
+            },
+        };
+        assert_eq!(pci.list().unwrap(), ["0000:01:00.0"]);
+        assert_eq!(pci.driver("0000:01:00.0").as_deref(), Some("picoevb"));
+        assert_eq!(pci.driver("0000:00:00.0"), None);
+        assert_eq!(pci.link("0000:01:00.0"), Some(("5.0 GT/s PCIe".into(), 1)));
+        assert_eq!(pci.aer_errors("0000:01:00.0"), Some(3));
+        let e = pci.rescan().unwrap_err();
+        assert!(e.contains("privileged helper at /nonexistent"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
