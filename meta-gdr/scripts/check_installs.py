@@ -89,12 +89,15 @@ def main():
     if not users:
         problems.append("no recipe installs install.list (gdr_install_list) ")
     with open(os.path.join(ROOT, "Cargo.toml")) as f:
-        fetched = ["Cargo.toml", "Cargo.lock"] + source.workspace_members(f.read())
+        fetched = source.workspace_paths(f.read())
     for r in users:
-        if not re.search(r"^do_install(:append)?\s*\(\)\s*\{[^}]*\bgdr_install_list\b", texts[r], re.M):
+        bodies = re.findall(r"^do_install(?::append)?\s*\(\)\s*\{\n(.*?)^\}", texts[r], re.M | re.S)
+        if not any(re.search(r"^\s*gdr_install_list\s*$", b, re.M) for b in bodies):
             problems.append("%s: do_install does not run gdr_install_list" % r)
         if "gdr.source.workspace_src_uri" not in texts[r]:
             problems.append("%s: does not fetch the workspace (gdr.source.workspace_src_uri)" % r)
+        if "gdr.source.install_list_src_uri" in texts[r]:
+            fetched += list(dests)  # it fetches every source install.list names
     for src in dests:
         if not any(src == p or src.startswith(p + "/") for p in fetched):
             problems.append("install.list names %s, outside what the agent recipe fetches (%s)" % (src, " ".join(fetched)))

@@ -126,7 +126,8 @@ def sysusers_useradd(text):
         elif kind == "u":
             comment = fields[3].strip('"') if len(fields) > 3 and fields[3] != "-" else ""
             home = fields[4] if len(fields) > 4 and fields[4] != "-" else "/"
-            args = ["--system", "--no-create-home", "--home-dir", home, "--shell", "/sbin/nologin"]
+            shell = fields[5] if len(fields) > 5 and fields[5] != "-" else "/sbin/nologin"
+            args = ["--system", "--no-create-home", "--home-dir", home, "--shell", shell]
             if ident.isdigit():
                 args += ["--uid", ident]
             if comment:
@@ -169,10 +170,21 @@ def _read(d, relpath):
 
 def workspace_src_uri(d):
     """file:// entries for the cargo workspace: cargo loads every member even to build one."""
-    members = workspace_members(_read(d, "Cargo.toml"))
     _read(d, "Cargo.lock")
-    paths = ["Cargo.toml", "Cargo.lock"] + outermost(members)
-    return " ".join("file://%s;subdir=gdr" % p for p in paths)
+    return " ".join("file://%s;subdir=gdr" % p for p in workspace_paths(_read(d, "Cargo.toml")))
+
+
+def workspace_paths(cargo_toml):
+    """Repository paths the workspace needs: the root manifest, the lock file, every member."""
+    return ["Cargo.toml", "Cargo.lock"] + outermost(workspace_members(cargo_toml))
+
+
+def install_list_src_uri(d):
+    """file:// entries for the files install.list names outside the workspace (fpga-bitstream/program/...)."""
+    paths = workspace_paths(_read(d, "Cargo.toml"))
+    extra = [src for src, _, _ in parse_install_list(_read(d, INSTALL_LIST))
+             if not any(src == p or src.startswith(p + "/") for p in paths)]
+    return " ".join("file://%s;subdir=gdr" % p for p in extra)
 
 
 def install_list_files(d):

@@ -14,8 +14,9 @@ inherit gdr_source cargo systemd useradd features_check
 
 REQUIRED_DISTRO_FEATURES = "systemd usrmerge"
 
-# The whole cargo workspace (cargo loads every member to build one) and its Cargo.lock.
-SRC_URI = "${@gdr.source.workspace_src_uri(d)}"
+# The whole cargo workspace (cargo loads every member to build one) and its Cargo.lock, and the files
+# install.list names outside it.
+SRC_URI = "${@gdr.source.workspace_src_uri(d)} ${@gdr.source.install_list_src_uri(d)}"
 # Every crate of Cargo.lock, from meta-gdr/scripts/crates-inc.py; check.sh fails when it is stale.
 require ${BPN}-crates.inc
 # The registry Cargo.lock names, for the crate:// URIs above.
@@ -24,11 +25,20 @@ GDR_CRATE_REGISTRY = "${@gdr.source.crate_registry_of(d)}"
 CARGO_SRC_DIR = "agent"
 CARGO_LOCK_PATH = "${S}/Cargo.lock"
 
+# As on the emulated appliance: gdr-agent and gdrctl in bindir, the package's other programs (the
+# self-test child, the privileged helper) in libexecdir/gdr, where agent.toml and the units look for them.
 do_install:append() {
+	install -d ${D}${libexecdir}/gdr
+	for b in ${D}${bindir}/*; do
+		case ${b##*/} in
+		gdr-agent|gdrctl) ;;
+		*) mv "$b" ${D}${libexecdir}/gdr/ ;;
+		esac
+	done
 	gdr_install_list
 }
 
-FILES:${PN} += "${@gdr.source.install_list_files(d)}"
+FILES:${PN} += "${libexecdir}/gdr ${@gdr.source.install_list_files(d)}"
 CONFFILES:${PN} += "${@gdr.source.install_list_conffiles(d)}"
 # The units with an [Install] section: gdr-agent.service, so the self-test runs at every boot.
 SYSTEMD_SERVICE:${PN} = "${@gdr.source.systemd_units(d)}"
