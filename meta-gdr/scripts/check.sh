@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # meta-gdr's CI checks, run by bench/test.sh; no layers, bitbake or network beyond a first pip install:
 #   oelint-adv on every recipe, class and include, for each series the layer supports;
+#   the unit tests of lib/gdr/source.py (what recipes read from the repository, and its errors);
 #   gdr-agent-crates.inc matches Cargo.lock (scripts/crates-inc.py --check);
 #   the files recipes install are the repository's and the ones agent/deploy/install.list names
 #   (scripts/check_installs.py);
@@ -54,6 +55,7 @@ for release in $(sed -n 's/^LAYERSERIES_COMPAT_gdr *= *"\(.*\)"/\1/p' meta-gdr/c
         "${suppress[@]/#/--suppress=}" --constantmods=+meta-gdr/scripts/oelint-constants.json $recipes
 done
 
+step "lib/gdr/source.py unit tests" python3 meta-gdr/scripts/test_source.py
 step "gdr-agent-crates.inc matches Cargo.lock" python3 meta-gdr/scripts/crates-inc.py --check
 script python3 meta-gdr/scripts/check_installs.py
 script "$venv/bin/python" meta-gdr/scripts/check_kas.py
