@@ -85,7 +85,8 @@ for m in "${machines[@]}"; do
     log=$work/$m.log
     start=$SECONDS
     if ! "$venv/bin/kas" shell "$kasfile:image/offline.yml" \
-        -c 'bitbake -p && bitbake -g gdr-image' >"$log" 2>&1; then
+        -c 'bitbake -p && bitbake -g gdr-image && echo "RUSTVERSION=$(bitbake-getvar --value RUSTVERSION)"' \
+        >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         echo "check-parse: $m: FAILED (log: $log)"
         fail=1
@@ -100,6 +101,12 @@ for m in "${machines[@]}"; do
     done
     gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$)' "$list" | sort | tr '\n' ' ')
     echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; $((SECONDS - start)) s"
+    # The agent's rust-version against the configuration's Rust: a build would stop there (not a parse error).
+    rust=$(sed -n 's/^RUSTVERSION=\([0-9.]*\).*/\1/p' "$log" | tail -n 1)
+    need=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
+    if [[ -n $rust && -n $need ]] && [[ $(printf '%s\n' "$need" "$rust" | sort -V | head -n 1) != "$need" ]]; then
+        echo "check-parse: $m: warning: Rust $rust is older than the workspace's rust-version $need: gdr-agent will not build"
+    fi
     if [[ ${#missing[@]} -gt 0 ]]; then
         echo "check-parse: $m: FAILED: gdr-image's graph lacks ${missing[*]}"
         fail=1
