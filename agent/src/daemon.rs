@@ -300,9 +300,12 @@ impl Agent {
                             .clone();
                         m.bring_up(false);
                         let mut s = me.slots[i].status.lock().unwrap_or_else(|e| e.into_inner());
-                        s.message = format!("no bitstream manifest: {e}");
-                        drop(s);
-                        me.emit(Change::Status(i));
+                        // The machine can only say that the manifest is missing; say why.
+                        if s.failed_stage == Some(Stage::Identify) {
+                            s.message = format!("no bitstream manifest: {e}");
+                            drop(s);
+                            me.emit(Change::Status(i));
+                        }
                         return;
                     }
                     m.bring_up(false);

@@ -8,7 +8,20 @@ fn main() -> ExitCode {
     let mut device = None;
     let mut bytes = 65536u64;
     let mut memory = "auto".to_string();
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--gpu-check") {
+        let mib = std::env::args()
+            .nth(2)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(256);
+        return match gdr_agent::selftest::gpucheck::run(mib) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
+    }
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -20,7 +33,7 @@ fn main() -> ExitCode {
             "--memory" => memory = val(),
             _ => {
                 return fail(
-                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host]",
+                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host] | --gpu-check [MiB]",
                 );
             }
         }

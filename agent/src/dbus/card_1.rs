@@ -19,6 +19,33 @@ pub struct Card {
     pub index: u32,
 }
 
+/// The caller's uid and groups as the bus daemon knows them (not as the caller claims).
+pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<(u32, Vec<u32>), Error> {
+    let sender = hdr
+        .sender()
+        .ok_or_else(|| Error::AccessDenied("no sender on the message".into()))?;
+    let creds = DBusProxy::new(conn)
+        .await?
+        .get_connection_credentials(BusName::from(sender.clone()))
+        .await
+        .map_err(|e| Error::AccessDenied(format!("cannot get the caller's credentials: {e}")))?;
+    let uid = creds
+        .unix_user_id()
+        .ok_or_else(|| Error::AccessDenied("the bus did not tell the caller's uid".into()))?;
+    Ok((uid, creds.unix_group_ids().cloned().unwrap_or_default()))
+}
+
+/// Operations that change or use the card need the same `[access]` as Open.
+pub async fn authorize(
+    agent: &Agent,
+    hdr: &Header<'_>,
+    conn: &zbus::Connection,
+) -> Result<(u32, Vec<u32>), Error> {
+    let (uid, gids) = caller(hdr, conn).await?;
+    crate::access::check(&agent.config().access, uid, &gids).map_err(Error::AccessDenied)?;
+    Ok((uid, gids))
+}
+
 impl Card {
     fn s(&self) -> CardStatus {
         self.agent
@@ -44,13 +71,24 @@ impl Card {
 
     /// Runs the loopback self-test now; returns the result as JSON (a failed test is a result, not an
     /// error).
-    async fn self_test(&self) -> Result<String, Error> {
+    async fn self_test(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<String, Error> {
+        authorize(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         json(&blocking::unblock(move || agent.selftest(i)).await?)
     }
 
     /// Self-test transfers of each size (bytes); JSON array of results.
-    async fn bench(&self, sizes: Vec<u32>) -> Result<String, Error> {
+    async fn bench(
+        &self,
+        sizes: Vec<u32>,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<String, Error> {
+        authorize(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         json(&blocking::unblock(move || agent.bench(i, &sizes)).await?)
     }
@@ -61,13 +99,24 @@ impl Card {
     }
 
     /// LEDs: bit set = LED lit (A, B, C = bits 0..2).
-    fn set_leds(&self, lit: u32) -> Result<(), Error> {
+    async fn set_leds(
+        &self,
+        lit: u32,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<(), Error> {
+        authorize(&self.agent, &hdr, conn).await?;
         Ok(self.agent.set_leds(self.index, lit)?)
     }
 
     /// Programs the FPGA again and brings the card up; fds handed out before stop working (ENODEV).
     /// Returns when the card is ready or failed.
-    async fn reprogram(&self) -> Result<(), Error> {
+    async fn reprogram(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<(), Error> {
+        authorize(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         match blocking::unblock(move || agent.reprogram(i)).await? {
             Stage::Ready => Ok(()),
@@ -82,20 +131,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<OwnedFd, Error> {
-        let sender = hdr
-            .sender()
-            .ok_or_else(|| Error::AccessDenied("no sender on the message".into()))?;
-        let creds = DBusProxy::new(conn)
-            .await?
-            .get_connection_credentials(BusName::from(sender.clone()))
-            .await
-            .map_err(|e| {
-                Error::AccessDenied(format!("cannot get the caller's credentials: {e}"))
-            })?;
-        let uid = creds
-            .unix_user_id()
-            .ok_or_else(|| Error::AccessDenied("the bus did not tell the caller's uid".into()))?;
-        let gids = creds.unix_group_ids().cloned().unwrap_or_default();
+        let (uid, gids) = caller(&hdr, conn).await?;
         let fd = self.agent.open(self.index, uid, &gids)?;
         Ok(OwnedFd::from(fd))
     }

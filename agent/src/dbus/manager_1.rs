@@ -32,8 +32,11 @@ impl Manager {
     /// Re-reads the config file; all or nothing (InvalidConfig names file, line and key).
     async fn reload(
         &self,
+        #[zbus(header)] hdr: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<(), Error> {
+        super::card_1::authorize(&self.agent, &hdr, conn).await?;
         let agent = self.agent.clone();
         blocking::unblock(move || agent.reload()).await?;
         Self::reloaded(&emitter).await?;

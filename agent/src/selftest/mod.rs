@@ -6,6 +6,7 @@
 
 pub mod child;
 pub mod gpu;
+pub mod gpucheck;
 pub mod history;
 pub mod pattern;
 pub mod runner;
