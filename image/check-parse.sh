@@ -99,7 +99,7 @@ for m in "${machines[@]}"; do
     for pn in "$module" picoevb-bitstream gdr-agent packagegroup-gdr tegra-libraries-cuda openocd "$extra"; do
         grep -qx "$pn" "$list" || missing+=("$pn")
     done
-    gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$)' "$list" | sort | tr '\n' ' ')
+    gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$|openocd$)' "$list" | sort | tr '\n' ' ')
     echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; $((SECONDS - start)) s"
     # The agent's rust-version against the configuration's Rust: a build would stop there (not a parse error).
     rust=$(sed -n 's/^RUSTVERSION=\([0-9.]*\).*/\1/p' "$log" | tail -n 1)
