@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README; .ci/run calls it). Runs, in order:
 #   1. host checks: cargo fmt --check, cargo clippy -D warnings, cargo test (logic, model, ABI, harness, ...)
-#   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh)
+#   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh); meta-gdr's checks (meta-gdr/scripts/check.sh:
+#      oelint-adv, the crates list, install paths, kas files)
 #   3. the emulated bench, each boot judged by the harness (no kernel splat, no kmemleak report, clean
 #      module load and unload): the guest suite without a GPU-memory provider, with the Jetson and with the
 #      dGPU nvidia_p2p provider, with the Jetson one under swiotlb=force (every DMA bounced), a short ioctl
@@ -33,6 +34,7 @@ p=$(sum passed); f=$(sum failed)
 count "cargo test" "$p" "$f"
 
 [ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$LOGS/last-rtl.log" bash fpga-bitstream/sim/run.sh
+counted "yocto: meta-gdr and kas checks" "$LOGS/last-yocto.log" meta-gdr/scripts/check.sh
 
 # The model corrupts every transfer: the guest's byte checks must catch it, so this suite run must fail
 # (the harness's --expect-failures succeeds only then, with every kernel check still clean).

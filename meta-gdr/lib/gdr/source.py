@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""What meta-gdr's recipes take from the gdr repository around the layer.
+
+Recipes read these at parse time, so the repository stays the one truth: the deployment files come from
+agent/deploy/install.list (the list the emulated appliance installs from too), the cargo workspace's
+members from the root Cargo.toml, the crate list from Cargo.lock, the agent's system user from its
+sysusers.d file. meta-gdr/scripts use the same functions without bitbake. Plain text parsing, no tomllib:
+scarthgap's hosts may run Python 3.8.
+"""
+
+import os
+import re
+
+INSTALL_LIST = "agent/deploy/install.list"
+SYSUSERS_DEST = "/usr/lib/sysusers.d/"
+
+
+class SourceError(Exception):
+    """The repository's files are not what the recipes need; the message says which file and line."""
+
+
+def parse_install_list(text, name=INSTALL_LIST):
+    """[(source relative to the repo root, absolute destination, mode)] from install.list's text."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        where = "%s:%d" % (name, number)
+        if len(fields) != 3:
+            raise SourceError("%s: expected '<source> <destination> <mode>', got %r" % (where, line))
+        src, dst, mode = fields
+        if src.startswith("/") or ".." in src.split("/"):
+            raise SourceError("%s: source %r must be a path inside the repository" % (where, src))
+        if not dst.startswith("/") or ".." in dst.split("/") or dst.endswith("/"):
+            raise SourceError("%s: destination %r must be an absolute file path" % (where, dst))
+        if not re.fullmatch(r"0?[0-7]{3}", mode):
+            raise SourceError("%s: mode %r is not octal like 0644" % (where, mode))
+        if any(dst == e[1] for e in entries):
+            raise SourceError("%s: destination %r is listed twice" % (where, dst))
+        entries.append((src, dst, mode))
+    if not entries:
+        raise SourceError("%s: lists no files" % name)
+    return entries
+
+
+def read_install_list(root):
+    path = os.path.join(root, INSTALL_LIST)
+    try:
+        with open(path) as f:
+            return parse_install_list(f.read())
+    except OSError as e:
+        raise SourceError("%s: cannot read (%s)" % (path, e.strerror))
+
+
+def workspace_members(cargo_toml):
+    """The [workspace] members of the root Cargo.toml's text, as written there."""
+    m = re.search(r"^\[workspace\][^\[]*?^members\s*=\s*\[(.*?)\]", cargo_toml, re.S | re.M)
+    if not m:
+        raise SourceError("Cargo.toml: no [workspace] members list")
+    return re.findall(r'"([^"]+)"', m.group(1))
+
+
+def outermost(paths):
+    """paths without those inside another one (fetching "agent" brings "agent/client" along)."""
+    return [p for p in paths if not any(p.startswith(q + "/") for q in paths if q != p)]
+
+
+def lock_packages(lock):
+    """[{name, version, source?, checksum?}] of a Cargo.lock's text."""
+    packages = []
+    for block in re.split(r"^\[\[package\]\]\s*$", lock, flags=re.M)[1:]:
+        fields = dict(re.findall(r'^(name|version|source|checksum)\s*=\s*"([^"]*)"', block, re.M))
+        if "name" not in fields or "version" not in fields:
+            raise SourceError("Cargo.lock: a [[package]] without name or version")
+        packages.append(fields)
+    if not packages:
+        raise SourceError("Cargo.lock: no packages")
+    return packages
+
+
+def crate_registry(lock):
+    """The host of the one crate registry Cargo.lock uses, as bitbake's crate:// fetcher names it."""
+    sources = {p["source"] for p in lock_packages(lock) if "source" in p}
+    registries = {s for s in sources if s.startswith("registry+")}
+    if sources - registries:
+        raise SourceError("Cargo.lock: non-registry sources need git:// SRC_URIs in the recipe: %s"
+                          % ", ".join(sorted(sources - registries)))
+    if len(registries) != 1:
+        raise SourceError("Cargo.lock: expected one registry, found %s" % (sorted(registries) or "none"))
+    # The index repository's name is the registry host followed by "-index".
+    index = registries.pop().rstrip("/").rsplit("/", 1)[1]
+    if not index.endswith("-index"):
+        raise SourceError("Cargo.lock: unexpected registry index %r" % index)
+    return index[: -len("-index")]
+
+
+def crates_inc(lock):
+    """The -crates.inc for a Cargo.lock's text: what oe-core's do_update_crates writes, with the registry
+    host left to ${GDR_CRATE_REGISTRY} (gdr-agent.bb derives it from the same Cargo.lock)."""
+    crates = [p for p in lock_packages(lock) if p.get("source", "").startswith("registry+")]
+    out = ["# Generated from Cargo.lock by meta-gdr/scripts/crates-inc.py; meta-gdr/scripts/check.sh checks it.",
+           "", 'SRC_URI += " \\']
+    out += ["    crate://${GDR_CRATE_REGISTRY}/%s/%s \\" % (c["name"], c["version"]) for c in crates]
+    out += ['"', ""]
+    for c in crates:
+        if "checksum" not in c:
+            raise SourceError("Cargo.lock: %s %s has no checksum" % (c["name"], c["version"]))
+        out.append('SRC_URI[%s-%s.sha256sum] = "%s"' % (c["name"], c["version"], c["checksum"]))
+    return "\n".join(out) + "\n"
+
+
+def sysusers_useradd(text):
+    """useradd.bbclass parameters (USERADD_PARAM, GROUPADD_PARAM) for a sysusers.d file's u and g lines,
+    so the image has the users at build time (the rootfs's files and udev rules name them) while the file
+    stays the one definition."""
+    users, groups = [], []
+    for line in text.splitlines():
+        fields = re.findall(r'"[^"]*"|\S+', line.split("#", 1)[0])
+        if len(fields) < 2:
+            continue
+        kind, name, ident = fields[0].rstrip("!"), fields[1], (fields + ["-"])[2]  # "u!": a locked user
+        if kind == "g":
+            groups.append("--system %s%s" % ("--gid %s " % ident if ident.isdigit() else "", name))
+        elif kind == "u":
+            comment = fields[3].strip('"') if len(fields) > 3 and fields[3] != "-" else ""
+            home = fields[4] if len(fields) > 4 and fields[4] != "-" else "/"
+            shell = fields[5] if len(fields) > 5 and fields[5] != "-" else "/sbin/nologin"
+            args = ["--system", "--no-create-home", "--home-dir", home, "--shell", shell]
+            if ident.isdigit():
+                args += ["--uid", ident]
+            if comment:
+                args += ["--comment", "'%s'" % comment]
+            users.append((args, name, ident))
+    group_names = {g.split()[-1] for g in groups}
+    params = []
+    for args, name, ident in users:
+        # sysusers makes a same-named group for a user unless the file declares one or the id names one.
+        gid = ident.split(":", 1)[1] if ":" in ident else (name if name in group_names else "")
+        params.append(" ".join(args + (["--gid", gid] if gid else ["--user-group"]) + [name]))
+    return "; ".join(params), "; ".join(groups)
+
+
+# ---- for recipes (d is bitbake's datastore) ----
+
+def has_class(d, name):
+    """Whether a recipe class exists on this release (module-rust arrived in wrynose)."""
+    import bb.utils
+
+    bbpath = d.getVar("BBPATH")
+    return any(bb.utils.which(bbpath, "%s/%s.bbclass" % (sub, name)) for sub in ("classes-recipe", "classes"))
+
+
+def _root(d):
+    return d.getVar("GDR_ROOT")
+
+
+def _read(d, relpath):
+    import bb.parse
+
+    path = os.path.join(_root(d), relpath)
+    bb.parse.mark_dependency(d, path)  # re-parse when it changes
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise SourceError("%s: cannot read (%s); meta-gdr must stay inside the gdr repository" % (path, e.strerror))
+
+
+def workspace_src_uri(d):
+    """file:// entries for the cargo workspace: cargo loads every member even to build one."""
+    _read(d, "Cargo.lock")
+    return " ".join("file://%s;subdir=gdr" % p for p in workspace_paths(_read(d, "Cargo.toml")))
+
+
+def workspace_paths(cargo_toml):
+    """Repository paths the workspace needs: the root manifest, the lock file, every member."""
+    return ["Cargo.toml", "Cargo.lock"] + outermost(workspace_members(cargo_toml))
+
+
+def install_list_src_uri(d):
+    """file:// entries for the files install.list names outside the workspace (fpga-bitstream/program/...)."""
+    paths = workspace_paths(_read(d, "Cargo.toml"))
+    extra = [src for src, _, _ in parse_install_list(_read(d, INSTALL_LIST))
+             if not any(src == p or src.startswith(p + "/") for p in paths)]
+    return " ".join("file://%s;subdir=gdr" % p for p in extra)
+
+
+def install_list_files(d):
+    """The destinations of install.list, for FILES."""
+    return " ".join(dst for _, dst, _ in parse_install_list(_read(d, INSTALL_LIST)))
+
+
+def install_list_conffiles(d):
+    """The destinations under /etc, for CONFFILES: package upgrades keep local edits."""
+    return " ".join(dst for _, dst, _ in parse_install_list(_read(d, INSTALL_LIST)) if dst.startswith("/etc/"))
+
+
+def systemd_units(d):
+    """The units install.list installs that can be enabled ([Install] section, not a template), for
+    SYSTEMD_SERVICE: the same set the appliance enables."""
+    units = []
+    for src, dst, _ in parse_install_list(_read(d, INSTALL_LIST)):
+        name = os.path.basename(dst)
+        if dst.startswith("/usr/lib/systemd/system/") and "@" not in name and \
+                re.search(r"^\[Install\]", _read(d, src), re.M):
+            units.append(name)
+    return " ".join(units)
+
+
+def crate_registry_of(d):
+    return crate_registry(_read(d, "Cargo.lock"))
+
+
+def useradd_params(d):
+    """(USERADD_PARAM, GROUPADD_PARAM) from the sysusers.d file install.list installs."""
+    entries = parse_install_list(_read(d, INSTALL_LIST))
+    srcs = [src for src, dst, _ in entries if dst.startswith(SYSUSERS_DEST)]
+    return sysusers_useradd("\n".join(_read(d, s) for s in srcs))
