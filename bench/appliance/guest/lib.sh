@@ -57,6 +57,8 @@ check_driver() {
   check "udev loaded picoevb (PCI alias)" grep -q '^picoevb ' /proc/modules
   check "gdr_nv_p2p loaded (modules-load.d)" grep -q '^gdr_nv_p2p ' /proc/modules
   check "/dev/picoevb0 exists" test -c /dev/picoevb0
+  # NVIDIA's reference applications open /dev/picoevb (kmod/picoevb/udev/60-picoevb.rules).
+  check "/dev/picoevb links to card 0" test "$(readlink -f /dev/picoevb)" = /dev/picoevb0
 }
 
 summary() {
