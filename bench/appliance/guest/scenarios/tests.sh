@@ -119,13 +119,15 @@ t_took "corrupt self-test"
 # 7. A malformed config is refused with file, line and key on reload; the agent keeps the running one.
 t_start
 cp /etc/gdr/agent.toml /run/agent.toml.good
-printf '\n[selftest]\nbogus_key = 1\n' >>/etc/gdr/agent.toml
+# An unknown key inside an existing table (a second [selftest] header would be a TOML syntax error instead).
+sed -i '/^\[selftest\]$/a bogus_key = 1' /etc/gdr/agent.toml
+line=$(grep -n '^bogus_key' /etc/gdr/agent.toml | cut -d: -f1)
 since=$(date +%s)
 sleep 1
 out=$(gdrctl reload 2>&1); rc=$?
 sleep 1
 log=$(journal_since "$since")
-if [ $rc -ne 0 ] && grep -q '/etc/gdr/agent.toml' <<<"$out$log" && grep -q 'bogus_key' <<<"$out$log" && active; then
+if [ $rc -ne 0 ] && [ -n "$line" ] && grep -q "/etc/gdr/agent.toml:$line:" <<<"$out$log" && grep -q 'bogus_key' <<<"$out$log" && active; then
   pass "config: malformed config rejected with file/line/key, running config kept"
 else
   fail "config: malformed config rejected with file/line/key, running config kept" "rc=$rc $out | $log"
