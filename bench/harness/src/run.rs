@@ -168,8 +168,9 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
     let p = |n: &str| run.path(n).display().to_string();
     let (arch, iommu) = (a.arch, a.iommu);
     let append = format!(
-        "console={} panic=-1 loglevel=6 {} {}",
+        "console={} panic=-1 loglevel=6 {} {} {}",
         arch.console(),
+        arch.kernel_args(),
         iommu.append(),
         a.append
     )
@@ -499,7 +500,7 @@ mod tests {
         assert_eq!(&args[..2], ["/r", "qemu-system-x86_64"]);
         assert!(joined.contains("-m 512 -object memory-backend-memfd,id=mem,size=512M,share=on"));
         assert!(joined.contains("-serial stdio -serial unix:/tmp/run/rpc.sock"));
-        assert!(joined.contains("-append console=ttyS0 panic=-1 loglevel=6 quiet"));
+        assert!(joined.contains("-append console=ttyS0 panic=-1 loglevel=6 no_timer_check quiet"));
         let dev: serde_json::Value = serde_json::from_str(args.last().unwrap()).unwrap();
         assert_eq!(dev["socket"]["path"], "/tmp/run/vfio.sock");
         assert_eq!(dev["driver"], "vfio-user-pci");
