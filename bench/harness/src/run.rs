@@ -477,10 +477,11 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn qemu_command_line() {
+    /// The QEMU command for a bench run with these arguments in run dir /tmp/run: the command, its
+    /// arguments, and the arguments joined by spaces.
+    fn command_for(argline: &str) -> (Command, Vec<String>, String) {
         let a = crate::cli::parse_run(
-            &"--root /r --kernel /k --module a.ko --guest /g --model /m --memory 512 --append quiet"
+            &argline
                 .split_whitespace()
                 .map(String::from)
                 .collect::<Vec<_>>(),
@@ -496,6 +497,14 @@ mod tests {
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
         let joined = args.join(" ");
+        (c, args, joined)
+    }
+
+    #[test]
+    fn qemu_command_line() {
+        let (c, args, joined) = command_for(
+            "--root /r --kernel /k --module a.ko --guest /g --model /m --memory 512 --append quiet",
+        );
         assert_eq!(c.get_program(), "/repo/bench/in-root.sh");
         assert_eq!(&args[..2], ["/r", "qemu-system-x86_64"]);
         assert!(joined.contains("-m 512 -object memory-backend-memfd,id=mem,size=512M,share=on"));
@@ -513,23 +522,9 @@ mod tests {
 
     #[test]
     fn arm64_behind_virtio_iommu() {
-        let a = crate::cli::parse_run(
-            &"--root /r --kernel /k --module a.ko --guest /g --model /m --arch arm64 --iommu virtio"
-                .split_whitespace()
-                .map(String::from)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let run = RunDir {
-            dir: PathBuf::from("/tmp/run"),
-            created: false,
-        };
-        let c = qemu_command(&a, Path::new("/repo"), &run, Path::new("/r"));
-        let args: Vec<String> = c
-            .get_args()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        let joined = args.join(" ");
+        let (_, args, joined) = command_for(
+            "--root /r --kernel /k --module a.ko --guest /g --model /m --arch arm64 --iommu virtio",
+        );
         assert_eq!(&args[..2], ["/r", "qemu-system-aarch64"]);
         assert!(joined.contains("-machine virt,gic-version=3,memory-backend=mem "));
         assert!(joined.contains("-kernel /tmp/run/Image"));

@@ -25,15 +25,16 @@ const RAM: usize = FPGA_RAM_SIZE as usize;
 /// speed hits both alike.
 const BLOCK: u64 = 10;
 
+/// The three transfer kinds, shared with the performance report (`perf`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     H2c,
     C2h,
     H2c2h,
 }
 
 impl Op {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Op::H2c => "h2c",
             Op::C2h => "c2h",

@@ -24,8 +24,10 @@ mod pagemap;
 use std::time::{Duration, Instant};
 
 use picoevb_abi as abi;
+use picoevb_regs::pci::FPGA_RAM_SIZE;
 use serde_json::json;
 
+use crate::bench::Op;
 use crate::buf::compare;
 use crate::dev::{Device, Mapping};
 use crate::kstat;
@@ -45,26 +47,9 @@ pub struct Options {
 }
 
 /// The card RAM: the largest one-way request, and the reference's round-trip window.
-const RAM: usize = 64 * 1024;
+const RAM: usize = FPGA_RAM_SIZE as usize;
 const MIB: f64 = 1024.0 * 1024.0;
 const RW: libc::c_int = libc::PROT_READ | libc::PROT_WRITE;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
-    H2c,
-    C2h,
-    H2c2h,
-}
-
-impl Op {
-    fn name(self) -> &'static str {
-        match self {
-            Op::H2c => "h2c",
-            Op::C2h => "c2h",
-            Op::H2c2h => "h2c2h",
-        }
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scheme {
