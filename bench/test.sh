@@ -14,6 +14,8 @@
 #   6. the emulated appliance (bench/appliance/): one boot of the Debian/systemd image whose test unit runs
 #      bench/appliance/guest/scenarios/tests.sh (agent ready, reprogramming, access, revocation, self-test
 #      failure, config reload, watchdog, unit hardening)
+#   7. arm64: the suite with the Jetson provider on qemu-system-aarch64 -M virt behind virtio-iommu (the
+#      short form of bench/arm64.sh --full; GDR_ARM64_TESTS=0 leaves it out)
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -78,6 +80,21 @@ if vars=$("$REPO/bench/build.sh"); then
   fi
 else
   count "bench build" 0 1
+fi
+
+# The Jetson's architecture, with an IOMMU translating every DMA of the card (docs/arm64.md). Its own
+# kernel, modules and static guest program: a build failure here is an arm64 build failure.
+if [ "${GDR_ARM64_TESTS:-1}" = 1 ]; then
+  # Last, so that its variables (GDR_KO, GDR_ARCH, ...) replacing the x86_64 ones affect nothing else.
+  if vars=$(ARCH=arm64 "$REPO/bench/build.sh"); then
+    eval "$vars"
+    counted "arm64: suite behind virtio-iommu, Jetson nvidia_p2p" "$LOGS/last-arm64-jetson.log" \
+      harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu virtio --timeout 5400
+  else
+    count "arm64 build" 0 1
+  fi
+else
+  log "arm64: left out (GDR_ARM64_TESTS=0)"
 fi
 
 finish
