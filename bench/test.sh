@@ -2,7 +2,8 @@
 # The test command (README; .ci/run calls it). Runs, in order:
 #   1. host checks: cargo fmt --check, cargo clippy -D warnings, cargo test (logic, model, ABI, harness, ...)
 #   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh); meta-gdr's checks (meta-gdr/scripts/check.sh:
-#      oelint-adv, the crates list, install paths, kas files)
+#      oelint-adv, the crates list, install paths, kas files); the agent and its client library cross-built
+#      for aarch64 (bench/cross-agent.sh)
 #   3. the emulated bench, each boot judged by the harness (no kernel splat, no kmemleak report, clean
 #      module load and unload): the guest suite without a GPU-memory provider, with the Jetson and with the
 #      dGPU nvidia_p2p provider, with the Jetson one under swiotlb=force (every DMA bounced), a short ioctl
@@ -37,6 +38,9 @@ count "cargo test" "$p" "$f"
 
 [ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$LOGS/last-rtl.log" bash fpga-bitstream/sim/run.sh
 counted "yocto: meta-gdr and kas checks" "$LOGS/last-yocto.log" meta-gdr/scripts/check.sh
+# The Jetson's user space (agent programs, client library) cross-built for aarch64 with the bench's cross
+# toolchain and checked to be AArch64: a Jetson build failure shows here first.
+counted "cross: agent and client for aarch64" "$LOGS/last-cross-agent.log" "$REPO/bench/cross-agent.sh"
 
 # The model corrupts every transfer: the guest's byte checks must catch it, so this suite run must fail
 # (the harness's --expect-failures succeeds only then, with every kernel check still clean).

@@ -2,7 +2,7 @@
 # Parses both kas configurations offline and checks gdr-image's dependency graph (not part of CI: the
 # layers cannot be fetched there).
 #
-#   image/check-parse.sh --mirrors DIR [--work DIR] [--user NAME] [orin|xavier ...]
+#   image/check-parse.sh --mirrors DIR [--work DIR] [--user NAME] [--lts-mixins-stand-in COMMIT] [orin|xavier ...]
 #
 # DIR holds git clones (bare or not) named after the kas repos: bitbake, openembedded-core, meta-tegra,
 # meta-openembedded, meta-lts-mixins; kas checks the pinned commits out of them (KAS_PREMIRRORS), nothing
@@ -11,6 +11,8 @@
 # `bitbake -p` and `bitbake -g gdr-image` with BB_NO_NETWORK and fails unless the build list holds the
 # driver, the bitstream, the agent and the CUDA driver library. Work files (kas venv, checkouts, build
 # dirs, a copy of this repository's files) go to --work (default /var/tmp/gdr-yocto-parse).
+# --lts-mixins-stand-in parses Xavier with that commit of meta-lts-mixins instead of the pinned one when
+# the mirror lacks the pin; the summary line says so.
 # Cold: about 4 minutes per machine on 2 cores; warm: under a minute.
 set -euo pipefail
 
@@ -20,14 +22,15 @@ repo=$(cd "$here/.." && pwd)
 
 die() { echo "check-parse: error: $*" >&2; exit 1; }
 
-mirrors= work=/var/tmp/gdr-yocto-parse user=builder machines=()
+mirrors= work=/var/tmp/gdr-yocto-parse user=builder standin= machines=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --mirrors) mirrors=$2; shift 2 ;;
         --work) work=$2; shift 2 ;;
         --user) user=$2; shift 2 ;;
+        --lts-mixins-stand-in) standin=$2; shift 2 ;;
         orin|xavier) machines+=("$1"); shift ;;
-        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -49,10 +52,23 @@ if [[ $(id -u) -eq 0 ]]; then
     git -C "$repo" ls-files -z --cached --others --exclude-standard |
         (cd "$repo" && tar --null -T - -cf - 2>/dev/null) | runuser -u "$user" -- tar -xf - -C "$work/gdr"
     exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" \
-        "$work/gdr/image/check-parse.sh" --mirrors "$mirrors" --work "$work" "${machines[@]}"
+        "$work/gdr/image/check-parse.sh" --mirrors "$mirrors" --work "$work" \
+        ${standin:+--lts-mixins-stand-in "$standin"} "${machines[@]}"
 fi
 
 cd "$repo"
+# The Xavier file's meta-lts-mixins pin, and a stand-in when the mirror does not hold it.
+lts_pin=$(sed -n '/^  meta-lts-mixins:/,/^  [a-z]/s/^ *commit: *\([0-9a-f]*\).*/\1/p' image/jetson-agx-xavier-devkit.yml)
+lts_note=
+if [[ " ${machines[*]} " == *" xavier "* ]] &&
+    ! git -c safe.directory="*" -C "$mirrors/meta-lts-mixins" cat-file -e "$lts_pin^{commit}" 2>/dev/null; then
+    [[ -n $standin ]] || die "$mirrors/meta-lts-mixins lacks the pinned commit $lts_pin; fetch it, or parse with --lts-mixins-stand-in COMMIT"
+    git -c safe.directory="*" -C "$mirrors/meta-lts-mixins" cat-file -e "$standin^{commit}" 2>/dev/null ||
+        die "$mirrors/meta-lts-mixins lacks the stand-in commit $standin too"
+    # In the copy only: kas reads the extra file from the working tree.
+    printf 'header:\n  version: 14\nrepos:\n  meta-lts-mixins:\n    commit: %s\n' "$standin" >image/lts-mixins-stand-in.yml
+    lts_note="; meta-lts-mixins stand-in ${standin:0:12} for the pinned ${lts_pin:0:12}"
+fi
 if [[ ! -d .git ]]; then  # kas wants the repository holding the kas files to be one
     git init -q && git add -A && git -c user.name=check -c user.email=check@localhost commit -qm snapshot
 fi
@@ -72,20 +88,22 @@ export KAS_PREMIRRORS="https://github.com/openembedded/bitbake.git file://$mirro
 https://github.com/openembedded/openembedded-core.git file://$mirrors/openembedded-core
 https://github.com/OE4T/meta-tegra.git file://$mirrors/meta-tegra
 https://github.com/openembedded/meta-openembedded.git file://$mirrors/meta-openembedded
-https://github.com/bhl-foss-mirrors/meta-lts-mixins.git file://$mirrors/meta-lts-mixins"
+https://github.com/jhnc-oss/meta-lts-mixins.git file://$mirrors/meta-lts-mixins"
 
 fail=0
 for m in "${machines[@]}"; do
     case $m in
         orin) kasfile=image/jetson-agx-orin-devkit.yml module=picoevb-mod extra=nvidia-kernel-oot ;;
-        xavier) kasfile=image/jetson-agx-xavier-devkit.yml module=picoevb-mod-5.10 extra=linux-tegra ;;
+        xavier) kasfile=image/jetson-agx-xavier-devkit.yml module=picoevb-mod-5.10 extra=linux-tegra
+            [[ -z $lts_note ]] || kasfile+=:image/lts-mixins-stand-in.yml ;;
     esac
     export KAS_WORK_DIR=$work/$m KAS_BUILD_DIR=$work/$m/build
     mkdir -p "$KAS_WORK_DIR"
     log=$work/$m.log
     start=$SECONDS
     if ! "$venv/bin/kas" shell "$kasfile:image/offline.yml" \
-        -c 'bitbake -p && bitbake -g gdr-image && echo "RUSTVERSION=$(bitbake-getvar --value RUSTVERSION)"' \
+        -c 'bitbake -p && bitbake -g gdr-image && echo "RUSTVERSION=$(bitbake-getvar --value RUSTVERSION)" &&
+            { bitbake -c gdr_check_rust gdr-agent; echo "GDR_CHECK_RUST=$?"; }' \
         >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         echo "check-parse: $m: FAILED (log: $log)"
@@ -100,12 +118,23 @@ for m in "${machines[@]}"; do
         grep -qx "$pn" "$list" || missing+=("$pn")
     done
     gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$|openocd$)' "$list" | sort | tr '\n' ' ')
-    echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; $((SECONDS - start)) s"
-    # The agent's rust-version against the configuration's Rust: a build would stop there (not a parse error).
     rust=$(sed -n 's/^RUSTVERSION=\([0-9.]*\).*/\1/p' "$log" | tail -n 1)
+    echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; Rust ${rust:-?}; $((SECONDS - start)) s$([[ $m != xavier ]] || echo "$lts_note")"
+    # The workspace's rust-version against the configuration's Rust: gdr_rust_version.bbclass stops the
+    # build at gdr-agent's first task then (not a parse error).
+    # gdr_rust_version.bbclass's task, run for real: it must pass exactly when the configuration's Rust is
+    # at least the workspace's rust-version (it stops a build at its first task otherwise, not the parse).
     need=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
-    if [[ -n $rust && -n $need ]] && [[ $(printf '%s\n' "$need" "$rust" | sort -V | head -n 1) != "$need" ]]; then
-        echo "check-parse: $m: warning: Rust $rust is older than the workspace's rust-version $need: gdr-agent will not build"
+    checked=$(sed -n 's/^GDR_CHECK_RUST=//p' "$log" | tail -n 1)
+    if [[ $(printf '%s\n' "$need" "$rust" | sort -V | head -n 1) == "$need" ]]; then old=0; else old=1; fi
+    if [[ $checked == 0 && $old == 0 ]]; then
+        echo "check-parse: $m: gdr-agent:do_gdr_check_rust passed (Rust $rust >= $need)"
+    elif [[ -n $checked && $checked != 0 && $old == 1 ]]; then
+        echo "check-parse: $m: warning: Rust $rust < $need: gdr-agent:do_gdr_check_rust stops a build with:"
+        grep -o "gdr's Rust workspace needs.*" "$log" | head -n 1 | sed 's/^/    /'
+    else
+        echo "check-parse: $m: FAILED: gdr-agent:do_gdr_check_rust exit ${checked:-missing} with Rust ${rust:-?} vs $need"
+        fail=1
     fi
     if [[ ${#missing[@]} -gt 0 ]]; then
         echo "check-parse: $m: FAILED: gdr-image's graph lacks ${missing[*]}"

@@ -5,7 +5,8 @@
 #   gdr-agent-crates.inc matches Cargo.lock (scripts/crates-inc.py --check);
 #   the files recipes install are the repository's and the ones agent/deploy/install.list names
 #   (scripts/check_installs.py);
-#   the kas files in image/ are valid for kas and pinned (scripts/check_kas.py).
+#   the kas files in image/ are valid for kas and pinned (scripts/check_kas.py);
+#   those checks fail on a broken install path and a stale crates list (scripts/test_checks_fail.sh).
 # Closes with "N passed, M failed". Tools: a venv from scripts/requirements.txt (pinned), cached in
 # $GDR_CACHE keyed by that file. The real parse of the layer is image/check-parse.sh (needs the layers).
 set -uo pipefail
@@ -59,6 +60,8 @@ step "lib/gdr/source.py unit tests" python3 meta-gdr/scripts/test_source.py
 step "gdr-agent-crates.inc matches Cargo.lock" python3 meta-gdr/scripts/crates-inc.py --check
 script python3 meta-gdr/scripts/check_installs.py
 script "$venv/bin/python" meta-gdr/scripts/check_kas.py
+# The two checks above that guard install paths and the crates list, broken on purpose in a scratch copy.
+script bash meta-gdr/scripts/test_checks_fail.sh
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -53,6 +53,7 @@ def in_repo(path, files):
 
 def recipe_texts():
     paths = sorted(glob.glob(os.path.join(LAYER, "recipes-*", "*", "*.bb*"))
+                   + glob.glob(os.path.join(LAYER, "dynamic-layers", "*", "recipes-*", "*", "*.bb*"))
                    + glob.glob(os.path.join(LAYER, "recipes-*", "*", "*.inc"))
                    + glob.glob(os.path.join(LAYER, "classes", "*.bbclass")))
     texts = {}

@@ -65,6 +65,20 @@ class Cargo(unittest.TestCase):
         self.assertIn("git://", str(e.exception))
 
 
+    def test_rust_version(self):
+        toml = '[workspace]\nmembers = ["a"]\n\n[workspace.package]\nedition = "2024"\nrust-version = "1.85"\n'
+        self.assertEqual(source.workspace_rust_version(toml), "1.85")
+        with self.assertRaises(source.SourceError):
+            source.workspace_rust_version('[package]\nrust-version = "1.85"\n')
+        # RUSTVERSION as oe-core and meta-lts-mixins set it: a PREFERRED_VERSION pattern.
+        self.assertEqual(source.rust_too_old("1.93.0%", "1.85"), "")
+        self.assertEqual(source.rust_too_old("1.85.1%", "1.85"), "")
+        msg = source.rust_too_old("1.81.0%", "1.85")
+        self.assertIn("needs Rust >= 1.85", msg)
+        self.assertIn("Rust 1.81.0 (RUSTVERSION)", msg)
+        self.assertIn("scarthgap/rust", msg)
+        self.assertIn("Rust 1.75", source.rust_too_old("1.75%", "1.85"))
+
 class Sysusers(unittest.TestCase):
     def test_user_and_groups(self):
         users, groups = source.sysusers_useradd('u gdr - "gdr agent" /var/lib/gdr /usr/sbin/nologin\ng gdrusers -\n')

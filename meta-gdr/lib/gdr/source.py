@@ -62,6 +62,34 @@ def workspace_members(cargo_toml):
     return re.findall(r'"([^"]+)"', m.group(1))
 
 
+def workspace_rust_version(cargo_toml):
+    """The rust-version of the root Cargo.toml's [workspace.package]: the oldest Rust that builds gdr."""
+    m = re.search(r"^\[workspace\.package\][^\[]*?^rust-version\s*=\s*\"([0-9.]+)\"", cargo_toml, re.S | re.M)
+    if not m:
+        raise SourceError("Cargo.toml: no rust-version in [workspace.package]")
+    return m.group(1)
+
+
+def version_tuple(text):
+    """(1, 85) for "1.85", (1, 93, 0) for RUSTVERSION's "1.93.0%"; SourceError when there is no number."""
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)*)", text or "")
+    if not m:
+        raise SourceError("not a version: %r" % text)
+    return tuple(int(x) for x in m.group(1).split("."))
+
+
+def rust_too_old(rustversion, need):
+    """The message for a build configuration whose Rust (RUSTVERSION) is older than the workspace's
+    rust-version, or "" when it is new enough."""
+    have = version_tuple(rustversion)
+    if have >= version_tuple(need):
+        return ""
+    return ("gdr's Rust workspace needs Rust >= %s (rust-version in Cargo.toml, edition 2024), but this build "
+            "configuration has Rust %s (RUSTVERSION). On scarthgap add the meta-lts-mixins layer at branch "
+            "scarthgap/rust (Rust 1.93 there); image/jetson-agx-xavier-devkit.yml pins a commit of it."
+            % (need, ".".join(map(str, have))))
+
+
 def outermost(paths):
     """paths without those inside another one (fetching "agent" brings "agent/client" along)."""
     return [p for p in paths if not any(p.startswith(q + "/") for q in paths if q != p)]
@@ -218,3 +246,8 @@ def useradd_params(d):
     entries = parse_install_list(_read(d, INSTALL_LIST))
     srcs = [src for src, dst, _ in entries if dst.startswith(SYSUSERS_DEST)]
     return sysusers_useradd("\n".join(_read(d, s) for s in srcs))
+
+
+def rust_version_problem(d):
+    """rust_too_old for this configuration's RUSTVERSION and the repository's Cargo.toml."""
+    return rust_too_old(d.getVar("RUSTVERSION") or "0", workspace_rust_version(_read(d, "Cargo.toml")))

@@ -10,7 +10,7 @@ LICENSE = "GPL-2.0-only | MIT"
 LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/GPL-2.0-only;md5=801f80980d171dd6425610833a22dbe6 \
                     file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302"
 
-inherit gdr_source cargo systemd useradd features_check
+inherit gdr_source gdr_rust_version cargo systemd useradd features_check
 
 REQUIRED_DISTRO_FEATURES = "systemd usrmerge"
 
