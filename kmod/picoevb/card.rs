@@ -391,22 +391,22 @@ impl Card {
         Ok(t0.elapsed().as_nanos() as u64)
     }
 
-    /// Host memory -> FPGA RAM -> host memory, in RAM-sized windows. Returns the DMA time in ns.
+    /// Host memory -> FPGA RAM -> host memory, as a full-duplex pipeline (`duplex.rs`). Returns the DMA
+    /// time in ns.
     pub(crate) fn round_trip(&self, src: &[Segment], dst: &[Segment], len: u64) -> Result<u64> {
         let (mut src_cur, mut dst_cur) = (Cursor::new(src), Cursor::new(dst));
         // Both engines, always H2C first: the lock order every path uses.
         let mut h2c_table = self.h2c.lock();
         let mut c2h_table = self.c2h.lock();
         let t0 = Instant::<Monotonic>::now();
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(self.ram_size);
-            self.h2c
-                .transfer(self, &mut h2c_table, &mut src_cur, 0, n)?;
-            self.c2h
-                .transfer(self, &mut c2h_table, &mut dst_cur, 0, n)?;
-            done += n;
-        }
+        crate::duplex::round_trip(
+            self,
+            &mut h2c_table,
+            &mut c2h_table,
+            &mut src_cur,
+            &mut dst_cur,
+            len,
+        )?;
         Ok(t0.elapsed().as_nanos() as u64)
     }
 }

@@ -26,6 +26,20 @@ const INT_MASK: u32 = xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED | xdma
 /// Control word that starts a chain: Run plus logging of every status bit (as NVIDIA's driver).
 const CTRL_START: u32 = xdma::CTRL_RUN | xdma::CTRL_IE_ALL;
 
+/// Status reads a polled run gets before its interrupt is armed: each is a non-posted round trip over the
+/// link (about 1 us on Gen2 x1), so about 32 us of spinning, a third of a 32 KiB H2C.
+const POLL_READS: u32 = 32;
+
+/// How the waiter learns that a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// The run's interrupt wakes the waiter.
+    Irq,
+    /// No interrupt: the waiter reads the status (the run is expected to end about now), and arms the
+    /// interrupt only if the run is still busy after [`POLL_READS`] reads.
+    Poll,
+}
+
 /// A `struct completion` signalled by the interrupt handler.
 #[pin_data]
 struct Done {
@@ -133,59 +147,104 @@ impl Engine {
         fpga: u64,
         len: u64,
     ) -> Result {
-        let table = table.as_mut().ok_or(ENODEV)?;
         let mut done = 0;
         while done < len {
-            // A wedged engine may still fetch descriptors: its table is never written again. `wedge` runs
-            // under this lock (in `finish`), so every later holder sees it.
-            if card.is_wedged() {
-                return Err(EIO);
-            }
-            let base = table.dma_handle();
-            // SAFETY: the engine does not read the table now: we hold its lock, and every chain started on
-            // it went through `finish`, which returned only once the engine was shown idle, or else wedged
-            // the card, which the check above refuses.
-            let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
-            let c = chain::build(
-                self.dir,
-                host,
-                len - done,
-                fpga + done,
-                xdma::DESC_LEN_MAX,
-                descs,
-                base,
-            )
-            .map_err(kerr)?;
-            self.run(card, &c, c.bytes)?;
-            done += c.bytes;
+            let mut run = self.start(card, table, host, fpga + done, len - done, Wake::Irq)?;
+            run.wait();
+            done += run.finish()?;
         }
         Ok(())
     }
 
-    /// Runs one chain to its STOP descriptor. Every chain that was started ends in `finish`.
-    fn run(&self, card: &Card, c: &chain::Chain, bytes: u64) -> Result {
+    /// Builds a chain of up to `len` bytes (as many as the table holds) from `host` to or from FPGA RAM at
+    /// `fpga` and starts it. The returned [`Run`] holds the table until it is finished: nothing rewrites
+    /// descriptors the engine may still fetch.
+    pub(crate) fn start<'a>(
+        &'a self,
+        card: &'a Card,
+        table: &'a mut Table,
+        host: &mut Cursor<'_>,
+        fpga: u64,
+        len: u64,
+        wake: Wake,
+    ) -> Result<Run<'a>> {
+        let table = table.as_mut().ok_or(ENODEV)?;
+        // A wedged engine may still fetch descriptors: its table is never written again. `wedge` runs
+        // under this lock (in `finish`), so every later holder sees it.
+        if card.is_wedged() {
+            return Err(EIO);
+        }
+        let base = table.dma_handle();
+        // SAFETY: the engine does not read the table now: we hold its lock, and every chain started on
+        // it was a `Run` holding this borrow until `finish` (or its drop), which returned only once the
+        // engine was shown idle, or else wedged the card, which the check above refuses.
+        let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
+        let c = chain::build(self.dir, host, len, fpga, xdma::DESC_LEN_MAX, descs, base)
+            .map_err(kerr)?;
         self.status.store(0, Ordering::Release);
         self.done.reinit();
-        self.start(card, c)?;
-        let completed = self.done.wait(timeout_ms(bytes));
-        let outcome = self.outcome(card, c, completed, bytes);
-        self.finish(card, outcome)
+        self.program(card, &c, wake == Wake::Irq)?;
+        Ok(Run {
+            engine: self,
+            card,
+            _table: table,
+            chain: c,
+            wake,
+            completed: false,
+            finished: false,
+        })
     }
 
-    /// Programs the chain and sets Run, last. An error means Run was not written: nothing runs.
-    fn start(&self, card: &Card, c: &chain::Chain) -> Result {
+    /// Programs the chain and sets Run, last; with `irq` its interrupt is armed. An error means Run was not
+    /// written: nothing runs. No stale status is read first: every run's status was read-to-clear when it
+    /// ended (interrupt handler, poll or `stop`), and Run's rising edge clears bits [23:1] anyway.
+    fn program(&self, card: &Card, c: &chain::Chain, irq: bool) -> Result {
         let (ch, sg) = (self.dir.channel_base(), self.dir.sgdma_base());
         let _start = card.start_guard()?;
         let r = card.dma_regs()?;
         r.try_write32(c.first as u32, sg + xdma::SG_DESC_LO)?;
         r.try_write32((c.first >> 32) as u32, sg + xdma::SG_DESC_HI)?;
         r.try_write32(c.first_adj, sg + xdma::SG_DESC_ADJ)?;
-        // Drop status a previous (stopped) run may have left.
-        r.try_read32(ch + xdma::CH_STATUS_RC)?;
-        r.try_write32(INT_MASK, ch + xdma::CH_INT_MASK)?;
-        r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)?;
+        if irq {
+            r.try_write32(INT_MASK, ch + xdma::CH_INT_MASK)?;
+            r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)?;
+        } else {
+            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
+        }
         // writel orders the descriptor writes in coherent memory before this MMIO write.
         r.try_write32(CTRL_START, ch + xdma::CH_CONTROL)
+    }
+
+    /// Arms the interrupt of a polled run that is still busy. The channel interrupt is the status masked
+    /// by the enable mask (PG195; the model: `status & int_mask`), so a run that ends between the last
+    /// poll and this write still interrupts.
+    fn arm(&self, card: &Card) -> Result {
+        let r = card.dma_regs()?;
+        r.try_write32(INT_MASK, self.dir.channel_base() + xdma::CH_INT_MASK)?;
+        r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)
+    }
+
+    /// Reads the status of an unarmed run up to [`POLL_READS`] times: whether it ended (stopped, or an
+    /// error bit), with every bit the reads cleared kept in `status`.
+    fn poll(&self, card: &Card) -> bool {
+        let Ok(r) = card.dma_regs() else {
+            return false;
+        };
+        let reg = self.dir.channel_base() + xdma::CH_STATUS_RC;
+        for _ in 0..POLL_READS {
+            let s = match r.try_read32(reg) {
+                // All ones: the card may be gone; the armed wait and its timeout decide.
+                Ok(s) if s != u32::MAX => s,
+                _ => return false,
+            };
+            self.status.fetch_or(s & !xdma::STAT_BUSY, Ordering::AcqRel);
+            if s & xdma::STAT_BUSY == 0 || s & xdma::STAT_ERRORS != 0 {
+                // Busy as last read: `finish` needs it to tell whether the engine is idle.
+                self.status.fetch_or(s & xdma::STAT_BUSY, Ordering::AcqRel);
+                return true;
+            }
+        }
+        false
     }
 
     /// What the run came to, judged before the engine is stopped (the completed count is read while Run
@@ -251,14 +310,27 @@ impl Engine {
         Err(if outcome == Err(ENODEV) { ENODEV } else { EIO })
     }
 
-    /// After a completed chain: clears Run and the interrupt mask; whether the engine then reads idle.
+    /// `finish` for a run nobody judges (the request failed elsewhere): stops it; Ok if shown idle, else
+    /// the card is wedged and the error says so.
+    fn halt(&self, card: &Card) -> Result {
+        if self.stop(card) {
+            return Ok(());
+        }
+        card.wedge();
+        Err(if card.is_gone() { ENODEV } else { EIO })
+    }
+
+    /// After a completed chain: clears Run and the interrupt mask; whether the engine is idle. The status
+    /// that told us the chain ended (read-to-clear, bit 0 the live busy bit) already shows it when busy was
+    /// clear then: a stopped engine starts again only on a rising edge of Run. Otherwise it is read again.
     fn clear_run(&self, card: &Card) -> bool {
         let ch = self.dir.channel_base();
+        let seen_idle = self.status.load(Ordering::Acquire) & xdma::STAT_BUSY == 0;
         let idle = || -> Result<bool> {
             let r = card.dma_regs()?;
             r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
             r.try_write32(0, ch + xdma::CH_INT_MASK)?;
-            Ok(r.try_read32(ch + xdma::CH_STATUS)? & xdma::STAT_BUSY == 0)
+            Ok(seen_idle || r.try_read32(ch + xdma::CH_STATUS)? & xdma::STAT_BUSY == 0)
         };
         idle().unwrap_or(false)
     }
@@ -302,4 +374,58 @@ impl Engine {
 /// short enough that a lost interrupt is reported in seconds, not never.
 fn timeout_ms(bytes: u64) -> u32 {
     (2000 + bytes / 4096).min(60_000) as u32
+}
+
+/// A chain started on an engine. It holds the engine's descriptor table until it is finished, and every
+/// way out goes through `Engine::finish`: [`Run::finish`], [`Run::cancel`], or the drop of a run neither
+/// reached (an early return), which cancels it.
+pub(crate) struct Run<'a> {
+    engine: &'a Engine,
+    card: &'a Card,
+    _table: &'a mut CoherentAllocation<Descriptor>,
+    chain: chain::Chain,
+    wake: Wake,
+    completed: bool,
+    finished: bool,
+}
+
+impl Run<'_> {
+    /// Waits until the chain ended or its timeout passed (or removal woke us).
+    pub(crate) fn wait(&mut self) {
+        let e = self.engine;
+        if self.wake == Wake::Poll {
+            if e.poll(self.card) {
+                self.completed = true;
+                return;
+            }
+            if e.arm(self.card).is_err() {
+                return;
+            }
+        }
+        self.completed = e.done.wait(timeout_ms(self.chain.bytes));
+    }
+
+    /// Judges the chain (after [`Run::wait`]) and ends the run: the bytes moved, or why not.
+    pub(crate) fn finish(mut self) -> Result<u64> {
+        let outcome = self
+            .engine
+            .outcome(self.card, &self.chain, self.completed, self.chain.bytes);
+        self.finished = true;
+        self.engine.finish(self.card, outcome)?;
+        Ok(self.chain.bytes)
+    }
+
+    /// Stops the run without judging it (the request failed elsewhere): Ok if the engine was shown idle.
+    pub(crate) fn cancel(mut self) -> Result {
+        self.finished = true;
+        self.engine.halt(self.card)
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = self.engine.halt(self.card);
+        }
+    }
 }

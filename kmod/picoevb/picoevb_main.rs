@@ -48,6 +48,9 @@ mod idblock;
 #[path = "../../crates/picoevb-regs/src/pci.rs"]
 mod ids;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/pipeline.rs"]
+mod pipeline;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/request.rs"]
 mod request;
 #[allow(dead_code, unreachable_pub)]
@@ -63,6 +66,7 @@ mod xdma;
 // ---- Kernel glue ----
 mod card;
 mod cuda;
+mod duplex;
 mod engine;
 mod ffi;
 mod file;

@@ -10,11 +10,18 @@
 //!
 //! Interrupt bounds for `n` chunks: `n + 1` steps, each needing one completion the driver must wait for,
 //! so at least `n + 1` interrupts; at most `2n` when every run interrupts (the first and last steps run one
-//! engine only). The driver reaches the lower bound by arming only the interrupt of the engine it expects
-//! to finish last in a step and reading the other engine's status when it wakes (re-arming it only if that
-//! one is still busy). The serial scheme needs `2 * ceil(len / ram)`.
+//! engine only). The driver (`kmod/picoevb/duplex.rs`) reaches the lower bound: when both engines run it
+//! arms only C2H's interrupt (the faster direction on the PicoEVB's link, so it ends first) and then reads
+//! H2C's status, arming H2C's interrupt only if it is still busy after a few reads. The serial scheme needs
+//! `2 * ceil(len / ram)`.
 
 use crate::errno::Errno;
+use core::num::NonZeroU64;
+
+/// `a / b` rounded up, with a divisor that cannot be zero (no panic path in the kernel build).
+fn ceil_div(a: u64, b: NonZeroU64) -> u64 {
+    a / b + u64::from(a % b != 0)
+}
 
 /// One chain of a step: `len` bytes at byte `offset` of the request, to or from RAM address `ram_addr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,18 +59,24 @@ impl Pipeline {
     /// (a power of two, the page size: descriptors and TLPs stay whole) allows and at most half the RAM,
     /// so the steps are balanced and the pipeline fills and drains with the smallest chunk that works.
     pub fn new(len: u64, ram: u64, align: u64) -> Result<Self, Errno> {
-        if len == 0 || !align.is_power_of_two() || ram < 2 * align || ram % (2 * align) != 0 {
+        let nz = |v: u64| NonZeroU64::new(v).ok_or(Errno::EINVAL);
+        let (len_nz, align_nz) = (nz(len)?, nz(align)?);
+        let pair = align.checked_mul(2).ok_or(Errno::EINVAL)?;
+        if !align.is_power_of_two() || ram < pair || ram % pair != 0 {
             return Err(Errno::EINVAL);
         }
-        let half = ram / 2;
-        let chunks = len.div_ceil(half);
-        let even = len.div_ceil(chunks);
-        let chunk = even.div_ceil(align).saturating_mul(align).min(half);
+        let half = nz(ram / 2)?;
+        // At least one chunk (len > 0), and a chunk holds at least one byte.
+        let chunks = nz(ceil_div(len, half))?;
+        let even = ceil_div(len_nz.get(), chunks);
+        let chunk = nz(ceil_div(even, align_nz)
+            .saturating_mul(align)
+            .min(half.get()))?;
         Ok(Self {
             len,
-            half,
-            chunk,
-            chunks: len.div_ceil(chunk),
+            half: half.get(),
+            chunk: chunk.get(),
+            chunks: ceil_div(len, chunk),
         })
     }
 
@@ -84,7 +97,7 @@ impl Pipeline {
 
     /// Interrupts the serial scheme (H2C a RAM-sized window, then C2H it) needs for `len` through `ram`.
     pub fn serial_irqs(len: u64, ram: u64) -> u64 {
-        2 * len.div_ceil(ram.max(1))
+        2 * ceil_div(len, NonZeroU64::new(ram).unwrap_or(NonZeroU64::MIN))
     }
 
     fn chunk_move(&self, k: u64) -> Move {
