@@ -10,8 +10,9 @@
 //! most `2n` (every H2C outlasting its poll).
 
 use crate::card::Card;
-use crate::engine::{kerr, Run, Table, Wake};
-use crate::pipeline::{Move, Pipeline, Step};
+use crate::engine::{kerr, Table};
+use crate::pipeline::{self, Move, Pipeline, Step};
+use crate::run::Run;
 use crate::segments::Cursor;
 use kernel::prelude::*;
 
@@ -64,18 +65,15 @@ fn run_step(
 ) -> Result {
     let (mut h, mut c) = (Left::of(step.h2c), Left::of(step.c2h));
     while h.len > 0 || c.len > 0 {
-        let both = h.len > 0 && c.len > 0;
+        let (h_wake, c_wake) = pipeline::wakes(h.len > 0, c.len > 0);
         let h_run = match h.len {
             0 => None,
-            n => {
-                let wake = if both { Wake::Poll } else { Wake::Irq };
-                Some(card.h2c.start(card, h2c, src, h.ram, n, wake)?)
-            }
+            n => Some(card.h2c.start(card.port(), h2c, src, h.ram, n, h_wake)?),
         };
         // An error here drops `h_run`, which stops H2C before we return.
         let c_run = match c.len {
             0 => None,
-            n => Some(card.c2h.start(card, c2h, dst, c.ram, n, Wake::Irq)?),
+            n => Some(card.c2h.start(card.port(), c2h, dst, c.ram, n, c_wake)?),
         };
         let (hb, cb) = end_both(h_run, c_run)?;
         h = Left {

@@ -36,6 +36,9 @@ mod cache_policy;
 #[path = "../logic/src/chain.rs"]
 mod chain;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/channel.rs"]
+mod channel;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/errno.rs"]
 mod errno;
 #[allow(dead_code, unreachable_pub)]
@@ -66,12 +69,15 @@ mod xdma;
 // ---- Kernel glue ----
 mod card;
 mod cuda;
+mod done;
 mod duplex;
 mod engine;
 mod ffi;
 mod file;
 mod pin;
+mod port;
 mod regcache;
+mod run;
 
 use card::Card;
 use file::PicoevbFile;

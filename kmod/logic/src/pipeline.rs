@@ -45,6 +45,27 @@ pub struct Step {
     pub c2h: Option<Move>,
 }
 
+/// How the driver learns that a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The run's interrupt wakes the waiter.
+    Irq,
+    /// No interrupt: the waiter reads the engine's status when the other run has ended, and arms the
+    /// interrupt only if this run is still busy after a few reads.
+    Poll,
+}
+
+/// The wake-ups of the H2C and C2H runs started together: when both run, C2H (the faster direction on
+/// the PicoEVB's link, so it ends first) interrupts and H2C is polled after it; a lone run interrupts.
+/// One interrupt per step is what makes the `n + 1` of [`Pipeline::irq_bounds`].
+pub fn wakes(h2c: bool, c2h: bool) -> (Wake, Wake) {
+    if h2c && c2h {
+        (Wake::Poll, Wake::Irq)
+    } else {
+        (Wake::Irq, Wake::Irq)
+    }
+}
+
 /// The schedule of one round trip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pipeline {
@@ -237,6 +258,24 @@ mod tests {
         assert!(steps[2].h2c.is_none() && steps[2].c2h.is_some());
         assert_eq!(steps[1].h2c.unwrap().ram_addr, RAM / 2);
         assert_eq!(steps[1].c2h.unwrap().ram_addr, 0);
+    }
+
+    #[test]
+    fn one_interrupt_armed_per_step() {
+        assert_eq!(wakes(true, true), (Wake::Poll, Wake::Irq));
+        assert_eq!(wakes(true, false).0, Wake::Irq);
+        assert_eq!(wakes(false, true).1, Wake::Irq);
+        // Over a schedule: exactly one armed run per step, so the lower bound of `irq_bounds`.
+        let p = Pipeline::new(1 << 20, RAM, PAGE).unwrap();
+        let armed: u64 = p
+            .iter()
+            .map(|s| {
+                let (h, c) = wakes(s.h2c.is_some(), s.c2h.is_some());
+                u64::from(s.h2c.is_some() && h == Wake::Irq)
+                    + u64::from(s.c2h.is_some() && c == Wake::Irq)
+            })
+            .sum();
+        assert_eq!(armed, p.irq_bounds().0);
     }
 
     #[test]
