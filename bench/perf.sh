@@ -7,6 +7,7 @@
 # per DMA, pin per call). Prints the GUEST PERF lines, then "N passed, M failed". Judged by the harness like any
 # boot: a DMA or byte check failing fails it, times never do.
 #   GDR_PERF_SIZES   (default 4K,64K,1M,16M): request sizes
+#   GDR_PERF_OPS     (default h2c,c2h,h2c2h): operations
 #   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 32 requests, at least 1)
 #   GDR_PERF_TIMING  (default on): the model's --timing value, e.g. mps=256,irq_latency_ns=2000
 . "$(dirname "$0")/lib.sh"
@@ -14,12 +15,13 @@ need_root
 . "$REPO/bench/runs.sh"
 eval "$("$REPO/bench/build.sh")"
 SIZES=${GDR_PERF_SIZES:-4K,64K,1M,16M}
+OPS=${GDR_PERF_OPS:-h2c,c2h,h2c2h}
 VOLUME=${GDR_PERF_VOLUME:-2M}
 TIMING=${GDR_PERF_TIMING:-on}
 LOG=$LOGS/perf.log
-counted "perf: the performance report, sizes $SIZES" "$LOG" \
+counted "perf: the performance report, $OPS at $SIZES" "$LOG" \
   harness "$GDR_P2P" "$GDR_KO" -- --mode perf --model-arg=--timing "--model-arg=$TIMING" \
-  --guest-args "--sizes $SIZES --volume $VOLUME" --timeout 3600
+  --guest-args "--sizes $SIZES --ops $OPS --volume $VOLUME" --timeout 3600
 echo "performance report (MB/s on the model's clock; wall: TCG guest time, compare within this run only):"
 grep -h "GUEST PERF" "$LOG" || echo "no GUEST PERF lines: see $LOG"
 finish

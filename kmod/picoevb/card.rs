@@ -3,8 +3,10 @@
 //! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
 
 use crate::abi;
+use crate::channel::{Channel, IrqRegs, Regs32};
 use crate::cuda::Surface;
 use crate::engine::Engine;
+use crate::port::{Active, Port};
 use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
@@ -15,11 +17,11 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     irq::{self, IrqReturn},
-    new_condvar, new_mutex, new_spinlock, pci,
+    new_mutex, pci,
     prelude::*,
     revocable::RevocableGuard,
-    sync::{aref::ARef, lock::spinlock::SpinLockGuard, Arc, CondVar, Mutex, SpinLock},
-    time::{Delta, Instant, Monotonic},
+    sync::{Arc, Mutex},
+    time::{Instant, Monotonic},
 };
 
 pub(crate) type UserBar = pci::Bar<{ ids::BAR_USER_SIZE }>;
@@ -34,47 +36,19 @@ pub(crate) struct Identity {
     pub(crate) build_hash: u32,
 }
 
-#[derive(Default)]
-pub(crate) struct Gate {
-    active: u32,
-    gone: bool,
-    /// An engine could not be shown idle: no chain starts again until unbind (see `wedge`).
-    wedged: bool,
-}
-
-/// A request's hold on the device: removal waits for it.
-pub(crate) struct Active<'a> {
-    card: &'a Card,
-}
-
-impl Drop for Active<'_> {
-    fn drop(&mut self) {
-        let mut g = self.card.gate.lock();
-        g.active -= 1;
-        if g.active == 0 && g.gone {
-            self.card.drained.notify_all();
-        }
-    }
-}
-
 #[pin_data]
 pub(crate) struct Card {
     #[pin]
     bar_user: Devres<UserBar>,
+    /// The DMA registers and the gate: all the engines see of the card.
     #[pin]
-    bar_dma: Devres<DmaBar>,
+    port: Port,
     #[pin]
     pub(crate) h2c: Engine,
     #[pin]
     pub(crate) c2h: Engine,
-    pdev: ARef<pci::Device>,
     pub(crate) index: u32,
     pub(crate) ram_size: u64,
-    /// Requests using the device now, and whether it is gone (see `begin`, `remove`).
-    #[pin]
-    gate: SpinLock<Gate>,
-    #[pin]
-    drained: CondVar,
     /// GPU surfaces mapped for this device, to unmap at removal.
     #[pin]
     surfaces: Mutex<KVec<Arc<Surface>>>,
@@ -101,14 +75,14 @@ impl Card {
         let dev: &Device<Bound> = pdev.as_ref();
         Ok(try_pin_init!(Self {
             bar_user <- pdev.iomap_region_sized::<{ ids::BAR_USER_SIZE }>(ids::BAR_USER, c_str!("picoevb")),
-            bar_dma <- pdev.iomap_region_sized::<{ ids::BAR_DMA_SIZE }>(ids::BAR_DMA, c_str!("picoevb")),
+            port <- Port::new(
+                pdev,
+                pdev.iomap_region_sized::<{ ids::BAR_DMA_SIZE }>(ids::BAR_DMA, c_str!("picoevb")),
+            ),
             h2c <- Engine::new(dev, Dir::H2c)?,
             c2h <- Engine::new(dev, Dir::C2h)?,
-            pdev: pdev.into(),
             index,
             ram_size: ids::FPGA_RAM_SIZE,
-            gate <- new_spinlock!(Gate::default()),
-            drained <- new_condvar!(),
             surfaces <- new_mutex!(KVec::new()),
             pin_lock <- new_mutex!(()),
             caches <- new_mutex!(KVec::new()),
@@ -119,73 +93,22 @@ impl Card {
         }))
     }
 
+    /// What the engines see of the card.
+    pub(crate) fn port(&self) -> &Port {
+        &self.port
+    }
+
     /// Enters a request that uses the device (registers, DMA mappings): ENODEV once it is gone.
     pub(crate) fn begin(&self) -> Result<Active<'_>> {
-        let mut g = self.gate.lock();
-        if g.gone {
-            return Err(ENODEV);
-        }
-        if g.wedged {
-            return Err(EIO);
-        }
-        g.active += 1;
-        Ok(Active { card: self })
+        self.port.begin()
     }
 
     pub(crate) fn is_gone(&self) -> bool {
-        self.gate.lock().gone
-    }
-
-    /// Whether the card has vanished from the bus: a read of an identifier register completes with all
-    /// ones. Marks the card gone, so every later request fails with ENODEV at once; unbind (hot-unplug,
-    /// PCI remove) still releases what the card holds.
-    pub(crate) fn vanished(&self) -> bool {
-        // One all-ones read may be a glitch: every identifier must read so, again after a pause.
-        let all_ones = || match self.dma_regs() {
-            Ok(r) => [xdma::TARGET_H2C, xdma::TARGET_C2H, xdma::TARGET_CONFIG]
-                .iter()
-                .all(|&t| r.try_read32(xdma::block(t, 0)) == Ok(u32::MAX)),
-            Err(_) => true,
-        };
-        let gone = all_ones() && {
-            kernel::time::delay::fsleep(Delta::from_millis(10));
-            all_ones()
-        };
-        if gone {
-            self.gate.lock().gone = true;
-        }
-        gone
-    }
-
-    /// Held while an engine is started: removal sets `gone` under the same lock and then stops the
-    /// engines, so an engine is either started before removal stops it, or not started at all.
-    pub(crate) fn start_guard(&self) -> Result<SpinLockGuard<'_, Gate>> {
-        let g = self.gate.lock();
-        if g.gone {
-            return Err(ENODEV);
-        }
-        if g.wedged {
-            return Err(EIO);
-        }
-        Ok(g)
-    }
-
-    /// An engine could not be shown idle after a run: it may still read descriptors and move data. No chain
-    /// starts again, bus mastering goes off (a PCIe function may then issue no memory request), and the
-    /// requests keep their pages pinned (`quarantine`) until unbind. Every later request fails with EIO.
-    pub(crate) fn wedge(&self) {
-        self.gate.lock().wedged = true;
-        // SAFETY: `pdev` is bound to us: a request holds `Active` (unbind waits for it) or unbind itself
-        // calls this, before its devres and the driver's `Enabled` are released.
-        unsafe { crate::ffi::pevb_clear_master(crate::ffi::raw_pdev(&self.pdev)) };
-        dev_err!(
-            self.dev(),
-            "card wedged until unbind: bus mastering off, the DMA's pages stay pinned\n"
-        );
+        self.port.is_gone()
     }
 
     pub(crate) fn is_wedged(&self) -> bool {
-        self.gate.lock().wedged
+        self.port.is_wedged()
     }
 
     /// Keeps a request's host pins until unbind: its engine was not shown idle (see `wedge`).
@@ -248,19 +171,14 @@ impl Card {
     /// stop, waiting requests wake with ENODEV, and once none is left, everything this device had mapped
     /// for DMA (descriptor tables, GPU surfaces, cached host buffers) is released. Open files stay valid and fail with ENODEV.
     pub(crate) fn remove(&self) {
-        self.gate.lock().gone = true;
+        self.port.close();
         if self.quiesce().is_err() {
             // Tables and pages are released below: the device must not master the bus any more.
-            self.wedge();
+            self.port.wedge();
         }
         self.h2c.wake();
         self.c2h.wake();
-        {
-            let mut g = self.gate.lock();
-            while g.active > 0 {
-                self.drained.wait(&mut g);
-            }
-        }
+        self.port.drain();
         // Quarantined pins (`wedge`): the engines were stopped again above and bus mastering is off.
         drop(core::mem::take(&mut *self.quarantine.lock()));
         self.h2c.release_table();
@@ -276,12 +194,7 @@ impl Card {
     }
 
     pub(crate) fn dev(&self) -> &Device {
-        self.pdev.as_ref()
-    }
-
-    /// The XDMA registers, or ENODEV once the device is gone. Holds an RCU read lock: do not sleep with it.
-    pub(crate) fn dma_regs(&self) -> Result<RevocableGuard<'_, DmaBar>> {
-        self.bar_dma.try_access().ok_or(ENODEV)
+        self.port.dev()
     }
 
     fn user_regs(&self) -> Result<RevocableGuard<'_, UserBar>> {
@@ -298,7 +211,7 @@ impl Card {
     /// Checks the XDMA identifiers (a card that is not the design we know must not be driven) and reads the
     /// gdr ID block if the bitstream has one.
     pub(crate) fn identify(&self) -> Result<Identity> {
-        let r = self.dma_regs()?;
+        let r = self.port.regs()?;
         for (target, name) in [
             (xdma::TARGET_H2C, "H2C0"),
             (xdma::TARGET_C2H, "C2H0"),
@@ -307,7 +220,7 @@ impl Card {
             (xdma::TARGET_H2C_SGDMA, "H2C0 SGDMA"),
             (xdma::TARGET_C2H_SGDMA, "C2H0 SGDMA"),
         ] {
-            let id = r.try_read32(xdma::block(target, 0))?;
+            let id = r.read32(xdma::block(target, 0))?;
             if !xdma::identifier_matches(id, target) {
                 dev_err!(
                     self.dev(),
@@ -339,15 +252,11 @@ impl Card {
     /// running) and routes both channels to vector 0: the design has one MSI vector.
     pub(crate) fn quiesce(&self) -> Result {
         for e in [&self.h2c, &self.c2h] {
-            if !e.stop(self) {
+            if !e.stop(&self.port) {
                 return Err(EIO);
             }
         }
-        let r = self.dma_regs()?;
-        r.try_write32(u32::MAX, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C)?;
-        r.try_write32(u32::MAX, xdma::IRQ_BLOCK + xdma::IRQ_USER_EN_W1C)?;
-        r.try_write32(0, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_VEC)?;
-        Ok(())
+        IrqRegs::new(&*self.port.regs()?).reset()
     }
 
     /// Records what probe found, for IOC_ABI_INFO.
@@ -387,26 +296,26 @@ impl Card {
         let engine = self.engine(dir);
         let mut table = engine.lock();
         let t0 = Instant::<Monotonic>::now();
-        engine.transfer(self, &mut table, &mut Cursor::new(segs), fpga, len)?;
+        engine.transfer(&self.port, &mut table, &mut Cursor::new(segs), fpga, len)?;
         Ok(t0.elapsed().as_nanos() as u64)
     }
 
-    /// Host memory -> FPGA RAM -> host memory, in RAM-sized windows. Returns the DMA time in ns.
+    /// Host memory -> FPGA RAM -> host memory, as a full-duplex pipeline (`duplex.rs`). Returns the DMA
+    /// time in ns.
     pub(crate) fn round_trip(&self, src: &[Segment], dst: &[Segment], len: u64) -> Result<u64> {
         let (mut src_cur, mut dst_cur) = (Cursor::new(src), Cursor::new(dst));
         // Both engines, always H2C first: the lock order every path uses.
         let mut h2c_table = self.h2c.lock();
         let mut c2h_table = self.c2h.lock();
         let t0 = Instant::<Monotonic>::now();
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(self.ram_size);
-            self.h2c
-                .transfer(self, &mut h2c_table, &mut src_cur, 0, n)?;
-            self.c2h
-                .transfer(self, &mut c2h_table, &mut dst_cur, 0, n)?;
-            done += n;
-        }
+        crate::duplex::round_trip(
+            self,
+            &mut h2c_table,
+            &mut c2h_table,
+            &mut src_cur,
+            &mut dst_cur,
+            len,
+        )?;
         Ok(t0.elapsed().as_nanos() as u64)
     }
 }
@@ -415,26 +324,26 @@ impl irq::Handler for Card {
     /// Finds which engine finished (the line may be shared, the one MSI vector serves both engines), reads
     /// its status (read-to-clear, which also drops a level INTx) and wakes the waiter.
     fn handle(&self, dev: &Device<Bound>) -> IrqReturn {
-        let Ok(r) = self.bar_dma.access(dev) else {
+        let Ok(r) = self.port.bar().access(dev) else {
             return IrqReturn::None;
         };
         // All ones: the card is gone (a shared INTx line may still be someone else's).
-        let req = match r.try_read32(xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ) {
+        let req = match IrqRegs::new(r).channel_requests() {
             Ok(req) if req != u32::MAX => req,
             _ => return IrqReturn::None,
         };
         let mut handled = IrqReturn::None;
         for e in [&self.h2c, &self.c2h] {
-            let bit = e.dir.irq_bit();
-            if req & bit == 0 {
+            if req & e.dir.irq_bit() == 0 {
                 continue;
             }
-            let status = r
-                .try_read32(e.dir.channel_base() + xdma::CH_STATUS_RC)
-                .unwrap_or(0);
-            // Off until the next run arms it again, so a stuck source cannot storm.
-            let _ = r.try_write32(bit, xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C);
-            e.signal(status);
+            let ch = Channel::new(r, e.dir);
+            // A failed read leaves no stop bit: the waiter reports the run as not ended cleanly.
+            let status = ch.take_status().unwrap_or_default();
+            // Off until the next run arms it again, so a stuck source cannot storm. Should this write
+            // fail, the device is unmapped and raises nothing more.
+            let _ = ch.irq_enable(false);
+            e.signal(status.0);
             handled = IrqReturn::Handled;
         }
         handled

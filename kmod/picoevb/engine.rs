@@ -3,17 +3,19 @@
 //! One XDMA engine (H2C or C2H channel 0): its descriptor table, its completion, and running chains on it
 //! with a timeout and recovery.
 
-use crate::card::Card;
 use crate::chain;
+use crate::channel::{Channel, Status};
+use crate::done::Done;
 use crate::errno::Errno;
-use crate::ffi;
+use crate::port::Port;
+use crate::run::{Run, Wake, POLL_READS};
 use crate::segments::Cursor;
 use crate::status;
 use crate::xdma::{self, Descriptor, Dir};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
-    bindings, c_str, dma::CoherentAllocation, io::poll::read_poll_timeout, prelude::*, sync::Mutex,
-    time::Delta, types::Opaque,
+    c_str, dma::CoherentAllocation, io::poll::read_poll_timeout, prelude::*, sync::Mutex,
+    time::Delta,
 };
 
 /// Descriptors in one table: one page, so no adjacent block can cross 4 KiB; a request that needs more
@@ -26,41 +28,6 @@ const INT_MASK: u32 = xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED | xdma
 /// Control word that starts a chain: Run plus logging of every status bit (as NVIDIA's driver).
 const CTRL_START: u32 = xdma::CTRL_RUN | xdma::CTRL_IE_ALL;
 
-/// A `struct completion` signalled by the interrupt handler.
-#[pin_data]
-struct Done {
-    #[pin]
-    inner: Opaque<bindings::completion>,
-}
-
-// SAFETY: a completion is designed to be signalled and waited on from any context and thread.
-unsafe impl Send for Done {}
-// SAFETY: as above.
-unsafe impl Sync for Done {}
-
-impl Done {
-    fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
-            inner <- Opaque::ffi_init(|slot: *mut bindings::completion| {
-                // SAFETY: `slot` points to an uninitialised completion we own.
-                unsafe { bindings::init_completion(slot) };
-            }),
-        })
-    }
-    fn reinit(&self) {
-        // SAFETY: `inner` is an initialised completion; callers hold the engine lock, so nobody waits on it.
-        unsafe { ffi::pevb_completion_reinit(self.inner.get()) };
-    }
-    fn complete(&self) {
-        // SAFETY: `inner` is an initialised completion; complete() is safe from hard IRQ context.
-        unsafe { ffi::pevb_completion_complete(self.inner.get()) };
-    }
-    fn wait(&self, ms: u32) -> bool {
-        // SAFETY: `inner` is an initialised completion that outlives the wait.
-        unsafe { ffi::pevb_completion_wait_ms(self.inner.get(), ms) > 0 }
-    }
-}
-
 /// One DMA engine. Its mutex serialises users of the engine (the other engine runs independently).
 #[pin_data]
 pub(crate) struct Engine {
@@ -69,7 +36,7 @@ pub(crate) struct Engine {
     #[pin]
     table: Mutex<Table>,
     #[pin]
-    done: Done,
+    pub(crate) done: Done,
     /// Status the interrupt handler read (read-to-clear) for the chain in flight.
     status: AtomicU32,
 }
@@ -113,7 +80,7 @@ impl Engine {
         self.table.lock()
     }
 
-    /// Wakes a waiter early (the card is going away); it finds out why from the card.
+    /// Wakes a waiter early (the card is going away); it finds out why from the gate.
     pub(crate) fn wake(&self) {
         self.done.complete();
     }
@@ -127,81 +94,123 @@ impl Engine {
     /// descriptor table allows (one for any request of the PicoEVB's size). The caller holds `table`.
     pub(crate) fn transfer(
         &self,
-        card: &Card,
+        port: &Port,
         table: &mut Table,
         host: &mut Cursor<'_>,
         fpga: u64,
         len: u64,
     ) -> Result {
-        let table = table.as_mut().ok_or(ENODEV)?;
         let mut done = 0;
         while done < len {
-            // A wedged engine may still fetch descriptors: its table is never written again. `wedge` runs
-            // under this lock (in `finish`), so every later holder sees it.
-            if card.is_wedged() {
-                return Err(EIO);
-            }
-            let base = table.dma_handle();
-            // SAFETY: the engine does not read the table now: we hold its lock, and every chain started on
-            // it went through `finish`, which returned only once the engine was shown idle, or else wedged
-            // the card, which the check above refuses.
-            let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
-            let c = chain::build(
-                self.dir,
-                host,
-                len - done,
-                fpga + done,
-                xdma::DESC_LEN_MAX,
-                descs,
-                base,
-            )
-            .map_err(kerr)?;
-            self.run(card, &c, c.bytes)?;
-            done += c.bytes;
+            let mut run = self.start(port, table, host, fpga + done, len - done, Wake::Irq)?;
+            run.wait();
+            done += run.finish()?;
         }
         Ok(())
     }
 
-    /// Runs one chain to its STOP descriptor. Every chain that was started ends in `finish`.
-    fn run(&self, card: &Card, c: &chain::Chain, bytes: u64) -> Result {
+    /// Builds a chain of up to `len` bytes (as many as the table holds) from `host` to or from FPGA RAM at
+    /// `fpga` and starts it. The returned [`Run`] holds the table until it is finished: nothing rewrites
+    /// descriptors the engine may still fetch.
+    pub(crate) fn start<'a>(
+        &'a self,
+        port: &'a Port,
+        table: &'a mut Table,
+        host: &mut Cursor<'_>,
+        fpga: u64,
+        len: u64,
+        wake: Wake,
+    ) -> Result<Run<'a>> {
+        let table = table.as_mut().ok_or(ENODEV)?;
+        // A wedged engine may still fetch descriptors: its table is never written again. `wedge` runs
+        // under this lock (in `finish`), so every later holder sees it.
+        if port.is_wedged() {
+            return Err(EIO);
+        }
+        let base = table.dma_handle();
+        // SAFETY: the engine does not read the table now: we hold its lock, and every chain started on
+        // it was a `Run` holding this borrow until `finish` (or its drop), which returned only once the
+        // engine was shown idle, or else wedged the card, which the check above refuses.
+        let descs = unsafe { table.as_slice_mut(0, TABLE_LEN)? };
+        let c = chain::build(self.dir, host, len, fpga, xdma::DESC_LEN_MAX, descs, base)
+            .map_err(kerr)?;
         self.status.store(0, Ordering::Release);
         self.done.reinit();
-        self.start(card, c)?;
-        let completed = self.done.wait(timeout_ms(bytes));
-        let outcome = self.outcome(card, c, completed, bytes);
-        self.finish(card, outcome)
+        self.program(port, &c, wake == Wake::Irq)?;
+        Ok(Run::new(self, port, table, c, wake))
     }
 
-    /// Programs the chain and sets Run, last. An error means Run was not written: nothing runs.
-    fn start(&self, card: &Card, c: &chain::Chain) -> Result {
-        let (ch, sg) = (self.dir.channel_base(), self.dir.sgdma_base());
-        let _start = card.start_guard()?;
-        let r = card.dma_regs()?;
-        r.try_write32(c.first as u32, sg + xdma::SG_DESC_LO)?;
-        r.try_write32((c.first >> 32) as u32, sg + xdma::SG_DESC_HI)?;
-        r.try_write32(c.first_adj, sg + xdma::SG_DESC_ADJ)?;
-        // Drop status a previous (stopped) run may have left.
-        r.try_read32(ch + xdma::CH_STATUS_RC)?;
-        r.try_write32(INT_MASK, ch + xdma::CH_INT_MASK)?;
-        r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S)?;
+    /// Programs the chain and sets Run, last; with `irq` its interrupt is armed. An error means Run was not
+    /// written: nothing runs. No stale status is read first: every run's status was read-to-clear when it
+    /// ended (interrupt handler, poll or `stop`), and Run's rising edge clears bits [23:1] anyway.
+    fn program(&self, port: &Port, c: &chain::Chain, irq: bool) -> Result {
+        let _start = port.start_guard()?;
+        let r = port.regs()?;
+        let ch = Channel::new(&*r, self.dir);
+        ch.set_chain(c.first, c.first_adj)?;
+        ch.set_int_mask(if irq { INT_MASK } else { 0 })?;
+        if irq {
+            ch.irq_enable(true)?;
+        }
         // writel orders the descriptor writes in coherent memory before this MMIO write.
-        r.try_write32(CTRL_START, ch + xdma::CH_CONTROL)
+        ch.control(CTRL_START)
+    }
+
+    /// Arms the interrupt of a polled run that is still busy. The channel interrupt is the status masked
+    /// by the enable mask (PG195; the model: `status & int_mask`), so a run that ends between the last
+    /// poll and this write still interrupts.
+    pub(crate) fn arm(&self, port: &Port) -> Result {
+        let r = port.regs()?;
+        let ch = Channel::new(&*r, self.dir);
+        ch.set_int_mask(INT_MASK)?;
+        ch.irq_enable(true)
+    }
+
+    /// Reads the status of an unarmed run up to [`POLL_READS`] times: whether it ended (stopped, or an
+    /// error bit), with every bit the reads cleared kept in `status`.
+    pub(crate) fn poll(&self, port: &Port) -> bool {
+        let Ok(r) = port.regs() else {
+            return false;
+        };
+        let ch = Channel::new(&*r, self.dir);
+        for _ in 0..POLL_READS {
+            let s = match ch.take_status() {
+                // All ones: the card may be gone; the armed wait and its timeout decide.
+                Ok(s) if !s.unreachable() => s,
+                _ => return false,
+            };
+            self.status
+                .fetch_or(s.0 & !xdma::STAT_BUSY, Ordering::AcqRel);
+            if s.ended() {
+                // Busy as last read: `finish` needs it to tell whether the engine is idle.
+                self.status
+                    .fetch_or(s.0 & xdma::STAT_BUSY, Ordering::AcqRel);
+                return true;
+            }
+        }
+        false
     }
 
     /// What the run came to, judged before the engine is stopped (the completed count is read while Run
     /// is still set).
-    fn outcome(&self, card: &Card, c: &chain::Chain, completed: bool, bytes: u64) -> Result {
-        if card.is_gone() {
+    pub(crate) fn outcome(
+        &self,
+        port: &Port,
+        c: &chain::Chain,
+        completed: bool,
+        bytes: u64,
+    ) -> Result {
+        if port.is_gone() {
             // Removal is stopping the engines; `finish` still waits for this one to be idle.
             return Err(ENODEV);
         }
         if !completed {
-            if card.vanished() {
-                dev_err!(card.dev(), "card stopped answering (surprise removal?)\n");
+            if port.vanished() {
+                dev_err!(port.dev(), "card stopped answering (surprise removal?)\n");
                 return Err(ENODEV);
             }
             dev_err!(
-                card.dev(),
+                port.dev(),
                 "{:?} engine: no completion after {} ms; engine reset\n",
                 self.dir,
                 timeout_ms(bytes)
@@ -211,7 +220,7 @@ impl Engine {
         let st = self.status.load(Ordering::Acquire);
         if let Err(e) = status::outcome(st) {
             dev_err!(
-                card.dev(),
+                port.dev(),
                 "{:?} engine: {} (status {:#010x})\n",
                 self.dir,
                 status::describe(st),
@@ -219,12 +228,10 @@ impl Engine {
             );
             return Err(kerr(e));
         }
-        let n = card
-            .dma_regs()?
-            .try_read32(self.dir.channel_base() + xdma::CH_COMPLETED_COUNT)?;
+        let n = Channel::new(&*port.regs()?, self.dir).completed_count()?;
         if n as usize != c.count {
             dev_err!(
-                card.dev(),
+                port.dev(),
                 "{:?} engine: completed {} of {} descriptors\n",
                 self.dir,
                 n,
@@ -239,26 +246,39 @@ impl Engine {
     /// or rewrite the table. An engine that cannot be shown idle wedges the card (bus mastering off, no new
     /// chain) and the request fails with EIO (ENODEV if the card is gone): the caller keeps its pages
     /// pinned until unbind (`Card::quarantine`).
-    fn finish(&self, card: &Card, outcome: Result) -> Result {
+    pub(crate) fn finish(&self, port: &Port, outcome: Result) -> Result {
         let idle = match outcome {
-            Ok(()) => self.clear_run(card) || self.stop(card),
-            Err(_) => self.stop(card),
+            Ok(()) => self.clear_run(port) || self.stop(port),
+            Err(_) => self.stop(port),
         };
         if idle {
             return outcome;
         }
-        card.wedge();
+        port.wedge();
         Err(if outcome == Err(ENODEV) { ENODEV } else { EIO })
     }
 
-    /// After a completed chain: clears Run and the interrupt mask; whether the engine then reads idle.
-    fn clear_run(&self, card: &Card) -> bool {
-        let ch = self.dir.channel_base();
+    /// `finish` for a run nobody judges (the request failed elsewhere): stops it; Ok if shown idle, else
+    /// the card is wedged and the error says so.
+    pub(crate) fn halt(&self, port: &Port) -> Result {
+        if self.stop(port) {
+            return Ok(());
+        }
+        port.wedge();
+        Err(if port.is_gone() { ENODEV } else { EIO })
+    }
+
+    /// After a completed chain: clears Run and the interrupt mask; whether the engine is idle. The status
+    /// that told us the chain ended (read-to-clear, bit 0 the live busy bit) already shows it when busy was
+    /// clear then: a stopped engine starts again only on a rising edge of Run. Otherwise it is read again.
+    fn clear_run(&self, port: &Port) -> bool {
+        let seen_idle = !Status(self.status.load(Ordering::Acquire)).busy();
         let idle = || -> Result<bool> {
-            let r = card.dma_regs()?;
-            r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
-            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
-            Ok(r.try_read32(ch + xdma::CH_STATUS)? & xdma::STAT_BUSY == 0)
+            let r = port.regs()?;
+            let ch = Channel::new(&*r, self.dir);
+            ch.clear_run()?;
+            ch.set_int_mask(0)?;
+            Ok(seen_idle || !ch.status()?.busy())
         };
         idle().unwrap_or(false)
     }
@@ -266,33 +286,43 @@ impl Engine {
     /// Stops the engine the way PG195 and NVIDIA's teardown do: clear Run, halt descriptor fetching, wait
     /// for busy to drop, clear the status. Returns whether the engine was shown idle (false if busy stayed
     /// set, or the registers could not be reached).
-    pub(crate) fn stop(&self, card: &Card) -> bool {
-        let ch = self.dir.channel_base();
-        let halt = self.dir.sgdma_common_bit();
+    pub(crate) fn stop(&self, port: &Port) -> bool {
         let quiesce = || -> Result {
-            let r = card.dma_regs()?;
-            r.try_write32(xdma::CTRL_RUN, ch + xdma::CH_CONTROL_W1C)?;
-            r.try_write32(0, ch + xdma::CH_INT_MASK)?;
-            r.try_write32(self.dir.irq_bit(), xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C)?;
-            r.try_write32(halt, xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1S)?;
-            Ok(())
+            let r = port.regs()?;
+            let ch = Channel::new(&*r, self.dir);
+            ch.clear_run()?;
+            ch.set_int_mask(0)?;
+            ch.irq_enable(false)?;
+            ch.halt_fetch(true)
         };
         if quiesce().is_err() {
             return false;
         }
         let idle = read_poll_timeout(
-            || card.dma_regs()?.try_read32(ch + xdma::CH_STATUS),
-            |s: &u32| s & xdma::STAT_BUSY == 0,
+            || Channel::new(&*port.regs()?, self.dir).status(),
+            |s: &Status| !s.busy(),
             Delta::from_millis(1),
             Delta::from_millis(100),
         )
         .is_ok();
-        if let Ok(r) = card.dma_regs() {
-            let _ = r.try_write32(halt, xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1C);
-            let _ = r.try_read32(ch + xdma::CH_STATUS_RC);
+        // Let fetching go again and drop the stopped run's status, for the next run.
+        let release = || -> Result {
+            let r = port.regs()?;
+            let ch = Channel::new(&*r, self.dir);
+            ch.halt_fetch(false)?;
+            ch.take_status().map(|_| ())
+        };
+        if let Err(e) = release() {
+            // Only once the BAR is gone (unbind): no chain starts after that.
+            dev_warn!(
+                port.dev(),
+                "{:?} engine: release after stop: {:?}\n",
+                self.dir,
+                e
+            );
         }
         if !idle {
-            dev_err!(card.dev(), "{:?} engine still busy after halt\n", self.dir);
+            dev_err!(port.dev(), "{:?} engine still busy after halt\n", self.dir);
         }
         idle
     }
@@ -300,6 +330,6 @@ impl Engine {
 
 /// How long a chain of `bytes` may take: far above the Gen2 x1 ceiling (~400 MB/s) even under emulation,
 /// short enough that a lost interrupt is reported in seconds, not never.
-fn timeout_ms(bytes: u64) -> u32 {
+pub(crate) fn timeout_ms(bytes: u64) -> u32 {
     (2000 + bytes / 4096).min(60_000) as u32
 }

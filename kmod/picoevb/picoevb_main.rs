@@ -36,6 +36,9 @@ mod cache_policy;
 #[path = "../logic/src/chain.rs"]
 mod chain;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/channel.rs"]
+mod channel;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/errno.rs"]
 mod errno;
 #[allow(dead_code, unreachable_pub)]
@@ -47,6 +50,9 @@ mod idblock;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../crates/picoevb-regs/src/pci.rs"]
 mod ids;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/pipeline.rs"]
+mod pipeline;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/request.rs"]
 mod request;
@@ -63,11 +69,15 @@ mod xdma;
 // ---- Kernel glue ----
 mod card;
 mod cuda;
+mod done;
+mod duplex;
 mod engine;
 mod ffi;
 mod file;
 mod pin;
+mod port;
 mod regcache;
+mod run;
 
 use card::Card;
 use file::PicoevbFile;

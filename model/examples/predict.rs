@@ -1,10 +1,11 @@
 //! What the timing model predicts for each way of driving the card, without a VM: a scripted driver
-//! (the same register accesses as gdr's `engine.rs`, one MSI per run) against the model's `Timing`.
+//! (the same register accesses as gdr's `engine.rs` and `duplex.rs`) against the model's `Timing`.
 //! `cargo run -p picoevb-model --example predict [-- mps=256,irq_latency_ns=2000]` prints MB/s on the
-//! modeled clock beside the link ceiling, for gdr today (one chain per request, serial round trip), gdr
-//! with the full-duplex pipeline (`picoevb_logic::pipeline`), and the reference scheme (one descriptor and
-//! one interrupt per DMA, serial through the 64 KiB RAM) on contiguous and on page-scattered buffers;
-//! "lean" is the pipeline with two register reads less per run.
+//! modeled clock beside the link ceiling, for gdr's round trip before the pipeline (serial, window by
+//! window), gdr (one chain per request; the round trip as the full-duplex pipeline of
+//! `picoevb_logic::pipeline`, H2C polled, C2H's interrupt waking the waiter), and the reference scheme
+//! (one descriptor and one interrupt per DMA, serial through the 64 KiB RAM) on contiguous and on
+//! page-scattered buffers.
 
 use picoevb_logic::pipeline::Pipeline;
 use picoevb_model::timing::{self, Params, RunCost, Timing};
@@ -30,17 +31,12 @@ fn pieces(off: u64, len: u64, scattered: bool) -> Vec<(u64, u64)> {
     v
 }
 
-/// gdr's register accesses to start one run (engine.rs `run`), then the run itself.
-/// `lean`: without the stale-status read before Run and the completed-count read after (the count can come
-/// from poll-mode write-back in memory): what a leaner driver would save.
-fn start(t: &mut Timing, dir: Dir, descs: &[(u64, u64)], lean: bool) {
-    for _ in 0..3 {
-        t.mmio_write();
-    }
-    if !lean {
-        t.mmio_read(Some(dir.channel_base() + xdma::CH_STATUS_RC), 0);
-    }
-    for _ in 0..3 {
+/// gdr's register accesses to start one run (engine.rs `program`), then the run itself; `irq`: its
+/// interrupt armed.
+fn start(t: &mut Timing, dir: Dir, descs: &[(u64, u64)], irq: bool) {
+    // Three SGDMA writes, the interrupt mask (and the channel enable when armed), Run.
+    let writes = if irq { 6 } else { 5 };
+    for _ in 0..writes {
         t.mmio_write();
     }
     let p = t
@@ -54,39 +50,40 @@ fn start(t: &mut Timing, dir: Dir, descs: &[(u64, u64)], lean: bool) {
     for &(host, len) in descs {
         c.descriptor(host, len);
     }
-    t.finish(dir, &c, true);
+    t.finish(dir, &c, irq);
 }
 
-/// The interrupt handler and the completion check of the runs in `dirs`, as the waiter sees them.
-fn complete(t: &mut Timing, dirs: &[Dir], lean: bool) {
-    let bits = dirs.iter().fold(0, |a, d| a | d.irq_bit());
-    t.mmio_read(Some(xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ), bits);
-    for &d in dirs {
-        t.mmio_read(Some(d.channel_base() + xdma::CH_STATUS_RC), 6);
-        t.mmio_write();
-    }
-    for &d in dirs {
-        if !lean {
-            t.mmio_read(Some(d.channel_base() + xdma::CH_COMPLETED_COUNT), 1);
-        }
-        t.mmio_write();
-        t.mmio_write();
-    }
+/// The interrupt handler of a run (request bits, the engine's status, its channel enable off).
+fn interrupt(t: &mut Timing, dir: Dir) {
+    t.mmio_read(Some(xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ), dir.irq_bit());
+    t.mmio_read(Some(dir.channel_base() + xdma::CH_STATUS_RC), 6);
+    t.mmio_write();
+}
+
+/// A polled run: the status read that finds it stopped.
+fn poll(t: &mut Timing, dir: Dir) {
+    t.mmio_read(Some(dir.channel_base() + xdma::CH_STATUS_RC), 6);
+}
+
+/// `Run::finish` after a clean run: the completed count, then Run and the mask cleared.
+fn finish(t: &mut Timing, dir: Dir) {
+    t.mmio_read(Some(dir.channel_base() + xdma::CH_COMPLETED_COUNT), 1);
+    t.mmio_write();
+    t.mmio_write();
 }
 
 fn one_run(t: &mut Timing, dir: Dir, descs: &[(u64, u64)]) {
-    start(t, dir, descs, false);
-    complete(t, &[dir], false);
+    start(t, dir, descs, true);
+    interrupt(t, dir);
+    finish(t, dir);
 }
 
 #[derive(Clone, Copy)]
 enum Scheme {
-    /// One chain per 64 KiB ioctl; the round trip serial, window by window.
-    Gdr,
-    /// As Gdr, the round trip through `pipeline`.
-    Pipeline,
-    /// The pipeline with two register reads less per run.
-    Lean,
+    /// One chain per 64 KiB ioctl; the round trip serial, window by window (gdr before the pipeline).
+    Serial,
+    /// The round trip through `pipeline` as `duplex.rs` runs it: H2C polled, C2H's interrupt wakes.
+    Duplex,
     /// One run per contiguous piece, serial.
     Reference,
 }
@@ -99,20 +96,26 @@ fn request(p: Params, scheme: Scheme, dir: Option<Dir>, len: u64, scattered: boo
         .map(|s| (s, RAM.min(len - s)))
         .collect();
     match (scheme, dir) {
-        (Scheme::Pipeline | Scheme::Lean, None) => {
-            let lean = matches!(scheme, Scheme::Lean);
+        (Scheme::Duplex, None) => {
             let pl = Pipeline::new(len, RAM, PAGE).expect("valid");
             for step in pl.iter() {
-                let mut dirs = Vec::new();
+                let both = step.h2c.is_some() && step.c2h.is_some();
                 if let Some(m) = step.h2c {
-                    start(&mut t, Dir::H2c, &pieces(m.offset, m.len, scattered), lean);
-                    dirs.push(Dir::H2c);
+                    start(&mut t, Dir::H2c, &pieces(m.offset, m.len, scattered), !both);
                 }
                 if let Some(m) = step.c2h {
-                    start(&mut t, Dir::C2h, &pieces(m.offset, m.len, scattered), lean);
-                    dirs.push(Dir::C2h);
+                    start(&mut t, Dir::C2h, &pieces(m.offset, m.len, scattered), true);
+                    interrupt(&mut t, Dir::C2h);
+                    finish(&mut t, Dir::C2h);
                 }
-                complete(&mut t, &dirs, lean);
+                if step.h2c.is_some() {
+                    if both {
+                        poll(&mut t, Dir::H2c);
+                    } else {
+                        interrupt(&mut t, Dir::H2c);
+                    }
+                    finish(&mut t, Dir::H2c);
+                }
             }
         }
         (Scheme::Reference, _) => {
@@ -150,39 +153,31 @@ fn main() -> Result<(), String> {
         ch.min(cc)
     );
     println!(
-        "{:<6} {:>9} {:>10} | {:>16} {:>16} {:>16} {:>16} | {:>10}",
-        "op",
-        "size",
-        "buffer",
-        "gdr today",
-        "gdr + pipeline",
-        "pipeline, lean",
-        "reference",
-        "pipe / ref"
+        "{:<6} {:>9} {:>10} | {:>16} {:>16} {:>16} | {:>10}",
+        "op", "size", "buffer", "gdr serial", "gdr", "reference", "gdr / ref"
     );
     for (name, dir, ceiling) in [
         ("h2c", Some(Dir::H2c), ch),
         ("c2h", Some(Dir::C2h), cc),
         ("h2c2h", None, ch.min(cc)),
     ] {
-        for len in [4 << 10, 64 << 10, 1 << 20, 16 << 20] {
+        for len in [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20] {
             for scattered in [false, true] {
                 let mbps = |s| len as f64 * 1000.0 / request(p, s, dir, len, scattered) as f64;
-                let (g, r) = (mbps(Scheme::Gdr), mbps(Scheme::Reference));
-                let (pl, lean) = if dir.is_none() {
-                    (mbps(Scheme::Pipeline), mbps(Scheme::Lean))
+                let (serial, r) = (mbps(Scheme::Serial), mbps(Scheme::Reference));
+                let gdr = if dir.is_none() {
+                    mbps(Scheme::Duplex)
                 } else {
-                    (g, g)
+                    serial
                 };
                 let cell = |v: f64| format!("{v:6.1} ({:5.1}%)", 100.0 * v / ceiling);
                 println!(
-                    "{name:<6} {len:>9} {:>10} | {} {} {} {} | {:>9.2}x",
+                    "{name:<6} {len:>9} {:>10} | {} {} {} | {:>9.2}x",
                     if scattered { "4K pages" } else { "contiguous" },
-                    cell(g),
-                    cell(pl),
-                    cell(lean),
+                    cell(serial),
+                    cell(gdr),
                     cell(r),
-                    g.max(pl) / r
+                    gdr / r
                 );
             }
         }

@@ -4,8 +4,8 @@
 //! usable after a bad request. Requests:
 //!
 //! * `{"cmd":"state"}` -> LEDs, GPIO data, scratch, MSI, interrupt and engine counters, DMA maps, faults.
-//! * `{"cmd":"inject","fault":NAME,"count":N,"delay_ms":MS}` -> arm a fault for the next N transfers
-//!   (default 1; 0 = until cleared). `delay_ms` only for `slow`.
+//! * `{"cmd":"inject","fault":NAME,"count":N,"delay_ms":MS,"after":K}` -> arm a fault for the next N transfers
+//!   (default 1; 0 = until cleared), after K untouched ones (default 0). `delay_ms` only for `slow`.
 //! * `{"cmd":"clear"}` -> disarm all faults. `{"cmd":"reset_counters"}` -> zero the counters.
 //! * `{"cmd":"unplug"}` / `{"cmd":"replug"}` -> surprise removal of the card and its re-insertion.
 //! * `{"cmd":"program","image":TEXT,"target":"flash"|"sram"}` -> load a model image as JTAG loads a
@@ -76,7 +76,8 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
             if delay.is_some() && kind != FaultKind::Slow {
                 return Err("\"delay_ms\" only applies to the slow fault".into());
             }
-            device.inject(kind, count, delay);
+            let after = optional_u64(object.get("after"), "after")?.unwrap_or(0);
+            device.inject_after(kind, after, count, delay);
             info!(
                 "control: armed {name} for {}",
                 if count == 0 {

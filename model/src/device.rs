@@ -471,6 +471,14 @@ impl Device {
         self.shared.lock().faults.inject(kind, count, delay);
     }
 
+    /// Arms a fault that lets `after` transfers pass first (see [`crate::faults::FaultQueue::inject_after`]).
+    pub fn inject_after(&self, kind: FaultKind, after: u64, count: u64, delay: Option<Duration>) {
+        self.shared
+            .lock()
+            .faults
+            .inject_after(kind, after, count, delay);
+    }
+
     /// Disarms every fault.
     pub fn clear_faults(&self) {
         self.shared.lock().faults.clear();

@@ -73,6 +73,8 @@ impl FaultKind {
 #[derive(Clone, Debug)]
 struct Pending {
     kind: FaultKind,
+    /// Transfers to let pass untouched first.
+    skip: u64,
     /// Transfers left; `None` = until cleared.
     remaining: Option<u64>,
 }
@@ -143,6 +145,18 @@ impl FaultQueue {
     /// Arms `kind` for the next `count` transfers (0 = until cleared). Arming a kind already pending adds to
     /// its count. `delay` sets the `slow` delay.
     pub fn inject(&mut self, kind: FaultKind, count: u64, delay: Option<Duration>) {
+        self.inject_after(kind, 0, count, delay);
+    }
+
+    /// As [`FaultQueue::inject`], the first `after` transfers passing untouched (a fault in the middle of a
+    /// request made of several transfers). A kind already pending keeps its own start.
+    pub fn inject_after(
+        &mut self,
+        kind: FaultKind,
+        after: u64,
+        count: u64,
+        delay: Option<Duration>,
+    ) {
         if let Some(d) = delay {
             self.slow_delay = d;
         }
@@ -154,7 +168,11 @@ impl FaultQueue {
                     _ => None,
                 }
             }
-            None => self.pending.push(Pending { kind, remaining }),
+            None => self.pending.push(Pending {
+                kind,
+                skip: after,
+                remaining,
+            }),
         }
     }
 
@@ -172,6 +190,10 @@ impl FaultQueue {
     pub fn take_for_transfer(&mut self) -> TransferFaults {
         let mut f = TransferFaults::default();
         for p in &mut self.pending {
+            if p.skip > 0 {
+                p.skip -= 1;
+                continue;
+            }
             match p.kind {
                 FaultKind::CorruptData => f.corrupt_data = true,
                 FaultKind::BadMagic => f.bad_magic = true,
@@ -196,6 +218,17 @@ impl FaultQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn after_lets_transfers_pass_first() {
+        let mut q = FaultQueue::default();
+        q.inject_after(FaultKind::ReadError, 2, 1, None);
+        assert!(!q.take_for_transfer().read_error);
+        assert!(!q.take_for_transfer().read_error);
+        assert!(q.take_for_transfer().read_error);
+        assert!(!q.take_for_transfer().read_error);
+        assert!(q.pending_names().is_empty());
+    }
 
     #[test]
     fn counts_down_and_forever() {

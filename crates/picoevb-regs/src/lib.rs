@@ -5,6 +5,7 @@
 //! Verilog header generator use this crate. Nothing may be added here that needs `std` or `alloc`.
 #![no_std]
 
+pub mod channel;
 pub mod gpio;
 pub mod idblock;
 pub mod pci;

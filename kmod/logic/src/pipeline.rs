@@ -10,11 +10,18 @@
 //!
 //! Interrupt bounds for `n` chunks: `n + 1` steps, each needing one completion the driver must wait for,
 //! so at least `n + 1` interrupts; at most `2n` when every run interrupts (the first and last steps run one
-//! engine only). The driver reaches the lower bound by arming only the interrupt of the engine it expects
-//! to finish last in a step and reading the other engine's status when it wakes (re-arming it only if that
-//! one is still busy). The serial scheme needs `2 * ceil(len / ram)`.
+//! engine only). The driver (`kmod/picoevb/duplex.rs`) reaches the lower bound: when both engines run it
+//! arms only C2H's interrupt (the faster direction on the PicoEVB's link, so it ends first) and then reads
+//! H2C's status, arming H2C's interrupt only if it is still busy after a few reads. The serial scheme needs
+//! `2 * ceil(len / ram)`.
 
 use crate::errno::Errno;
+use core::num::NonZeroU64;
+
+/// `a / b` rounded up, with a divisor that cannot be zero (no panic path in the kernel build).
+fn ceil_div(a: u64, b: NonZeroU64) -> u64 {
+    a / b + u64::from(a % b != 0)
+}
 
 /// One chain of a step: `len` bytes at byte `offset` of the request, to or from RAM address `ram_addr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +45,27 @@ pub struct Step {
     pub c2h: Option<Move>,
 }
 
+/// How the driver learns that a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The run's interrupt wakes the waiter.
+    Irq,
+    /// No interrupt: the waiter reads the engine's status when the other run has ended, and arms the
+    /// interrupt only if this run is still busy after a few reads.
+    Poll,
+}
+
+/// The wake-ups of the H2C and C2H runs started together: when both run, C2H (the faster direction on
+/// the PicoEVB's link, so it ends first) interrupts and H2C is polled after it; a lone run interrupts.
+/// One interrupt per step is what makes the `n + 1` of [`Pipeline::irq_bounds`].
+pub fn wakes(h2c: bool, c2h: bool) -> (Wake, Wake) {
+    if h2c && c2h {
+        (Wake::Poll, Wake::Irq)
+    } else {
+        (Wake::Irq, Wake::Irq)
+    }
+}
+
 /// The schedule of one round trip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pipeline {
@@ -52,18 +80,24 @@ impl Pipeline {
     /// (a power of two, the page size: descriptors and TLPs stay whole) allows and at most half the RAM,
     /// so the steps are balanced and the pipeline fills and drains with the smallest chunk that works.
     pub fn new(len: u64, ram: u64, align: u64) -> Result<Self, Errno> {
-        if len == 0 || !align.is_power_of_two() || ram < 2 * align || ram % (2 * align) != 0 {
+        let nz = |v: u64| NonZeroU64::new(v).ok_or(Errno::EINVAL);
+        let (len_nz, align_nz) = (nz(len)?, nz(align)?);
+        let pair = align.checked_mul(2).ok_or(Errno::EINVAL)?;
+        if !align.is_power_of_two() || ram < pair || ram % pair != 0 {
             return Err(Errno::EINVAL);
         }
-        let half = ram / 2;
-        let chunks = len.div_ceil(half);
-        let even = len.div_ceil(chunks);
-        let chunk = even.div_ceil(align).saturating_mul(align).min(half);
+        let half = nz(ram / 2)?;
+        // At least one chunk (len > 0), and a chunk holds at least one byte.
+        let chunks = nz(ceil_div(len, half))?;
+        let even = ceil_div(len_nz.get(), chunks);
+        let chunk = nz(ceil_div(even, align_nz)
+            .saturating_mul(align)
+            .min(half.get()))?;
         Ok(Self {
             len,
-            half,
-            chunk,
-            chunks: len.div_ceil(chunk),
+            half: half.get(),
+            chunk: chunk.get(),
+            chunks: ceil_div(len, chunk),
         })
     }
 
@@ -84,7 +118,7 @@ impl Pipeline {
 
     /// Interrupts the serial scheme (H2C a RAM-sized window, then C2H it) needs for `len` through `ram`.
     pub fn serial_irqs(len: u64, ram: u64) -> u64 {
-        2 * len.div_ceil(ram.max(1))
+        2 * ceil_div(len, NonZeroU64::new(ram).unwrap_or(NonZeroU64::MIN))
     }
 
     fn chunk_move(&self, k: u64) -> Move {
@@ -224,6 +258,24 @@ mod tests {
         assert!(steps[2].h2c.is_none() && steps[2].c2h.is_some());
         assert_eq!(steps[1].h2c.unwrap().ram_addr, RAM / 2);
         assert_eq!(steps[1].c2h.unwrap().ram_addr, 0);
+    }
+
+    #[test]
+    fn one_interrupt_armed_per_step() {
+        assert_eq!(wakes(true, true), (Wake::Poll, Wake::Irq));
+        assert_eq!(wakes(true, false).0, Wake::Irq);
+        assert_eq!(wakes(false, true).1, Wake::Irq);
+        // Over a schedule: exactly one armed run per step, so the lower bound of `irq_bounds`.
+        let p = Pipeline::new(1 << 20, RAM, PAGE).unwrap();
+        let armed: u64 = p
+            .iter()
+            .map(|s| {
+                let (h, c) = wakes(s.h2c.is_some(), s.c2h.is_some());
+                u64::from(s.h2c.is_some() && h == Wake::Irq)
+                    + u64::from(s.c2h.is_some() && c == Wake::Irq)
+            })
+            .sum();
+        assert_eq!(armed, p.irq_bounds().0);
     }
 
     #[test]

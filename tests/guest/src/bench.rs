@@ -34,6 +34,8 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    pub(crate) const ALL: [Op; 3] = [Op::H2c, Op::C2h, Op::H2c2h];
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Op::H2c => "h2c",

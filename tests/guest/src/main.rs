@@ -15,6 +15,7 @@ mod suite;
 mod surface;
 mod tests;
 
+use bench::Op;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -22,7 +23,7 @@ usage: gdr-guest-tests suite [--filter SUBSTR[,SUBSTR...]] [--seed N] [--extende
        gdr-guest-tests loopback [--bytes N] [--seed N] [--leds V] [--dev PATH] [--rpc PATH|none]
        gdr-guest-tests fuzz [--iterations N] [--threads N] [--seed N] [--dev PATH]
        gdr-guest-tests bench [--iterations N] [--seed N] [--dev PATH]   (ioctl times, registration cache on vs off)
-       gdr-guest-tests perf [--sizes 4K,64K,1M,16M] [--volume BYTES] [--seed N] [--dev PATH] [--rpc PATH]
+       gdr-guest-tests perf [--sizes 4K,64K,1M,16M] [--ops h2c,c2h,h2c2h] [--volume BYTES] [--seed N] [--dev PATH] [--rpc PATH]
                             (the performance report: model timing mode, gdr vs the reference scheme)
        gdr-guest-tests rpc JSON [--rpc PATH]   (one model control request, e.g. '{\"cmd\":\"state\"}')
   --dev PATH   device node (default /dev/picoevb0)
@@ -54,6 +55,18 @@ fn parse_size(v: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {v:?}: expected 1..256M, e.g. 4K, 64K, 1M"))
 }
 
+/// A comma-separated list of operations (`h2c`, `c2h`, `h2c2h`).
+fn parse_ops(v: &str) -> Result<Vec<Op>, String> {
+    v.split(',')
+        .map(|name| {
+            Op::ALL
+                .into_iter()
+                .find(|op| op.name() == name)
+                .ok_or_else(|| format!("--ops: unknown operation '{name}' (h2c, c2h, h2c2h)"))
+        })
+        .collect()
+}
+
 fn parse_sizes(v: &str) -> Result<Vec<u64>, String> {
     v.split(',').map(parse_size).collect()
 }
@@ -73,6 +86,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
     let mut dev_path = dev::DEFAULT_PATH.to_string();
     let mut rpc_path = rpc::DEFAULT_TTY.to_string();
     let (mut sizes, mut volume) = (vec![4 << 10, 64 << 10, 1 << 20, 16 << 20], 2u64 << 20);
+    let mut ops = Op::ALL.to_vec();
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--seed" => seed = Some(parse_num(&flag, it.next())?),
@@ -86,6 +100,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             "--dev" => dev_path = it.next().ok_or("--dev needs a value")?,
             "--rpc" => rpc_path = it.next().ok_or("--rpc needs a value")?,
             "--sizes" => sizes = parse_sizes(&it.next().ok_or("--sizes needs a value")?)?,
+            "--ops" => ops = parse_ops(&it.next().ok_or("--ops needs a value")?)?,
             "--volume" => volume = parse_size(&it.next().ok_or("--volume needs a value")?)?,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -146,6 +161,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             dev_path,
             rpc_path,
             sizes,
+            ops,
             volume,
         })),
         "rpc" => {

@@ -159,6 +159,13 @@ impl Rpc {
             .map(|_| ())
     }
 
+    /// Injects `fault` into `count` engine runs after letting `after` runs pass (a fault in the middle of a
+    /// request made of several runs).
+    pub fn inject_after(&mut self, fault: &str, after: u64, count: u64) -> Result<(), String> {
+        self.call(&json!({"cmd": "inject", "fault": fault, "count": count, "after": after}))
+            .map(|_| ())
+    }
+
     /// Injects the `slow` fault, which alone takes a delay.
     pub fn inject_slow(&mut self, count: u64, delay_ms: u64) -> Result<(), String> {
         self.call(&json!({"cmd": "inject", "fault": "slow", "count": count, "delay_ms": delay_ms}))

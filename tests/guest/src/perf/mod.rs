@@ -42,6 +42,8 @@ pub struct Options {
     pub rpc_path: String,
     /// Request sizes in bytes.
     pub sizes: Vec<u64>,
+    /// Operations to measure.
+    pub ops: Vec<Op>,
     /// Bytes each case moves per scheme at least (more requests for small sizes), capped at 32 requests.
     pub volume: u64,
 }
@@ -640,7 +642,7 @@ pub fn run(opts: &Options) -> i32 {
         }
     };
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for op in [Op::H2c, Op::C2h, Op::H2c2h] {
+    for &op in &opts.ops {
         for &size in &opts.sizes {
             let size = size as usize;
             let reps = (opts.volume / size as u64).clamp(1, 32);

@@ -9,6 +9,7 @@ mod faults;
 mod hardening;
 mod iommu;
 mod lifecycle;
+mod pipeline;
 mod regcache;
 mod removal;
 
@@ -194,6 +195,7 @@ pub fn all() -> Vec<Test> {
     // the pinned-page counts they compare.
     regcache::register(&mut v);
     faults::register(&mut v);
+    pipeline::register(&mut v);
     iommu::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The round trip (H2C2H) as a full-duplex pipeline through the card RAM: the schedule is the shared
+//! logic's (`pipeline.rs`); this runs its steps on the two engines.
+//!
+//! In a step where both engines run, H2C (the slower direction of the link: read requests and completions
+//! against posted writes) is started first and polled; C2H's interrupt wakes the waiter, who then reads
+//! H2C's status, arming H2C's interrupt only if it is still busy after a few reads. A step where one engine
+//! runs (the first and the last) waits for its interrupt. So `n` chunks cost `n + 1` interrupts, and at
+//! most `2n` (every H2C outlasting its poll).
+
+use crate::card::Card;
+use crate::engine::{kerr, Table};
+use crate::pipeline::{self, Move, Pipeline, Step};
+use crate::run::Run;
+use crate::segments::Cursor;
+use kernel::prelude::*;
+
+/// Chunks are whole pages (as the schedule plans them), so no TLP or descriptor is split needlessly.
+const ALIGN: u64 = 4096;
+
+/// Copies `len` bytes from `src` through the card RAM to `dst`. The caller holds both engines' tables
+/// (H2C first, the lock order of every path).
+pub(crate) fn round_trip(
+    card: &Card,
+    h2c: &mut Table,
+    c2h: &mut Table,
+    src: &mut Cursor<'_>,
+    dst: &mut Cursor<'_>,
+    len: u64,
+) -> Result {
+    let plan = Pipeline::new(len, card.ram_size, ALIGN).map_err(kerr)?;
+    for step in plan.iter() {
+        run_step(card, h2c, c2h, src, dst, step)?;
+    }
+    Ok(())
+}
+
+/// What is left of one direction's move in a step.
+#[derive(Clone, Copy)]
+struct Left {
+    ram: u64,
+    len: u64,
+}
+
+impl Left {
+    fn of(m: Option<Move>) -> Self {
+        m.map_or(Self { ram: 0, len: 0 }, |m| Self {
+            ram: m.ram_addr,
+            len: m.len,
+        })
+    }
+}
+
+/// Runs one step: H2C of one chunk and C2H of the previous one at once, on disjoint halves of the RAM,
+/// both ended before the next step reuses a half. A move needing more descriptors than a table holds
+/// runs as several chains, each pair of them ended together.
+fn run_step(
+    card: &Card,
+    h2c: &mut Table,
+    c2h: &mut Table,
+    src: &mut Cursor<'_>,
+    dst: &mut Cursor<'_>,
+    step: Step,
+) -> Result {
+    let (mut h, mut c) = (Left::of(step.h2c), Left::of(step.c2h));
+    while h.len > 0 || c.len > 0 {
+        let (h_wake, c_wake) = pipeline::wakes(h.len > 0, c.len > 0);
+        let h_run = match h.len {
+            0 => None,
+            n => Some(card.h2c.start(card.port(), h2c, src, h.ram, n, h_wake)?),
+        };
+        // An error here drops `h_run`, which stops H2C before we return.
+        let c_run = match c.len {
+            0 => None,
+            n => Some(card.c2h.start(card.port(), c2h, dst, c.ram, n, c_wake)?),
+        };
+        let (hb, cb) = end_both(h_run, c_run)?;
+        h = Left {
+            ram: h.ram + hb,
+            len: h.len - hb,
+        };
+        c = Left {
+            ram: c.ram + cb,
+            len: c.len - cb,
+        };
+    }
+    Ok(())
+}
+
+/// Waits for and ends both runs, C2H first (its interrupt is the one armed when both run). If one fails
+/// the other is still ended (stopped, if not yet judged) before the first error is returned: no engine
+/// touches the caller's pages after the request.
+fn end_both(h: Option<Run<'_>>, c: Option<Run<'_>>) -> Result<(u64, u64)> {
+    let cb = match c {
+        Some(mut run) => {
+            run.wait();
+            match run.finish() {
+                Ok(n) => n,
+                Err(e) => {
+                    if let Some(h) = h {
+                        // Wedges the card if H2C cannot be stopped; the C2H error is the one reported.
+                        let _ = h.cancel();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        None => 0,
+    };
+    let hb = match h {
+        Some(mut run) => {
+            run.wait();
+            run.finish()?
+        }
+        None => 0,
+    };
+    Ok((hb, cb))
+}

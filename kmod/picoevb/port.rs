@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the engines may touch of a card: its DMA registers (BAR1) and the gate that says whether a
+//! request may use the device and a chain may start (gone after removal, wedged after an engine that
+//! could not be stopped). The card owns one; the engines borrow it per call, so they never see the card.
+
+use crate::card::DmaBar;
+use crate::channel::Regs32;
+use crate::xdma;
+use kernel::{
+    device::Device,
+    devres::Devres,
+    new_condvar, new_spinlock, pci,
+    prelude::*,
+    revocable::RevocableGuard,
+    sync::{aref::ARef, lock::spinlock::SpinLockGuard, CondVar, SpinLock},
+    time::Delta,
+};
+
+impl Regs32 for DmaBar {
+    type Error = Error;
+    fn read32(&self, offset: usize) -> Result<u32> {
+        self.try_read32(offset)
+    }
+    fn write32(&self, value: u32, offset: usize) -> Result {
+        self.try_write32(value, offset)
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Gate {
+    active: u32,
+    gone: bool,
+    /// An engine could not be shown idle: no chain starts again until unbind (see `wedge`).
+    wedged: bool,
+}
+
+/// A request's hold on the device: removal waits for it.
+pub(crate) struct Active<'a> {
+    port: &'a Port,
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        let mut g = self.port.gate.lock();
+        g.active -= 1;
+        if g.active == 0 && g.gone {
+            self.port.drained.notify_all();
+        }
+    }
+}
+
+#[pin_data]
+pub(crate) struct Port {
+    #[pin]
+    bar: Devres<DmaBar>,
+    /// Requests using the device now, and whether it is gone or wedged (see `begin`, `close`).
+    #[pin]
+    gate: SpinLock<Gate>,
+    #[pin]
+    drained: CondVar,
+    pdev: ARef<pci::Device>,
+}
+
+impl Port {
+    pub(crate) fn new<'a>(
+        pdev: &'a pci::Device<kernel::device::Core>,
+        bar: impl PinInit<Devres<DmaBar>, Error> + 'a,
+    ) -> impl PinInit<Self, Error> + 'a {
+        try_pin_init!(Self {
+            bar <- bar,
+            gate <- new_spinlock!(Gate::default()),
+            drained <- new_condvar!(),
+            pdev: pdev.into(),
+        })
+    }
+
+    pub(crate) fn dev(&self) -> &Device {
+        self.pdev.as_ref()
+    }
+
+    /// The XDMA registers, or ENODEV once the device is gone. Holds an RCU read lock: do not sleep with it.
+    pub(crate) fn regs(&self) -> Result<RevocableGuard<'_, DmaBar>> {
+        self.bar.try_access().ok_or(ENODEV)
+    }
+
+    /// The registers from the interrupt handler, which runs while the device is bound.
+    pub(crate) fn bar(&self) -> &Devres<DmaBar> {
+        &self.bar
+    }
+
+    /// Enters a request that uses the device (registers, DMA mappings): ENODEV once it is gone.
+    pub(crate) fn begin(&self) -> Result<Active<'_>> {
+        let mut g = self.gate.lock();
+        if g.gone {
+            return Err(ENODEV);
+        }
+        if g.wedged {
+            return Err(EIO);
+        }
+        g.active += 1;
+        Ok(Active { port: self })
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gate.lock().gone
+    }
+
+    /// Whether the card has vanished from the bus: a read of an identifier register completes with all
+    /// ones. Marks the card gone, so every later request fails with ENODEV at once; unbind (hot-unplug,
+    /// PCI remove) still releases what the card holds.
+    pub(crate) fn vanished(&self) -> bool {
+        // One all-ones read may be a glitch: every identifier must read so, again after a pause.
+        let all_ones = || match self.regs() {
+            Ok(r) => [xdma::TARGET_H2C, xdma::TARGET_C2H, xdma::TARGET_CONFIG]
+                .iter()
+                .all(|&t| r.read32(xdma::block(t, 0)) == Ok(u32::MAX)),
+            Err(_) => true,
+        };
+        let gone = all_ones() && {
+            kernel::time::delay::fsleep(Delta::from_millis(10));
+            all_ones()
+        };
+        if gone {
+            self.gate.lock().gone = true;
+        }
+        gone
+    }
+
+    /// Held while an engine is started: removal sets `gone` under the same lock and then stops the
+    /// engines, so an engine is either started before removal stops it, or not started at all.
+    pub(crate) fn start_guard(&self) -> Result<SpinLockGuard<'_, Gate>> {
+        let g = self.gate.lock();
+        if g.gone {
+            return Err(ENODEV);
+        }
+        if g.wedged {
+            return Err(EIO);
+        }
+        Ok(g)
+    }
+
+    /// An engine could not be shown idle after a run: it may still read descriptors and move data. No chain
+    /// starts again, bus mastering goes off (a PCIe function may then issue no memory request), and the
+    /// requests keep their pages pinned (`Card::quarantine`) until unbind. Every later request fails with
+    /// EIO.
+    pub(crate) fn wedge(&self) {
+        self.gate.lock().wedged = true;
+        // SAFETY: `pdev` is bound to us: a request holds `Active` (unbind waits for it) or unbind itself
+        // calls this, before its devres and the driver's `Enabled` are released.
+        unsafe { crate::ffi::pevb_clear_master(crate::ffi::raw_pdev(&self.pdev)) };
+        dev_err!(
+            self.dev(),
+            "card wedged until unbind: bus mastering off, the DMA's pages stay pinned\n"
+        );
+    }
+
+    pub(crate) fn is_wedged(&self) -> bool {
+        self.gate.lock().wedged
+    }
+
+    /// Removal's first step: new requests fail with ENODEV from now on.
+    pub(crate) fn close(&self) {
+        self.gate.lock().gone = true;
+    }
+
+    /// Waits until no request holds an `Active` (after `close`).
+    pub(crate) fn drain(&self) {
+        let mut g = self.gate.lock();
+        while g.active > 0 {
+            self.drained.wait(&mut g);
+        }
+    }
+}
