@@ -2,7 +2,18 @@
 
 use super::*;
 
-/// max_entries 4 over six buffers: the least recently used goes first, and a hit makes a buffer recent.
+/// What one request of a script must do to the counters.
+#[derive(Clone, Copy)]
+enum Want {
+    Hit,
+    /// Cached, evicting this many.
+    Miss(u64),
+    /// The first use of a buffer in a full cache: pinned for once, nothing evicted.
+    Once,
+}
+
+/// max_entries 4 over six buffers: the least recently used goes first, a hit makes a buffer recent, and in
+/// a full cache a buffer is cached (evicting one) only on its second use.
 pub(super) fn lru_order(ctx: &mut Ctx) -> TestResult {
     const LEN: usize = 8 << 10;
     let dev = open_cached(ctx)?;
@@ -13,44 +24,45 @@ pub(super) fn lru_order(ctx: &mut Ctx) -> TestResult {
         .map(|_| host(LEN, &mut ctx.rng))
         .collect::<Result<Vec<_>, _>>()?;
     // (buffer, hit, evictions): LRU order in the comments, oldest first.
-    let script: [(usize, bool, u64); 17] = [
-        (0, false, 0),
-        (1, false, 0),
-        (2, false, 0),
-        (3, false, 0),
-        (4, false, 1), // 1 2 3 4
-        (5, false, 1), // 2 3 4 5
-        (2, true, 0),  // 3 4 5 2
-        (0, false, 1), // 4 5 2 0: 3 went, not 2, because the hit made 2 recent
-        (2, true, 0),  // 4 5 0 2
-        (4, true, 0),  // 5 0 2 4
-        (5, true, 0),  // 0 2 4 5
-        (3, false, 1), // 2 4 5 3
-        (1, false, 1), // 4 5 3 1
-        (4, true, 0),
-        (5, true, 0),
-        (3, true, 0),
-        (1, true, 0),
+    let script: [(usize, Want); 19] = [
+        (0, Want::Miss(0)),
+        (1, Want::Miss(0)),
+        (2, Want::Miss(0)),
+        (3, Want::Miss(0)), // 0 1 2 3
+        (4, Want::Once),    // full, and 4 never used: 0 1 2 3
+        (4, Want::Miss(1)), // 1 2 3 4
+        (5, Want::Once),
+        (5, Want::Miss(1)), // 2 3 4 5
+        (2, Want::Hit),     // 3 4 5 2
+        (0, Want::Miss(1)), // 4 5 2 0: 3 went, not 2, because the hit made 2 recent; 0 was used before
+        (2, Want::Hit),     // 4 5 0 2
+        (4, Want::Hit),     // 5 0 2 4
+        (5, Want::Hit),     // 0 2 4 5
+        (3, Want::Miss(1)), // 2 4 5 3
+        (1, Want::Miss(1)), // 4 5 3 1
+        (4, Want::Hit),
+        (5, Want::Hit),
+        (3, Want::Hit),
+        (1, Want::Hit),
     ];
-    for (step, &(i, hit, ev)) in script.iter().enumerate() {
+    for (step, &(i, kind)) in script.iter().enumerate() {
         ctx.rng.fill(bufs[i].as_mut_slice());
         let before = query(&dev)?;
         let what = format!("step {step}: buffer {i}");
         h2c(&dev, bufs[i].as_slice(), i * LEN, &what)?;
         let after = query(&dev)?;
-        let want = if hit { (1, 0, 0, 0) } else { (0, 1, ev, 0) };
-        delta(
-            &format!("{what} ({})", if hit { "hit" } else { "miss" }),
-            &before,
-            &after,
-            want,
-        )?;
+        let (want, name) = match kind {
+            Want::Hit => ((1, 0, 0, 0), "hit"),
+            Want::Miss(ev) => ((0, 1, ev, 0), "miss"),
+            Want::Once => ((0, 0, 0, 1), "first use in a full cache"),
+        };
+        delta(&format!("{what} ({name})"), &before, &after, want)?;
         fpga_holds(&verify, i * LEN, bufs[i].as_slice(), &what)?;
     }
     let end = query(&dev)?;
     holds("at the end", &end, 4, 4 * LEN as u64)?;
     ensure!(
-        (end.hits, end.misses, end.evictions) == (8, 9, 5),
+        (end.hits, end.misses, end.evictions, end.uncached) == (8, 9, 5, 2),
         "totals {}",
         describe(&end)
     );
@@ -62,7 +74,8 @@ pub(super) fn lru_order(ctx: &mut Ctx) -> TestResult {
 }
 
 /// max_bytes bounds the bytes cached (request lengths, not pages): the least recently used go until a new
-/// buffer fits; a buffer over the limit is never cached; one of exactly the limit replaces everything.
+/// buffer fits (on its second use: the first in a full cache is pinned for once); a buffer over the limit
+/// is never cached; one of exactly the limit replaces everything.
 pub(super) fn max_bytes_bound(ctx: &mut Ctx) -> TestResult {
     const LEN: usize = 16 << 10;
     const LIMIT: u64 = 3 * LEN as u64;
@@ -79,14 +92,17 @@ pub(super) fn max_bytes_bound(ctx: &mut Ctx) -> TestResult {
     let bufs = (0..4)
         .map(|_| host(LEN, &mut ctx.rng))
         .collect::<Result<Vec<_>, _>>()?;
-    // 5000 + 16K, + 16K, then each new one pushes the oldest out.
-    let expect: [(u64, u32, u64); 4] = [
-        (0, 2, 5000 + LEN as u64),
-        (0, 3, 5000 + 2 * LEN as u64),
-        (1, 3, LIMIT),
-        (1, 3, LIMIT),
+    // 5000 + 16K, + 16K, then each new one pushes the oldest out, on its second use.
+    let expect: [(bool, u64, u32, u64); 4] = [
+        (false, 0, 2, 5000 + LEN as u64),
+        (false, 0, 3, 5000 + 2 * LEN as u64),
+        (true, 1, 3, LIMIT),
+        (true, 1, 3, LIMIT),
     ];
-    for (i, (b, &(ev, entries, bytes))) in bufs.iter().zip(&expect).enumerate() {
+    for (i, (b, &(full, ev, entries, bytes))) in bufs.iter().zip(&expect).enumerate() {
+        if full {
+            once_in_full_cache(&dev, &verify, b.as_slice(), &format!("buffer {i}"))?;
+        }
         let before = query(&dev)?;
         h2c(&dev, b.as_slice(), 0, &format!("buffer {i}"))?;
         let after = query(&dev)?;
@@ -112,6 +128,12 @@ pub(super) fn max_bytes_bound(ctx: &mut Ctx) -> TestResult {
         pins_are(held, Duration::ZERO, "after a buffer over max_bytes")?;
     }
     let exact = host(LIMIT as usize, &mut ctx.rng)?;
+    once_in_full_cache(
+        &dev,
+        &verify,
+        exact.as_slice(),
+        "a buffer of exactly max_bytes",
+    )?;
     let before = query(&dev)?;
     h2c(&dev, exact.as_slice(), 0, "a buffer of exactly max_bytes")?;
     let after = query(&dev)?;
@@ -127,6 +149,17 @@ pub(super) fn max_bytes_bound(ctx: &mut Ctx) -> TestResult {
         INVALIDATE,
         "one buffer of max_bytes cached",
     )
+}
+
+/// The first use of `buf` in a full cache: pinned for once, nothing evicted, the bytes arrive.
+fn once_in_full_cache(dev: &Device, verify: &Device, buf: &[u8], what: &str) -> TestResult {
+    let what = format!("{what}, first use in a full cache");
+    let before = query(dev)?;
+    h2c(dev, buf, 0, &what)?;
+    let after = query(dev)?;
+    delta(&what, &before, &after, (0, 0, 0, 1))?;
+    holds(&what, &after, before.entries, before.bytes)?;
+    fpga_holds(verify, 0, buf, &what)
 }
 
 /// A range covering cached ones replaces them (they count as evictions) and serves their requests; a range

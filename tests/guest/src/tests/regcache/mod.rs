@@ -24,6 +24,7 @@ use crate::dev::{Device, Mapping};
 use crate::kstat;
 use crate::rng::Rng;
 
+mod aliases;
 mod basics;
 mod invalidation;
 mod lifetime;
@@ -31,6 +32,9 @@ mod limits;
 mod surfaces;
 mod threads;
 
+use aliases::{
+    many_addresses_one_page, many_files_one_page, pin_cuda_evicts_alias, pin_cuda_twice,
+};
 use basics::{cache_off, cap_matches_ioctl, defaults_and_query, reuse_hits};
 use invalidation::{
     dontneed_c2h, dontneed_h2c, mprotect_readonly, munmap_and_mremap, readonly_mapping, remap_fixed,
@@ -87,6 +91,22 @@ pub fn register(v: &mut Vec<Test>) {
     }));
     v.push(
         rc("regcache::surface_memory_is_not_cached", surface_memory).needs(Needs::JetsonRegCache),
+    );
+    v.push(rc(
+        "regcache::one_page_many_files_cached_once",
+        many_files_one_page,
+    ));
+    v.push(rc(
+        "regcache::one_page_many_addresses_cached_once",
+        many_addresses_one_page,
+    ));
+    v.push(rc("regcache::alias_pin_cuda_twice_ebusy", pin_cuda_twice).needs(Needs::JetsonRegCache));
+    v.push(
+        rc(
+            "regcache::alias_pin_cuda_evicts_cached",
+            pin_cuda_evicts_alias,
+        )
+        .needs(Needs::JetsonRegCache),
     );
     v.push(rc("regcache::device_still_works", sanity));
 }
