@@ -3,9 +3,9 @@
 //! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
 
 use crate::abi;
+use crate::cache_policy::Range;
 use crate::cuda::Surface;
 use crate::engine::Engine;
-use crate::cache_policy::Range;
 use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
@@ -224,10 +224,7 @@ impl Card {
     /// Whether a live surface or a buffer cached by any file of this card holds any of pages `frames`
     /// (under the pin lock), not counting the buffers of `own` that `replacing` takes the place of.
     pub(crate) fn frames_in_use(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool {
-        self.surfaces
-            .lock()
-            .iter()
-            .any(|s| s.holds_frames(frames))
+        self.surfaces.lock().iter().any(|s| s.holds_frames(frames))
             || self
                 .caches
                 .lock()

@@ -477,7 +477,9 @@ u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
  * The page frame numbers that [uaddr, uaddr + len) of the caller's memory maps now, one per page from the
  * page holding uaddr, into @out (@n entries, exactly the range's pages). Takes no pin: the numbers name
  * pages for the overlap rules (one long-lived mapping per page and card), they are not used for DMA.
- * -EFAULT where the range is not all mapped by struct pages (a dGPU's BAR mapping, VM_PFNMAP).
+ * Looked up for writing, as the pins that follow (cached pins, the provider's) take them: a page not yet
+ * written (the shared zero page) or shared copy-on-write is replaced now, not by the pin after us.
+ * -EFAULT where the range is not all mapped writable by struct pages (read-only memory, a dGPU's BAR).
  */
 int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n)
 {
@@ -492,7 +494,7 @@ int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n)
 		return -EINVAL;
 	while (done < npages) {
 		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
-		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, 0, pages);
+		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, FOLL_WRITE, pages);
 		int i;
 
 		if (got <= 0)

@@ -602,11 +602,17 @@ mod tests {
         use_buf(&mut p, r(0x20000, 0x1000));
         // A stream of buffers used once each: none is cached, the reused ones stay.
         for i in 0..10 {
-            assert_eq!(use_buf(&mut p, r(0x100000 * (i + 1), 0x1000)), Lookup::Bypass);
+            assert_eq!(
+                use_buf(&mut p, r(0x100000 * (i + 1), 0x1000)),
+                Lookup::Bypass
+            );
         }
         let rep = p.report();
         assert_eq!((rep.entries, rep.evictions, rep.uncached), (2, 0, 10));
-        assert!(matches!(use_buf(&mut p, r(0x10000, 0x1000)), Lookup::Hit { .. }));
+        assert!(matches!(
+            use_buf(&mut p, r(0x10000, 0x1000)),
+            Lookup::Hit { .. }
+        ));
         // A window of a buffer seen before counts as seen; room (after a lower limit) caches at once.
         assert_eq!(use_buf(&mut p, r(0x100800, 0x100)), Lookup::Miss);
         p.set_limits(limits(4, u64::MAX));
