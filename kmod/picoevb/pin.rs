@@ -46,8 +46,8 @@ impl Drop for UserPin {
     }
 }
 
-/// The pages `[first, end)` (page-aligned) of the caller's memory maps now, sorted; empty where they are not all struct
-/// pages (a dGPU's BAR: such memory is judged by address only) or on any error.
+/// The pages `[first, end)` (page-aligned) of the caller's memory maps now, sorted; empty where they are
+/// not all writable struct pages (read-only memory, a dGPU's BAR: such memory is judged by address only).
 pub(crate) fn user_frames(first: u64, end: u64) -> Result<Frames> {
     let n = ((end - first) / kernel::page::PAGE_SIZE as u64) as usize;
     let mut f = Frames::from_elem(0, n, GFP_KERNEL)?;

@@ -310,7 +310,9 @@ impl RegCache {
         // One long-lived mapping per page and card, whatever address or file maps the page: pages a
         // surface or another cached buffer holds (an alias of the memory) are pinned for the request only.
         // Looked up before pinning, so such a request never makes a long-lived pin it cannot keep.
-        let frames = user_frames(first, end)?;
+        let Ok(frames) = user_frames(first, end) else {
+            return Ok(None);
+        };
         if card.frames_in_use(&frames, self, want) {
             return Ok(None);
         }
