@@ -331,3 +331,65 @@ fn fpga_holds(verify: &Device, off: usize, want: &[u8], what: &str) -> TestResul
     c2h(verify, &mut got, off, &format!("{what}: read back"))?;
     compare(&format!("{what}: FPGA RAM at {off:#x}"), want, &got)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_behind_the_capability() {
+        let mut v = Vec::new();
+        register(&mut v);
+        for t in &v {
+            assert!(t.name.starts_with("regcache::"), "{}", t.name);
+            assert!(!t.extended, "{}", t.name);
+            // Only the capability check itself runs on drivers without the cache.
+            let want = match t.name.as_str() {
+                "regcache::cap_matches_ioctl" => Needs::Nothing,
+                "regcache::surface_memory_is_not_cached"
+                | "regcache::alias_pin_cuda_twice_ebusy"
+                | "regcache::alias_pin_cuda_evicts_cached" => Needs::JetsonRegCache,
+                _ => Needs::RegCache,
+            };
+            assert_eq!(t.needs, want, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn page_counts() {
+        assert_eq!(pages(0, 1), 1);
+        assert_eq!(pages(0, 4096), 1);
+        assert_eq!(pages(1, 4096), 2);
+        assert_eq!(pages(4095, 2), 2);
+        assert_eq!(pages(8192, 65536), 16);
+        assert_eq!(pages(100, 5000), 2);
+    }
+
+    #[test]
+    fn delta_and_consistency() {
+        let a = RegCache {
+            max_entries: 4,
+            capacity: 64,
+            max_bytes: 100,
+            ..Default::default()
+        };
+        let b = RegCache {
+            hits: 2,
+            misses: 1,
+            entries: 1,
+            bytes: 10,
+            ..a
+        };
+        assert!(delta("x", &a, &b, (2, 1, 0, 0)).is_ok());
+        assert!(delta("x", &a, &b, (1, 1, 0, 0)).is_err());
+        let over = RegCache { entries: 5, ..b };
+        assert!(consistent("x", &over).is_err());
+        let bytes_without_entries = RegCache { entries: 0, ..b };
+        assert!(consistent("x", &bytes_without_entries).is_err());
+        let reserved = RegCache {
+            reserved: [0, 0, 1, 0],
+            ..b
+        };
+        assert!(consistent("x", &reserved).is_err());
+    }
+}
