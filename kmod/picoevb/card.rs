@@ -3,6 +3,7 @@
 //! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
 
 use crate::abi;
+use crate::cache_policy::Range;
 use crate::channel::{Channel, IrqRegs, Regs32};
 use crate::cuda::Surface;
 use crate::engine::Engine;
@@ -135,12 +136,23 @@ impl Card {
         self.pin_lock.lock()
     }
 
-    /// Whether a live surface of address space `mm` overlaps pages `[first, end)`.
-    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64) -> bool {
+    /// Whether a live surface covers pages `[first, end)` of address space `mm` or any of pages `frames`.
+    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
         self.surfaces
             .lock()
             .iter()
-            .any(|s| s.overlaps(mm, first, end))
+            .any(|s| s.overlaps(mm, first, end, frames))
+    }
+
+    /// Whether a live surface or a buffer cached by any file of this card holds any of pages `frames`
+    /// (under the pin lock), not counting the buffers of `own` that `replacing` takes the place of.
+    pub(crate) fn frames_in_use(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool {
+        self.surfaces.lock().iter().any(|s| s.holds_frames(frames))
+            || self
+                .caches
+                .lock()
+                .iter()
+                .any(|c| c.holds_frames(frames, own, replacing))
     }
 
     /// Records an open file's registration cache.
@@ -149,12 +161,21 @@ impl Card {
         Ok(())
     }
 
-    /// Drops every file's cached host buffers on pages `[first, end)` of address space `mm` (PIN_CUDA, under
-    /// the pin lock, before the surface is mapped).
-    pub(crate) fn evict_cached(&self, mm: usize, first: u64, end: u64) {
+    /// Drops every file's cached host buffers on pages `[first, end)` of address space `mm` or on pages
+    /// `frames` (PIN_CUDA, under the pin lock, before the surface is mapped).
+    /// Returns once the dropped buffers are unmapped (except those a running request holds).
+    pub(crate) fn evict_cached(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> Result {
+        let mut dropped = KVec::new();
         for c in self.caches.lock().iter() {
-            c.evict_pages(mm, first, end);
+            if c.evict_pages(mm, first, end, frames) {
+                dropped.push(c.clone(), GFP_KERNEL)?;
+            }
         }
+        // Outside the list's lock: a closing file takes it to forget its cache.
+        for c in dropped.iter() {
+            c.wait_released();
+        }
+        Ok(())
     }
 
     /// Forgets a closed file's registration cache.

@@ -12,9 +12,11 @@
 //! finish; DMA waits are bounded by the engine timeout, and no lock is held across them, so the wait is
 //! bounded too. Whichever of callback and unpin finishes second does the free.
 
+use crate::cache_policy::share_page_frames;
 use crate::card::Card;
 use crate::engine::kerr;
 use crate::ffi;
+use crate::pin::{user_frames, Frames};
 use crate::segments::{self, Segment};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -51,9 +53,11 @@ pub(crate) struct Surface {
     len: u64,
     /// The card the surface is mapped for; it forgets the surface when it is freed.
     card: Arc<Card>,
-    /// Address space and page range pinned, for the overlap check.
+    /// Address space and page range pinned, and the pages behind them (empty where they have no struct
+    /// page: a dGPU's BAR), for the overlap checks.
     mm: usize,
     pages: (u64, u64),
+    frames: Frames,
     #[pin]
     state: SpinLock<Use>,
     #[pin]
@@ -148,9 +152,17 @@ impl Surface {
         self.idle.notify_all();
     }
 
-    /// Whether this live surface covers any of pages `[first, end)` of address space `mm`.
-    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64) -> bool {
-        self.mm == mm && self.pages.0 < end && first < self.pages.1 && !self.state.lock().dead
+    /// Whether this live surface covers any of pages `[first, end)` of address space `mm` or any of pages
+    /// `frames` (the same memory under another address).
+    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
+        ((self.mm == mm && self.pages.0 < end && first < self.pages.1)
+            || share_page_frames(&self.frames, frames))
+            && !self.state.lock().dead
+    }
+
+    /// Whether this live surface holds any of pages `frames`.
+    pub(crate) fn holds_frames(&self, frames: &[u64]) -> bool {
+        share_page_frames(&self.frames, frames) && !self.state.lock().dead
     }
 
     /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
@@ -201,8 +213,8 @@ unsafe extern "C" fn surface_gone(data: *mut c_void) {
     }
 }
 
-/// Pins `len` bytes of GPU memory at `va` (in address space `mm`) for DMA by `card`.
-fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64) -> Result<Arc<Surface>> {
+/// Pins `len` bytes of GPU memory at `va` (in address space `mm`, pages `frames`) for DMA by `card`.
+fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64, frames: Frames) -> Result<Arc<Surface>> {
     let dev: &Device = card.dev();
     let pages = page_range(va, len);
     let s = Arc::pin_init(
@@ -212,6 +224,7 @@ fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64) -> Result<Arc<Surface>> {
             card: card.clone(),
             mm,
             pages,
+            frames,
             state <- new_spinlock!(Use::default()),
             idle <- new_condvar!(),
         }),
@@ -301,16 +314,25 @@ impl Surfaces {
         // SAFETY: plain read of the caller's mm pointer, used only as an identity.
         let mm = unsafe { ffi::pevb_current_mm() };
         let (first, end) = page_range(va, len);
-        let pinned = if card.overlaps(mm, first, end) {
-            Err(EBUSY)
-        } else {
+        // By the pages, not only the address: one memory mapped at two addresses is one surface.
+        let pinned = user_frames(first, end).and_then(|frames| {
+            if card.overlaps(mm, first, end, &frames) {
+                return Err(EBUSY);
+            }
             // Host buffers cached on these pages would be a second long-lived mapping of the memory.
-            card.evict_cached(mm, first, end);
-            pin(card, mm, va, len)
-        };
+            card.evict_cached(mm, first, end, &frames)?;
+            pin(card, mm, va, len, frames)
+        });
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };
         let s = pinned?;
+        // The pages read before pinning must be the ones pinned: a remap in between (not seen by the
+        // provider, whose pin came after it) would leave the checks keyed on other pages.
+        let same = user_frames(first, end).is_ok_and(|f| *f == *s.frames);
+        if !s.frames.is_empty() && !same {
+            s.unpin();
+            return Err(EAGAIN);
+        }
         let mut t = self.table.lock();
         // Handles are small non-negative ints, never reused while in the table.
         let mut h = t.next;

@@ -57,6 +57,7 @@ extern "C" {
     ) -> *mut PevbWork;
     pub(crate) fn pevb_work_free(w: *mut PevbWork);
     pub(crate) fn pevb_work_drain(w: *mut PevbWork);
+    pub(crate) fn pevb_work_flush(w: *mut PevbWork);
     pub(crate) fn pevb_cpin_supported() -> bool;
     pub(crate) fn pevb_cpin_new(
         dev: *mut bindings::device,
@@ -76,6 +77,14 @@ extern "C" {
     );
     pub(crate) fn pevb_p2p_sync(p: *mut PevbP2p, len: u64, to_device: bool, for_device: bool);
     pub(crate) fn pevb_cpin_release_later(p: *mut PevbCpin, dirty: bool);
+    pub(crate) fn pevb_cpin_npages(p: *mut PevbCpin) -> core::ffi::c_ulong;
+    pub(crate) fn pevb_cpin_pfn(p: *mut PevbCpin, i: core::ffi::c_ulong) -> u64;
+    pub(crate) fn pevb_user_pfns(
+        uaddr: u64,
+        len: u64,
+        out: *mut u64,
+        n: core::ffi::c_ulong,
+    ) -> c_int;
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
     pub(crate) fn pevb_p2p_get() -> c_int;

@@ -48,6 +48,7 @@ struct pevb_cpin;
 struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data);
 void pevb_work_free(struct pevb_work *w);
 void pevb_work_drain(struct pevb_work *w);
+void pevb_work_flush(struct pevb_work *w);
 bool pevb_cpin_supported(void);
 int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
 		  struct pevb_cpin **out);
@@ -55,6 +56,9 @@ bool pevb_cpin_stale(struct pevb_cpin *p);
 struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p);
 void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device);
 void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
+unsigned long pevb_cpin_npages(struct pevb_cpin *p);
+u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i);
+int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n);
 
 /*
  * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
@@ -205,6 +209,16 @@ void pevb_work_drain(struct pevb_work *w)
 		return;
 	pevb_cpin_release_dead(w);
 	flush_work(&w->work);
+}
+
+/*
+ * Waits until the pins handed to @w so far are released by its work item (queued when they were handed
+ * over), without releasing any on this thread.
+ */
+void pevb_work_flush(struct pevb_work *w)
+{
+	if (w)
+		flush_work(&w->work);
 }
 
 /*
@@ -373,6 +387,17 @@ void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bo
 	}
 }
 
+/* The pages behind a cached pin, by page frame number: the driver's overlap rules key on them. */
+unsigned long pevb_cpin_npages(struct pevb_cpin *p)
+{
+	return p->pin.npages;
+}
+
+u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
+{
+	return i < p->pin.npages ? page_to_pfn(p->pin.pages[i]) : 0;
+}
+
 /* Stops watching, unmaps and unpins. Never from the notifier callback or a request (remove waits). */
 static void pevb_cpin_release(struct pevb_cpin *p)
 {
@@ -436,7 +461,52 @@ void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty)
 static void pevb_cpin_release_dead(struct pevb_work *w)
 {
 }
+
+unsigned long pevb_cpin_npages(struct pevb_cpin *p)
+{
+	return 0;
+}
+
+u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
+{
+	return 0;
+}
 #endif
+
+/*
+ * The page frame numbers that [uaddr, uaddr + len) of the caller's memory maps now, one per page from the
+ * page holding uaddr, into @out (@n entries, exactly the range's pages). Takes no pin: the numbers name
+ * pages for the overlap rules (one long-lived mapping per page and card), they are not used for DMA.
+ * Looked up for writing, as the pins that follow (cached pins, the provider's) take them: a page not yet
+ * written (the shared zero page) or shared copy-on-write is replaced now, not by the pin after us.
+ * -EFAULT where the range is not all mapped writable by struct pages (read-only memory, a dGPU's BAR).
+ */
+int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n)
+{
+	struct page *pages[16];
+	unsigned long first, npages, done = 0;
+
+	if (!len || uaddr + len < uaddr)
+		return -EINVAL;
+	first = uaddr >> PAGE_SHIFT;
+	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
+	if (npages != n)
+		return -EINVAL;
+	while (done < npages) {
+		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
+		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, FOLL_WRITE, pages);
+		int i;
+
+		if (got <= 0)
+			return got ? got : -EFAULT;
+		for (i = 0; i < got; i++) {
+			out[done + i] = page_to_pfn(pages[i]);
+			put_page(pages[i]);
+		}
+		done += got;
+	}
+	return 0;
+}
 
 /* One vector: MSI where the platform allows it, else the legacy INTx line. Returns 1 for MSI, 0 for INTx. */
 int pevb_irq_vectors_alloc(struct pci_dev *pdev)

@@ -30,6 +30,9 @@ use kernel::{
 #[path = "../../crates/picoevb-abi/src/abi.rs"]
 mod abi;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/admission.rs"]
+mod admission;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/cache_policy.rs"]
 mod cache_policy;
 #[allow(dead_code, unreachable_pub)]

@@ -6,6 +6,9 @@ use crate::ffi;
 use crate::segments::{self, Segment};
 use kernel::{bindings, device::Device, prelude::*, scatterlist::SGTable};
 
+/// Sorted page frame numbers: the pages behind a mapping, on which the overlap rules key.
+pub(crate) type Frames = KVVec<u64>;
+
 /// A pinned, DMA-mapped user buffer; unmapped and unpinned (dirtied if the device wrote it) on drop.
 pub(crate) struct UserPin {
     raw: *mut ffi::PevbPin,
@@ -41,6 +44,19 @@ impl Drop for UserPin {
         // SAFETY: `self.raw` came from `pevb_pin_user` and is released exactly once, here.
         unsafe { ffi::pevb_unpin_user(self.raw) };
     }
+}
+
+/// The pages `[first, end)` (page-aligned) of the caller's memory maps now, sorted; empty where they are
+/// not all writable struct pages (read-only memory, a dGPU's BAR: such memory is judged by address only).
+pub(crate) fn user_frames(first: u64, end: u64) -> Result<Frames> {
+    let n = ((end - first) / kernel::page::PAGE_SIZE as u64) as usize;
+    let mut f = Frames::from_elem(0, n, GFP_KERNEL)?;
+    // SAFETY: `f` has room for exactly `n` entries, the pages of `[first, end)` (page-aligned).
+    if unsafe { ffi::pevb_user_pfns(first, end - first, f.as_mut_ptr(), n as _) } != 0 {
+        return Ok(Frames::new());
+    }
+    f.sort_unstable();
+    Ok(f)
 }
 
 /// The bus segments of a DMA-mapped sg_table, in order, bus-contiguous neighbours merged.

@@ -12,10 +12,10 @@
 //! takes no lock of ours.
 
 use crate::abi;
-use crate::cache_policy::{Lookup, Op, Policy, Range, Removal, CAPACITY};
+use crate::cache_policy::{share_page_frames, Lookup, Op, Policy, Range, Removal, CAPACITY};
 use crate::card::Card;
 use crate::ffi;
-use crate::pin::{mapped_segments, UserPin};
+use crate::pin::{mapped_segments, user_frames, Frames, UserPin};
 use crate::segments::{self, Segment};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -35,6 +35,8 @@ pub(crate) struct CachedPin {
     _cache: Arc<RegCache>,
     /// Bus segments of the whole buffer.
     segs: KVec<Segment>,
+    /// The pages pinned.
+    frames: Frames,
     /// The device wrote it: its pages are dirtied when unpinned.
     written: AtomicBool,
 }
@@ -63,10 +65,19 @@ impl CachedPin {
             raw,
             _cache: cache.clone(),
             segs: KVec::new(),
+            frames: KVVec::new(),
             written: AtomicBool::new(false),
         };
         // SAFETY: `raw` is a live cached pin (released by `pin`'s drop, also on error here).
         pin.segs = unsafe { mapped_segments(ffi::pevb_cpin_sgt(raw)) }?;
+        // SAFETY: as above; the pin's page array does not change while it lives.
+        let n = unsafe { ffi::pevb_cpin_npages(raw) };
+        for i in 0..n {
+            // SAFETY: as above; `i` is below the page count.
+            pin.frames
+                .push(unsafe { ffi::pevb_cpin_pfn(raw, i) }, GFP_KERNEL)?;
+        }
+        pin.frames.sort_unstable();
         Ok(Arc::new(pin, GFP_KERNEL)?)
     }
 
@@ -274,7 +285,15 @@ impl RegCache {
                         }
                         _ => t.remove(slot, Removal::Invalidated),
                     },
-                    Lookup::Miss => break t.policy.merged(r),
+                    Lookup::Miss => {
+                        let want = t.policy.merged(r);
+                        // A full cache takes a buffer only on its second use (`cache_policy`): the
+                        // first is the uncached path, with no eviction.
+                        if !t.policy.admit(r, want) {
+                            return Ok(None);
+                        }
+                        break want;
+                    }
                     Lookup::Bypass => return Ok(None),
                 }
             }
@@ -284,7 +303,17 @@ impl RegCache {
         let _pins = card.lock_pins();
         let page = PAGE_SIZE as u64;
         let end = (want.addr + want.len).div_ceil(page) * page;
-        if card.overlaps(want.mm, want.addr & !(page - 1), end) {
+        let first = want.addr & !(page - 1);
+        if card.overlaps(want.mm, first, end, &[]) {
+            return Ok(None);
+        }
+        // One long-lived mapping per page and card, whatever address or file maps the page: pages a
+        // surface or another cached buffer holds (an alias of the memory) are pinned for the request only.
+        // Looked up before pinning, so such a request never makes a long-lived pin it cannot keep.
+        let Ok(frames) = user_frames(first, end) else {
+            return Ok(None);
+        };
+        if card.frames_in_use(&frames, self, want) {
             return Ok(None);
         }
         // Not cacheable: read-only memory the device only reads, memory that kept changing, a file mapping
@@ -293,8 +322,13 @@ impl RegCache {
         let Ok(pin) = CachedPin::new(card.dev(), want.addr, want.len, this, work) else {
             return Ok(None);
         };
+        // The pages pinned are not those looked up when the memory was remapped meanwhile: then this pin
+        // serves the request only if its pages are held elsewhere.
+        let shared = *pin.frames != *frames && card.frames_in_use(&pin.frames, self, want);
         let mut t = self.table.lock();
-        if !t.closed {
+        if shared {
+            t.policy.note_uncached();
+        } else if !t.closed {
             while let Some(v) = t.policy.make_room(want) {
                 t.remove(v, Removal::Evicted);
             }
@@ -311,18 +345,56 @@ impl RegCache {
         )))
     }
 
-    /// PIN_CUDA of `[first, end)` in address space `mm` (under the card's pin lock): drops the cached
-    /// buffers on those pages, so the surface's mapping is the only long-lived one of that memory.
-    pub(crate) fn evict_pages(&self, mm: usize, first: u64, end: u64) {
+    /// PIN_CUDA of `[first, end)` in address space `mm`, pages `frames` (under the card's pin lock): drops
+    /// the cached buffers on those pages, whatever address they were cached under, so the surface's mapping
+    /// is the only long-lived one of that memory.
+    /// Returns whether it dropped any.
+    pub(crate) fn evict_pages(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
         let r = Range {
             mm,
             addr: first,
             len: end - first,
         };
         let mut t = self.table.lock();
+        let mut dropped = false;
         while let Some(slot) = t.policy.sharing(r) {
             t.remove(slot, Removal::Evicted);
+            dropped = true;
         }
+        for slot in 0..CAPACITY {
+            if t.pins[slot]
+                .as_ref()
+                .is_some_and(|p| share_page_frames(&p.frames, frames))
+            {
+                t.remove(slot, Removal::Evicted);
+                dropped = true;
+            }
+        }
+        dropped
+    }
+
+    /// Waits until the buffers this cache dropped are unmapped, unless a request still holds one (it is
+    /// unmapped after that request). PIN_CUDA calls it before the provider maps the same pages, whose
+    /// mapping must not overlap a long-lived one. The work item does the release, not this thread; it
+    /// waits at most for an invalidation in progress (`mmu_interval_notifier_remove`), whose provider
+    /// callback waits only for requests that hold a surface, and those wait for nothing PIN_CUDA holds.
+    pub(crate) fn wait_released(&self) {
+        // SAFETY: `work` is null or our live work item (freed only by the cache's drop, which our caller's
+        // reference to the cache prevents).
+        unsafe { ffi::pevb_work_flush(self.work.load(Ordering::Acquire)) };
+    }
+
+    /// Whether a buffer cached here holds any of pages `frames`, not counting (if this is `own`, the cache
+    /// asking) the buffers that `replacing` takes the place of.
+    pub(crate) fn holds_frames(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool {
+        let mine = core::ptr::eq(self, own);
+        let t = self.table.lock();
+        (0..CAPACITY).any(|slot| {
+            t.pins[slot].as_ref().is_some_and(|p| {
+                !(mine && t.policy.slot_shares_page(slot, replacing))
+                    && share_page_frames(&p.frames, frames)
+            })
+        })
     }
 
     /// IOC_REG_CACHE: does `op`, returns the cache's state.

@@ -5,7 +5,7 @@
 //!
 //! The list remembers page ranges only (no pins, no references): a fixed number of them, least recently
 //! used first out. A stale entry (the memory was unmapped and reused) costs at most one needless caching,
-//! which the cache's own invalidation handles. Not wired into the driver yet (docs/perf.md, "Cache misses").
+//! which the cache's own invalidation handles. `cache_policy` asks it only when a miss would evict.
 
 /// Ranges remembered per open file.
 pub const SEEN: usize = 64;
@@ -30,10 +30,16 @@ pub struct Admission {
 
 impl Admission {
     /// An empty list for pages of `page` bytes (a power of two).
-    pub fn new(page: u64) -> Self {
+    pub const fn new(page: u64) -> Self {
+        const FREE: Entry = Entry {
+            mm: 0,
+            first: 0,
+            end: 0,
+            stamp: 0,
+        };
         Self {
             page,
-            entries: [Entry::default(); SEEN],
+            entries: [FREE; SEEN],
             clock: 0,
         }
     }

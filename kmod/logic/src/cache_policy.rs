@@ -10,9 +10,14 @@
 //!   pages are the union's pages: pinning it touches no new memory), or, if that union is over
 //!   `max_bytes`, the range alone; the buffers sharing a page with what is cached go first, then the least
 //!   recently used until both limits hold;
-//! - a buffer larger than `max_bytes`, or any buffer with `max_entries == 0`, is pinned for once only.
+//! - a buffer larger than `max_bytes`, or any buffer with `max_entries == 0`, is pinned for once only;
+//! - a miss that would evict the least recently used buffer (the cache is full) is cached only when its
+//!   range was used before (`admission`): the first use of a buffer in a full cache is pinned for once
+//!   only, so a single-use buffer costs an uncached request, never an eviction, and cannot push out the
+//!   buffers that are being reused.
 
 use crate::abi;
+use crate::admission::Admission;
 use crate::errno::Errno;
 
 /// Slots per open file: the largest `max_entries`.
@@ -60,6 +65,18 @@ impl Range {
     /// Whether `inner` lies entirely inside `self`.
     pub fn contains(&self, inner: &Range) -> bool {
         self.mm == inner.mm && self.addr <= inner.addr && inner.end() <= self.end()
+    }
+}
+
+/// Whether two sorted lists of page frame numbers share one: the overlap rules between mappings of one
+/// card key on the pages behind an address, not on the address (one memory may be mapped at many).
+pub fn share_page_frames(a: &[u64], b: &[u64]) -> bool {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    match (small.first(), small.last(), large.first(), large.last()) {
+        (Some(&s0), Some(&s1), Some(&l0), Some(&l1)) if s0 <= l1 && l0 <= s1 => {
+            small.iter().any(|f| large.binary_search(f).is_ok())
+        }
+        _ => false,
     }
 }
 
@@ -167,6 +184,8 @@ pub struct Policy {
     entries: u32,
     bytes: u64,
     counters: Counters,
+    /// Ranges used before, for misses in a full cache.
+    seen: Admission,
 }
 
 impl Policy {
@@ -186,6 +205,7 @@ impl Policy {
                 invalidations: 0,
                 uncached: 0,
             },
+            seen: Admission::new(page),
         }
     }
 
@@ -244,11 +264,34 @@ impl Policy {
         r
     }
 
+    /// Whether a miss of `r`, to be cached as `want` ([`Policy::merged`]), is cached now: always while the
+    /// cache has room for `want` (once the buffers `want` covers are gone); in a full cache only when `r`
+    /// lies in a range used before. Remembers `r` either way. `false`: pin for once only (and call
+    /// [`Policy::note_uncached`]).
+    pub fn admit(&mut self, r: Range, want: Range) -> bool {
+        let seen = self.seen.admit(r.mm, r.addr, r.len);
+        let (mut entries, mut bytes) = (self.entries, self.bytes);
+        for s in self.slots.iter().flatten() {
+            if s.range.shares_page(&want, self.page) {
+                entries -= 1;
+                bytes -= s.range.len;
+            }
+        }
+        let full = entries + 1 > self.limits.max_entries
+            || bytes.saturating_add(want.len) > self.limits.max_bytes;
+        seen || !full
+    }
+
     /// The next slot to drop before `r` can be inserted: a cached buffer sharing a page with `r`, else the
     /// least recently used while the cache would exceed a limit with `r` in it; `None` once it fits. The
     /// caller removes it ([`Removal::Evicted`]) and asks again.
     pub fn make_room(&self, r: Range) -> Option<usize> {
         self.sharing(r).or_else(|| self.lru_over(1, r.len))
+    }
+
+    /// Whether the buffer in `slot` shares a page (by address) with `r`.
+    pub fn slot_shares_page(&self, slot: usize, r: Range) -> bool {
+        matches!(self.slots.get(slot), Some(Some(s)) if s.range.shares_page(&r, self.page))
     }
 
     /// A slot whose buffer shares a page with `r` (memory about to be mapped some other way).
@@ -382,6 +425,10 @@ mod tests {
         } else if l == Lookup::Miss {
             let u = p.merged(x);
             assert!(u.contains(&x));
+            if !p.admit(x, u) {
+                p.note_uncached();
+                return Lookup::Bypass;
+            }
             while let Some(v) = p.make_room(u) {
                 p.remove(v, Removal::Evicted);
             }
@@ -448,7 +495,10 @@ mod tests {
             use_buf(&mut p, r(0x100000, 0x1000)),
             Lookup::Hit { .. }
         ));
-        use_buf(&mut p, r(0x900000, 0x1000));
+        // Full: the first use of a new buffer is pinned for once and evicts nothing, the second is cached.
+        assert_eq!(use_buf(&mut p, r(0x900000, 0x1000)), Lookup::Bypass);
+        assert_eq!(p.report().evictions, 0);
+        assert_eq!(use_buf(&mut p, r(0x900000, 0x1000)), Lookup::Miss);
         assert_eq!(p.entries(), 4);
         assert_eq!(p.lookup(r(0x200000, 0x1000)), Lookup::Miss);
         for a in [0x100000, 0x300000, 0x400000, 0x900000] {
@@ -467,7 +517,8 @@ mod tests {
         use_buf(&mut p, r(0x10000, 0x1000));
         use_buf(&mut p, r(0x20000, 0x1000));
         use_buf(&mut p, r(0x30000, 0x1000));
-        use_buf(&mut p, r(0x40000, 0x2000));
+        assert_eq!(use_buf(&mut p, r(0x40000, 0x2000)), Lookup::Bypass);
+        assert_eq!(use_buf(&mut p, r(0x40000, 0x2000)), Lookup::Miss);
         let rep = p.report();
         assert_eq!((rep.entries, rep.bytes, rep.evictions), (2, 0x3000, 2));
         assert!(matches!(p.lookup(r(0x30000, 1)), Lookup::Hit { .. }));
@@ -544,10 +595,50 @@ mod tests {
     }
 
     #[test]
+    fn single_use_buffers_in_a_full_cache_evict_nothing() {
+        let mut p = new();
+        p.set_limits(limits(2, u64::MAX));
+        use_buf(&mut p, r(0x10000, 0x1000));
+        use_buf(&mut p, r(0x20000, 0x1000));
+        // A stream of buffers used once each: none is cached, the reused ones stay.
+        for i in 0..10 {
+            assert_eq!(
+                use_buf(&mut p, r(0x100000 * (i + 1), 0x1000)),
+                Lookup::Bypass
+            );
+        }
+        let rep = p.report();
+        assert_eq!((rep.entries, rep.evictions, rep.uncached), (2, 0, 10));
+        assert!(matches!(
+            use_buf(&mut p, r(0x10000, 0x1000)),
+            Lookup::Hit { .. }
+        ));
+        // A window of a buffer seen before counts as seen; room (after a lower limit) caches at once.
+        assert_eq!(use_buf(&mut p, r(0x100800, 0x100)), Lookup::Miss);
+        p.set_limits(limits(4, u64::MAX));
+        assert_eq!(use_buf(&mut p, r(0x900000, 0x1000)), Lookup::Miss);
+        // A miss merging with the buffers it covers needs no room: cached at once.
+        assert_eq!(use_buf(&mut p, r(0x900000, 0x3000)), Lookup::Miss);
+        assert_eq!(p.report().evictions, 2);
+    }
+
+    #[test]
+    fn page_frames_shared() {
+        assert!(share_page_frames(&[1, 5, 9], &[2, 9]));
+        assert!(share_page_frames(&[7], &[1, 3, 5, 7, 11]));
+        assert!(!share_page_frames(&[1, 5, 9], &[2, 6, 10]));
+        assert!(!share_page_frames(&[], &[1]));
+        assert!(!share_page_frames(&[100, 200], &[1, 2, 3]));
+    }
+
+    #[test]
     fn capacity_is_the_hard_bound() {
         let mut p = new();
         for i in 0..(CAPACITY as u64 + 10) {
-            use_buf(&mut p, r(0x100000 * (i + 1), 1));
+            let x = r(0x100000 * (i + 1), 1);
+            if use_buf(&mut p, x) == Lookup::Bypass {
+                assert_eq!(use_buf(&mut p, x), Lookup::Miss);
+            }
         }
         assert_eq!(p.entries() as usize, CAPACITY);
         assert_eq!(p.report().evictions, 10);
@@ -603,6 +694,7 @@ mod tests {
         // Found but not confirmed (the glue found it stale): no hit, and it stays the oldest.
         assert!(matches!(p.lookup(r(0x10000, 0x100)), Lookup::Hit { .. }));
         assert_eq!(p.report().hits, 0);
+        use_buf(&mut p, r(0x30000, 0x100));
         use_buf(&mut p, r(0x30000, 0x100));
         assert_eq!(p.lookup(r(0x10000, 0x100)), Lookup::Miss);
         p.hit(CAPACITY + 1);

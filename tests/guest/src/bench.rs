@@ -1,7 +1,7 @@
 //! `gdr-guest-tests bench`: wall time per DMA ioctl with the registration cache on and off, side by side,
 //! and the FOLL_PIN pages each ioctl cost. It prints numbers and never judges them: a TCG guest's times say
 //! nothing absolute, only ratios within one run mean something. A case fails only if a DMA fails or moves
-//! wrong bytes.
+//! wrong bytes. With a cache, `miss_bench` then puts misses beside uncached requests.
 
 use std::time::{Duration, Instant};
 
@@ -150,7 +150,7 @@ fn micros(d: Duration) -> f64 {
 }
 
 /// Mean and median of `v`, in microseconds.
-fn mean_median(v: &[Duration]) -> (f64, f64) {
+pub(crate) fn mean_median(v: &[Duration]) -> (f64, f64) {
     if v.is_empty() {
         return (0.0, 0.0);
     }
@@ -281,6 +281,23 @@ pub fn run(opts: &Options) -> i32 {
             failed += 1
         }
         report(&format!("bench::{}_{len}", op.name()), &r);
+    }
+    if cache {
+        for (op, len) in [
+            (Op::H2c, 4096),
+            (Op::C2h, 4096),
+            (Op::H2c, RAM),
+            (Op::C2h, RAM),
+        ] {
+            let r = crate::miss_bench::case(op, len, opts.iterations, &opts.dev_path, &mut rng)
+                .map(|line| println!("{line}"));
+            if r.is_ok() {
+                passed += 1
+            } else {
+                failed += 1
+            }
+            report(&format!("bench::miss_{}_{len}", op.name()), &r);
+        }
     }
     summary(passed, failed, 0)
 }

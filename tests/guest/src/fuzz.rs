@@ -330,12 +330,14 @@ fn worker(
     // Pinned surfaces: (file index, handle, surface, length pinned).
     let mut pinned: Vec<(usize, u32, Surface, u64)> = Vec::new();
     // EBUSY: a malformed range can run into a surface this thread has pinned (one pin per range).
+    // EAGAIN: another thread remapped the memory while it was being pinned.
     let pin_errs: &[i32] = &[
         libc::EINVAL,
         libc::EFAULT,
         libc::EOPNOTSUPP,
         libc::ENOMEM,
         libc::EBUSY,
+        libc::EAGAIN,
     ];
 
     for _ in 0..iterations {

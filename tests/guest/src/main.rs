@@ -8,6 +8,7 @@ mod dev;
 mod fuzz;
 mod kstat;
 mod loopback;
+mod miss_bench;
 mod perf;
 mod rng;
 mod rpc;
