@@ -182,7 +182,7 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PEVB_OP_UNPIN_CUDA:
 		return -EINVAL;		/* no handle was ever given out */
 	default:
-		return -EOPNOTSUPP;	/* REG_CACHE: no registration cache in this build (no CAP_REG_CACHE) */
+		return -ENOTTY;		/* REG_CACHE: no registration cache in this build (no CAP_REG_CACHE) */
 	}
 	if (ret)
 		return ret;
