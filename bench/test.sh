@@ -14,6 +14,7 @@
 #   6. the emulated appliance (bench/appliance/): one boot of the Debian/systemd image whose test unit runs
 #      bench/appliance/guest/scenarios/tests.sh (agent ready, reprogramming, access, revocation, self-test
 #      failure, config reload, watchdog, unit hardening)
+#   7. opt-in (GDR_BENCH_510=1): the 5.10 module (kmod/picoevb-5.10) on Linux 5.10: same-logic check and suite
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
