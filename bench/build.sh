@@ -3,16 +3,28 @@
 # the chroot, the guest kernel, the kernel module, the FPGA model, the host harness and the guest tests.
 # Heavy parts come from $GDR_CACHE when their inputs are unchanged. ARCH=arm64 builds the arm64 guest
 # (kernel, modules, static aarch64 guest program and busybox from bench/cross.sh) instead of the x86_64 one.
+# GDR_KSERIES=5.10 builds the Linux 5.10 guest kernel and the 5.10 module (kmod/picoevb-5.10) instead of 6.18's.
 . "$(dirname "$0")/lib.sh"
 need_root
 ARCH=${ARCH:-x86_64}
 t0=$SECONDS
 ROOT=$("$REPO/bench/rootfs.sh")
 log "chroot ready ($((SECONDS - t0)) s)"
-KDIR=$(ARCH=$ARCH "$REPO/bench/kernel.sh")
-log "kernel ready ($((SECONDS - t0)) s)"
-KMOD_DGPU=$("$REPO/bench/kmod.sh" "$KDIR" dgpu)
-KMOD=$("$REPO/bench/kmod.sh" "$KDIR" jetson)
+case ${GDR_KSERIES:-6.18} in
+  6.18)
+    KDIR=$(ARCH=$ARCH "$REPO/bench/kernel.sh")
+    log "kernel ready ($((SECONDS - t0)) s)"
+    KMOD_DGPU=$("$REPO/bench/kmod.sh" "$KDIR" dgpu)
+    KMOD=$("$REPO/bench/kmod.sh" "$KDIR" jetson)
+    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU=$KMOD_DGPU/picoevb.ko P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko ;;
+  5.10)
+    # Xavier's kernel series (docs/driver.md, "Two builds"): the 5.10 module, no nvidia_p2p provider yet.
+    KDIR=$(ARCH=$ARCH "$REPO/bench/kernel510.sh")
+    log "5.10 kernel ready ($((SECONDS - t0)) s)"
+    KMOD=$("$REPO/bench/kmod510.sh" "$KDIR")
+    P2P= KO_DGPU= P2P_DGPU= ;;
+  *) die "GDR_KSERIES must be 6.18 (default) or 5.10, not '$GDR_KSERIES'" ;;
+esac
 log "kernel modules built ($((SECONDS - t0)) s)"
 
 # Host tools (model, harness) and the static guest test binary. The guest build gets its own target folder
@@ -46,10 +58,11 @@ GDR_KDIR=$KDIR
 GDR_ARCH=$ARCH
 GDR_KERNEL=$KERNEL
 GDR_BUSYBOX=$BUSYBOX
+GDR_KSERIES=${GDR_KSERIES:-6.18}
 GDR_KO=$KMOD/picoevb.ko
-GDR_P2P=$KMOD/gdr_nv_p2p.ko
-GDR_KO_DGPU=$KMOD_DGPU/picoevb.ko
-GDR_P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko
+GDR_P2P=$P2P
+GDR_KO_DGPU=$KO_DGPU
+GDR_P2P_DGPU=$P2P_DGPU
 GDR_MODEL=$TARGET/release/picoevb-model
 GDR_HARNESS=$TARGET/release/gdr-bench
 GDR_GUEST=$GUEST

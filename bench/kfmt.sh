@@ -8,7 +8,7 @@ ROOT=$("$REPO/bench/rootfs.sh")
 CONF=$(ls -d "$GDR_CACHE"/src/linux-*/.rustfmt.toml 2>/dev/null | head -n1)
 [ -n "$CONF" ] || die "no kernel source in $GDR_CACHE/src yet: run bench/kernel.sh first"
 mode=${1:-}
-files=$(cd "$REPO" && git ls-files -co --exclude-standard 'kmod/*/*.rs')
+files=$(cd "$REPO" && git ls-files -co --exclude-standard 'kmod/*/*.rs' 'kmod/*/rust/*.rs')
 in_root "$ROOT" bash -c "cd '$REPO' && for f in $(echo $files); do
   rustfmt --config-path '$CONF' --edition 2021 ${mode:+--check} \"\$f\" || exit 1
 done"

@@ -17,6 +17,7 @@
 #      failure, config reload, watchdog, unit hardening)
 #   7. arm64: the suite with the Jetson provider on qemu-system-aarch64 -M virt behind virtio-iommu (the
 #      short form of bench/arm64.sh --full; GDR_ARM64_TESTS=0 leaves it out)
+#   8. opt-in (GDR_BENCH_510=1): the 5.10 module (kmod/picoevb-5.10) on Linux 5.10: same-logic check and suite
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -89,7 +90,7 @@ fi
 # The Jetson's architecture, with an IOMMU translating every DMA of the card (docs/arm64.md). Its own
 # kernel, modules and static guest program: a build failure here is an arm64 build failure.
 if [ "${GDR_ARM64_TESTS:-1}" = 1 ]; then
-  # Last, so that its variables (GDR_KO, GDR_ARCH, ...) replacing the x86_64 ones affect nothing else.
+  # After every x86_64 step: its variables (GDR_KO, GDR_ARCH, ...) replace the x86_64 ones.
   if vars=$(ARCH=arm64 "$REPO/bench/build.sh"); then
     eval "$vars"
     counted "arm64: suite behind virtio-iommu, Jetson nvidia_p2p" "$LOGS/last-arm64-jetson.log" \
@@ -99,6 +100,22 @@ if [ "${GDR_ARM64_TESTS:-1}" = 1 ]; then
   fi
 else
   log "arm64: left out (GDR_ARM64_TESTS=0)"
+fi
+
+# Xavier's kernel series (issue 12, docs/driver.md "Two builds"): the 5.10 module, whose Rust logic must be the
+# very files the 6.18 module compiles (bench/same-logic.sh), runs the guest suite on Linux 5.10 (no GPU-memory
+# provider yet). Opt-in while its cold cost (a second guest kernel, ~20-40 min on 2 cores) is weighed:
+# GDR_BENCH_510=1. Runs after every 6.18 step, since it replaces the GDR_* variables.
+if [ "${GDR_BENCH_510:-0}" = 1 ]; then
+  if vars=$(GDR_KSERIES=5.10 "$REPO/bench/build.sh"); then
+    eval "$vars"
+    check "5.10: the same Rust logic files as the 6.18 module" "$REPO/bench/same-logic.sh"
+    counted "bench 5.10: suite, no GPU-memory provider" "$LOGS/last-suite-510.log" harness "$GDR_KO" -- --mode suite
+  else
+    count "bench build (5.10)" 0 1
+  fi
+else
+  log "5.10 bench left out (GDR_BENCH_510=1 runs it)"
 fi
 
 finish

@@ -2,7 +2,8 @@
 
 use crate::errno::Errno;
 
-/// One bus-contiguous range.
+/// One bus-contiguous range. `repr(C)`: the 5.10 module's C glue hands arrays of them to this logic.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Segment {
     /// Bus (DMA) address.

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A card's gate (requests in flight, gone, wedged) and lifetime: the rules of kmod/picoevb/card.rs. A request
+ * enters with pevb_card_begin() and leaves with pevb_card_end(); removal marks the card gone under the same
+ * lock and waits for active to drop to 0 (a hand-made wait that lockdep cannot see: it is bounded because
+ * every request's engine wait has a timeout and removal wakes them first).
+ */
+#include <linux/delay.h>
+#include <linux/slab.h>
+#include "picoevb.h"
+
+int pevb_card_begin(struct pevb_card *card)
+{
+	int ret = 0;
+
+	spin_lock(&card->gate);
+	if (card->gone)
+		ret = -ENODEV;
+	else if (card->wedged)
+		ret = -EIO;
+	else
+		card->active++;
+	spin_unlock(&card->gate);
+	return ret;
+}
+
+void pevb_card_end(struct pevb_card *card)
+{
+	spin_lock(&card->gate);
+	if (!--card->active && card->gone)
+		wake_up_all(&card->drained);
+	spin_unlock(&card->gate);
+}
+
+bool pevb_card_gone(struct pevb_card *card)
+{
+	bool gone;
+
+	spin_lock(&card->gate);
+	gone = card->gone;
+	spin_unlock(&card->gate);
+	return gone;
+}
+
+bool pevb_card_wedged(struct pevb_card *card)
+{
+	bool wedged;
+
+	spin_lock(&card->gate);
+	wedged = card->wedged;
+	spin_unlock(&card->gate);
+	return wedged;
+}
+
+/*
+ * An engine could not be shown idle: it may still fetch descriptors and move data. No chain starts again,
+ * bus mastering goes off (a config write is non-posted), and the request keeps its pages pinned until unbind.
+ */
+void pevb_card_wedge(struct pevb_card *card)
+{
+	spin_lock(&card->gate);
+	card->wedged = true;
+	spin_unlock(&card->gate);
+	pci_clear_master(card->pdev);
+	dev_err(&card->pdev->dev, "card wedged until unbind: bus mastering off, the DMA's pages stay pinned\n");
+}
+
+/* Whether the card left the bus: every identifier reads all ones, twice, 10 ms apart. Marks it gone. */
+bool pevb_card_vanished(struct pevb_card *card)
+{
+	int round, i;
+
+	for (round = 0; round < 2; round++) {
+		if (round)
+			msleep(10);
+		/* H2C, C2H and config blocks (PEVB_REGS.blocks[0], [1], [3]). */
+		for (i = 0; i < 4; i++) {
+			if (i == 2)
+				continue;
+			if (pevb_rd(card, PEVB_REGS.blocks[i]) != U32_MAX)
+				return false;
+		}
+	}
+	spin_lock(&card->gate);
+	card->gone = true;
+	spin_unlock(&card->gate);
+	return true;
+}
+
+void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p)
+{
+	mutex_lock(&card->qlock);
+	pevb_pin_park(&card->quarantine, p);
+	mutex_unlock(&card->qlock);
+}
+
+static void pevb_card_free(struct kref *ref)
+{
+	kfree(container_of(ref, struct pevb_card, ref));
+}
+
+void pevb_card_put(struct pevb_card *card)
+{
+	kref_put(&card->ref, pevb_card_free);
+}

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The Rust logic's extern "C" surface (rust/surface.rs), as C sees it. Layouts here must match the
+ * #[repr(C)] structs there; probe compares sizeof() of each with PEVB_LAYOUT and refuses the card on any
+ * difference, so a drift fails loudly instead of corrupting memory.
+ */
+#ifndef PEVB_LOGIC_H
+#define PEVB_LOGIC_H
+
+#include <linux/types.h>
+
+enum pevb_op {
+	PEVB_OP_LED = 1,
+	PEVB_OP_CARD_INFO = 2,
+	PEVB_OP_ABI_INFO = 3,
+	PEVB_OP_H2C = 4,
+	PEVB_OP_C2H = 5,
+	PEVB_OP_H2C2H = 6,
+	PEVB_OP_PIN_CUDA = 7,
+	PEVB_OP_UNPIN_CUDA = 8,
+	PEVB_OP_REG_CACHE = 9,
+};
+
+struct pevb_side {
+	u32 cuda;		/* 0: user memory at addr; 1: CUDA surface handle */
+	u32 handle;
+	u64 addr;
+};
+
+struct pevb_req {
+	u32 op;
+	u32 value;		/* LED value, UNPIN_CUDA handle */
+	struct pevb_side src;
+	struct pevb_side dst;
+	u64 fpga;
+	u64 len;
+};
+
+struct pevb_facts {
+	u32 card_index;
+	u32 msi;
+	u32 id_block;
+	u32 design_version;
+	u32 build_hash;
+	u32 provider;
+	u64 ram_size;
+};
+
+struct pevb_chain {
+	u64 first;
+	u32 first_adj;
+	u32 count;
+	u64 bytes;
+};
+
+/* segments::Segment */
+struct pevb_seg {
+	u64 addr;
+	u64 len;
+};
+
+struct pevb_engine_regs {
+	u32 channel;
+	u32 sgdma;
+	u32 irq_bit;
+	u32 halt_bit;
+};
+
+struct pevb_regs {
+	u32 bar_user;
+	u32 bar_user_size;
+	u32 bar_dma;
+	u32 bar_dma_size;
+	u64 ram_size;
+	u32 blocks[6];
+	u32 targets[6];
+	struct pevb_engine_regs engine[2];
+	u32 ch_control;
+	u32 ch_control_w1c;
+	u32 ch_status;
+	u32 ch_status_rc;
+	u32 ch_completed;
+	u32 ch_int_mask;
+	u32 sg_desc_lo;
+	u32 sg_desc_hi;
+	u32 sg_desc_adj;
+	u32 sgc_halt_w1s;
+	u32 sgc_halt_w1c;
+	u32 irq_chan_en_w1s;
+	u32 irq_chan_en_w1c;
+	u32 irq_user_en_w1c;
+	u32 irq_chan_vec;
+	u32 irq_chan_req;
+	u32 gpio_data;
+	u32 id_magic_reg;
+	u32 id_magic;
+	u32 id_design_version;
+	u32 id_build_hash;
+	u32 ctrl_run;
+	u32 ctrl_start;
+	u32 int_mask;
+	u32 stat_busy;
+	u32 desc_len_max;
+	u32 desc_size;
+};
+
+struct pevb_layout {
+	u32 req;
+	u32 facts;
+	u32 chain;
+	u32 segment;
+	u32 descriptor;
+	u32 regs;
+};
+
+/* XDMA descriptor: eight u32 (xdma::Descriptor); only its size matters to C. */
+#define PEVB_DESC_SIZE 32
+
+extern const struct pevb_layout PEVB_LAYOUT;
+extern const struct pevb_regs PEVB_REGS;
+
+int pevb_ioctl_op(u32 cmd);
+int pevb_ioctl_check(int op, unsigned long arg, const void *buf, size_t len, u64 ram,
+		     struct pevb_req *out);
+int pevb_ioctl_done(int op, void *buf, size_t len, u64 dma_time_ns, u32 handle);
+int pevb_ioctl_info(int op, void *buf, size_t len, const struct pevb_facts *facts);
+size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
+int pevb_chain_build(bool c2h, const struct pevb_seg *segs, size_t nsegs, u64 host_off, u64 fpga,
+		     u64 len, void *descs, size_t ndescs, u64 base, struct pevb_chain *out);
+int pevb_status_outcome(u32 status);
+const char *pevb_status_describe(u32 status, size_t *len);
+bool pevb_identifier_ok(u32 id, u32 target);
+bool pevb_ids_ok(u16 vendor, u16 device, u16 subvendor, u16 subdevice);
+
+/* The Rust panic handler's way out (main.c). */
+void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);
+
+/* Whether this build's C view of the surface matches the Rust one. */
+static inline bool pevb_layout_ok(void)
+{
+	return PEVB_LAYOUT.req == sizeof(struct pevb_req) &&
+	       PEVB_LAYOUT.facts == sizeof(struct pevb_facts) &&
+	       PEVB_LAYOUT.chain == sizeof(struct pevb_chain) &&
+	       PEVB_LAYOUT.segment == sizeof(struct pevb_seg) &&
+	       PEVB_LAYOUT.descriptor == PEVB_DESC_SIZE &&
+	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs);
+}
+
+#endif

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* One PicoEVB card as the 5.10 glue holds it; the same lifecycle rules as kmod/picoevb/card.rs. */
+#ifndef PEVB_PICOEVB_H
+#define PEVB_PICOEVB_H
+
+#include <linux/completion.h>
+#include <linux/kref.h>
+#include <linux/miscdevice.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include "logic.h"
+
+/* One page of descriptors per engine: no adjacent block crosses 4 KiB; longer requests run as more chains. */
+#define PEVB_TABLE_LEN (PAGE_SIZE / PEVB_DESC_SIZE)
+
+struct pevb_engine {
+	int idx;			/* 0: H2C, 1: C2H (PEVB_REGS.engine[idx]) */
+	struct mutex lock;		/* one request at a time; guards table */
+	void *table;			/* descriptor table (coherent), NULL once the card is gone */
+	dma_addr_t table_dma;
+	struct completion done;		/* signalled by the IRQ handler */
+	atomic_t status;		/* status the handler read (read-to-clear) for the chain in flight */
+};
+
+struct pevb_pin;
+
+struct pevb_card {
+	struct kref ref;		/* the driver's binding plus each open file */
+	struct pci_dev *pdev;
+	void __iomem *bar_user;
+	void __iomem *bar_dma;
+	struct pevb_engine eng[2];
+	u32 index;
+	char name[16];
+	struct miscdevice misc;
+	bool misc_registered;
+	struct pevb_facts facts;
+
+	spinlock_t gate;		/* active, gone, wedged */
+	unsigned int active;		/* requests using the device (registers, DMA mappings) */
+	bool gone;			/* removed: every request fails with ENODEV */
+	bool wedged;			/* an engine could not be shown idle: no chain until unbind */
+	wait_queue_head_t drained;	/* active dropped to 0 while gone */
+	struct mutex qlock;		/* quarantine */
+	struct list_head quarantine;	/* pins of requests a wedged engine may still touch, until unbind */
+};
+
+/* card.c */
+int pevb_card_begin(struct pevb_card *card);
+void pevb_card_end(struct pevb_card *card);
+bool pevb_card_gone(struct pevb_card *card);
+bool pevb_card_wedged(struct pevb_card *card);
+void pevb_card_wedge(struct pevb_card *card);
+bool pevb_card_vanished(struct pevb_card *card);
+void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p);
+void pevb_card_put(struct pevb_card *card);
+
+static inline u32 pevb_rd(struct pevb_card *card, u32 off)
+{
+	return ioread32(card->bar_dma + off);
+}
+
+static inline void pevb_wr(struct pevb_card *card, u32 off, u32 v)
+{
+	iowrite32(v, card->bar_dma + off);
+}
+
+/* engine.c */
+int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx);
+void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
+bool pevb_engine_stop(struct pevb_card *card, struct pevb_engine *e);
+void pevb_engine_signal(struct pevb_engine *e, u32 status);
+int pevb_engine_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
+			 size_t nsegs, u64 host_off, u64 fpga, u64 len);
+
+/* pin.c */
+struct pevb_pin;
+int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device, struct pevb_pin **out);
+const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n);
+void pevb_unpin_user(struct pevb_pin *p);
+void pevb_pin_park(struct list_head *q, struct pevb_pin *p);
+void pevb_pin_release_all(struct list_head *q);
+
+/* file.c */
+extern const struct file_operations pevb_fops;
+
+#endif

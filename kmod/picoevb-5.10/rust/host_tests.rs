@@ -1,0 +1,225 @@
+//! What the C glue relies on: every ioctl maps to its operation, checks and answers go through the shared
+//! logic, chains are the logic's own, and the register map carries the shared definitions.
+
+use super::surface::*;
+use super::{abi, chain, segments::Cursor, segments::Segment, xdma};
+use core::mem::size_of;
+
+fn bytes<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: the ABI structs are plain integers with explicit padding; reading their bytes is defined.
+    unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+}
+
+fn check(cmd: u32, arg: usize, buf: &[u8]) -> Result<PevbReq, i32> {
+    let op = pevb_ioctl_op(cmd);
+    if op < 0 {
+        return Err(op);
+    }
+    let mut out = PevbReq::default();
+    // SAFETY: `buf` is valid for its length, `out` for writing.
+    let r = unsafe { pevb_ioctl_check(op, arg, buf.as_ptr(), buf.len(), 65536, &mut out) };
+    if r == 0 {
+        Ok(out)
+    } else {
+        Err(r)
+    }
+}
+
+#[test]
+fn every_command_has_its_own_operation() {
+    let cmds = [
+        abi::IOC_LED,
+        abi::IOC_CARD_INFO,
+        abi::IOC_ABI_INFO,
+        abi::IOC_H2C_DMA,
+        abi::IOC_C2H_DMA,
+        abi::IOC_H2C2H_DMA,
+        abi::IOC_PIN_CUDA,
+        abi::IOC_UNPIN_CUDA,
+        abi::IOC_REG_CACHE,
+    ];
+    let ops: Vec<i32> = cmds.iter().map(|&c| pevb_ioctl_op(c)).collect();
+    assert!(ops.iter().all(|&o| o > 0), "{ops:?}");
+    let mut sorted = ops.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ops.len());
+    // A known number with another size is not the command.
+    assert_eq!(pevb_ioctl_op(abi::IOC_H2C_DMA ^ (1 << 16)), -25);
+    assert_eq!(pevb_ioctl_op(0), -25);
+}
+
+#[test]
+fn checks_are_the_logics() {
+    let ok = abi::H2cDma {
+        src: 0x1000,
+        dst: 16,
+        len: 64,
+        flags: 0,
+        dma_time_ns: 0,
+    };
+    let r = check(abi::IOC_H2C_DMA, 0, &bytes(&ok)).unwrap();
+    assert_eq!((r.src.cuda, r.src.addr, r.fpga, r.len), (0, 0x1000, 16, 64));
+    let beyond = abi::H2cDma {
+        dst: 65536 - 32,
+        ..ok
+    };
+    assert_eq!(check(abi::IOC_H2C_DMA, 0, &bytes(&beyond)).err(), Some(-22));
+    let flag = abi::H2cDma { flags: 2, ..ok };
+    assert_eq!(check(abi::IOC_H2C_DMA, 0, &bytes(&flag)).err(), Some(-22));
+    // The glue copied a wrong number of bytes: refused, never read past the buffer.
+    assert_eq!(
+        check(abi::IOC_H2C_DMA, 0, &bytes(&ok)[..8]).err(),
+        Some(-22)
+    );
+    let c2h = abi::C2hDma {
+        src: 8,
+        dst: 0x2000,
+        len: 8,
+        flags: abi::C2H_DST_CUDA,
+        dma_time_ns: 0,
+    };
+    let r = check(abi::IOC_C2H_DMA, 0, &bytes(&c2h)).unwrap();
+    assert_eq!((r.dst.cuda, r.dst.handle, r.fpga), (1, 0x2000, 8));
+    assert_eq!(check(abi::IOC_LED, 5, &[]).unwrap().value, 5);
+    assert_eq!(check(abi::IOC_LED, 1 << 40, &[]).err(), Some(-22));
+}
+
+#[test]
+fn done_writes_the_dma_time_only() {
+    let req = abi::H2c2hDma {
+        src: 1,
+        dst: 2,
+        len: 3,
+        flags: 0,
+        dma_time_ns: 0,
+    };
+    let mut buf = bytes(&req);
+    let op = pevb_ioctl_op(abi::IOC_H2C2H_DMA);
+    // SAFETY: `buf` is valid for its length.
+    let r = unsafe { pevb_ioctl_done(op, buf.as_mut_ptr(), buf.len(), 77, 0) };
+    assert_eq!(r, 0);
+    // SAFETY: `buf` holds an `H2c2hDma`.
+    let back: abi::H2c2hDma = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
+    assert_eq!(
+        back,
+        abi::H2c2hDma {
+            dma_time_ns: 77,
+            ..req
+        }
+    );
+}
+
+#[test]
+fn abi_info_reports_the_facts() {
+    let facts = PevbFacts {
+        card_index: 3,
+        msi: 1,
+        id_block: 0,
+        design_version: 9,
+        build_hash: 9,
+        provider: 0,
+        ram_size: 65536,
+    };
+    let mut buf = vec![0u8; size_of::<abi::AbiInfo>()];
+    let op = pevb_ioctl_op(abi::IOC_ABI_INFO);
+    // SAFETY: `buf` is valid for its length, `facts` for reading.
+    let r = unsafe { pevb_ioctl_info(op, buf.as_mut_ptr(), buf.len(), &facts) };
+    assert_eq!(r, 0);
+    // SAFETY: `buf` holds an `AbiInfo`.
+    let info: abi::AbiInfo = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
+    assert_eq!(info.abi_version, abi::ABI_VERSION);
+    assert_eq!(info.card_index, 3);
+    // No ID block: its values are not reported; no provider, no cache: no such capability.
+    assert_eq!(
+        (info.caps, info.design_version, info.build_hash),
+        (abi::CAP_MSI, 0, 0)
+    );
+}
+
+#[test]
+fn chains_are_the_logics() {
+    let segs = [
+        Segment {
+            addr: 0x10_0000,
+            len: 0x1800,
+        },
+        Segment {
+            addr: 0x20_0000,
+            len: 0x800,
+        },
+    ];
+    let mut descs = [xdma::Descriptor::default(); 8];
+    let mut c = PevbChain {
+        first: 0,
+        first_adj: 0,
+        count: 0,
+        bytes: 0,
+    };
+    // SAFETY: every pointer is valid for its length.
+    let r = unsafe {
+        pevb_chain_build(
+            true,
+            segs.as_ptr(),
+            2,
+            0x100,
+            64,
+            0x1f00,
+            descs.as_mut_ptr(),
+            8,
+            0x9000,
+            &mut c,
+        )
+    };
+    assert_eq!(r, 0);
+    let mut want = [xdma::Descriptor::default(); 8];
+    let mut cur = Cursor::new(&segs);
+    cur.skip(0x100).unwrap();
+    let w = chain::build(
+        xdma::Dir::C2h,
+        &mut cur,
+        0x1f00,
+        64,
+        xdma::DESC_LEN_MAX,
+        &mut want,
+        0x9000,
+    )
+    .unwrap();
+    assert_eq!(
+        (c.first, c.first_adj, c.count as usize, c.bytes),
+        (w.first, w.first_adj, w.count, w.bytes)
+    );
+    assert_eq!(descs, want);
+    // A host offset past the buffer is refused, not a panic.
+    // SAFETY: as above.
+    let r = unsafe {
+        pevb_chain_build(
+            false,
+            segs.as_ptr(),
+            2,
+            0x3000,
+            0,
+            1,
+            descs.as_mut_ptr(),
+            8,
+            0x9000,
+            &mut c,
+        )
+    };
+    assert_eq!(r, -22);
+}
+
+#[test]
+fn register_map_is_the_shared_one() {
+    for (i, d) in xdma::Dir::ALL.into_iter().enumerate() {
+        let e = &PEVB_REGS.engine[i];
+        assert_eq!(e.channel as usize, d.channel_base());
+        assert_eq!(e.sgdma as usize, d.sgdma_base());
+        assert_eq!((e.irq_bit, e.halt_bit), (d.irq_bit(), d.sgdma_common_bit()));
+    }
+    for (b, t) in PEVB_REGS.blocks.iter().zip(PEVB_REGS.targets) {
+        assert_eq!(*b as usize, xdma::block(t as usize, 0));
+    }
+    assert_eq!(PEVB_LAYOUT.segment, 16);
+    assert_eq!(PEVB_LAYOUT.descriptor as usize, xdma::DESC_SIZE);
+}

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Rust half of the Linux 5.10 picoevb.ko (Jetson AGX Xavier, L4T R35): the driver's logic, the very
+//! files the 6.18 module compiles (`kmod/picoevb/picoevb_main.rs` includes the same list by path), built
+//! freestanding for the kernel's target (5.10 has no Rust support, so no `kernel` crate) and exported to the
+//! C glue as a small `extern "C"` surface, declared for C in `../logic.h`. Everything here is plain `core`:
+//! no allocation, no floating point, no kernel symbol but the panic hook.
+
+#![no_std]
+#![allow(internal_features)]
+
+use core::ffi::{c_char, c_int};
+
+// ---- Shared definitions and logic, the very files the 6.18 module and the host crates compile ----
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-abi/src/abi.rs"]
+mod abi;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/admission.rs"]
+mod admission;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/cache_policy.rs"]
+mod cache_policy;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/chain.rs"]
+mod chain;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-regs/src/channel.rs"]
+mod channel;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/errno.rs"]
+mod errno;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-regs/src/gpio.rs"]
+mod gpio;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-regs/src/idblock.rs"]
+mod idblock;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-regs/src/pci.rs"]
+mod ids;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/pipeline.rs"]
+mod pipeline;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/request.rs"]
+mod request;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/segments.rs"]
+mod segments;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/status.rs"]
+mod status;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-regs/src/xdma.rs"]
+mod xdma;
+
+mod surface;
+
+#[cfg(target_endian = "big")]
+compile_error!("XDMA descriptors are little-endian and are written in native byte order");
+
+extern "C" {
+    /// `main.c`: logs the location and ends in the kernel's BUG(); never returns.
+    fn pevb_rust_panic(file: *const c_char, file_len: usize, line: u32) -> !;
+}
+
+/// A Rust panic (a failed overflow check, an out-of-bounds index: a bug) is the kernel's BUG(): the task
+/// that hit it is killed with an oops and a backtrace, as for a C BUG_ON. Only the location is reported, so
+/// no formatting code runs in the failing context. `panic = abort`: nothing unwinds through C frames.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    let (file, line) = info.location().map_or(("?", 0), |l| (l.file(), l.line()));
+    // SAFETY: `file` is valid for `file.len()` bytes; the hook does not return.
+    unsafe { pevb_rust_panic(file.as_ptr().cast(), file.len(), line) }
+}
+
+/// Negative errno, the kernel's convention, of a logic error.
+fn neg(e: errno::Errno) -> c_int {
+    -e.0
+}

@@ -1,0 +1,550 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `extern "C"` surface the 5.10 glue calls: ioctl decoding and argument checks, descriptor chains,
+//! segment coalescing, engine-status decoding and the register map, each a thin adapter over the shared
+//! logic. `../logic.h` declares the same items for C; `PEVB_LAYOUT` lets the glue check at load time that
+//! both sides agree on the structs' sizes.
+
+use crate::segments::{self, Cursor, Segment};
+use crate::xdma::{self, Descriptor, Dir};
+use crate::{abi, chain, errno::Errno, gpio, idblock, ids, neg, request, status};
+use core::ffi::{c_char, c_int};
+use core::mem::size_of;
+use core::ptr;
+
+/// What an ioctl command asks for (`PEVB_OP_*` in logic.h).
+const OP_LED: c_int = 1;
+const OP_CARD_INFO: c_int = 2;
+const OP_ABI_INFO: c_int = 3;
+const OP_H2C: c_int = 4;
+const OP_C2H: c_int = 5;
+const OP_H2C2H: c_int = 6;
+const OP_PIN_CUDA: c_int = 7;
+const OP_UNPIN_CUDA: c_int = 8;
+const OP_REG_CACHE: c_int = 9;
+
+/// One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct PevbSide {
+    pub cuda: u32,
+    pub handle: u32,
+    pub addr: u64,
+}
+
+/// A checked request. H2C: `src` and `fpga`; C2H: `dst` and `fpga`; H2C2H: `src` and `dst`; PIN_CUDA:
+/// `src.addr` and `len`; UNPIN_CUDA: `value` (the handle); LED: `value`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct PevbReq {
+    pub op: u32,
+    pub value: u32,
+    pub src: PevbSide,
+    pub dst: PevbSide,
+    pub fpga: u64,
+    pub len: u64,
+}
+
+/// What the glue knows about a card, for CARD_INFO and ABI_INFO.
+#[repr(C)]
+pub struct PevbFacts {
+    pub card_index: u32,
+    pub msi: u32,
+    pub id_block: u32,
+    pub design_version: u32,
+    pub build_hash: u32,
+    /// A GPU-memory provider (nvidia_p2p, Jetson flavour) is loaded.
+    pub provider: u32,
+    pub ram_size: u64,
+}
+
+/// Where a built chain starts and what it covers (`chain::Chain`).
+#[repr(C)]
+pub struct PevbChain {
+    pub first: u64,
+    pub first_adj: u32,
+    pub count: u32,
+    pub bytes: u64,
+}
+
+/// Sizes of the structs above and of the shared ones the glue handles, as Rust lays them out.
+#[repr(C)]
+pub struct PevbLayout {
+    pub req: u32,
+    pub facts: u32,
+    pub chain: u32,
+    pub segment: u32,
+    pub descriptor: u32,
+    pub regs: u32,
+}
+
+#[no_mangle]
+pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
+    req: size_of::<PevbReq>() as u32,
+    facts: size_of::<PevbFacts>() as u32,
+    chain: size_of::<PevbChain>() as u32,
+    segment: size_of::<Segment>() as u32,
+    descriptor: size_of::<Descriptor>() as u32,
+    regs: size_of::<PevbRegs>() as u32,
+};
+
+/// The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
+#[no_mangle]
+pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
+    match cmd {
+        abi::IOC_LED => OP_LED,
+        abi::IOC_CARD_INFO => OP_CARD_INFO,
+        abi::IOC_ABI_INFO => OP_ABI_INFO,
+        abi::IOC_H2C_DMA => OP_H2C,
+        abi::IOC_C2H_DMA => OP_C2H,
+        abi::IOC_H2C2H_DMA => OP_H2C2H,
+        abi::IOC_PIN_CUDA => OP_PIN_CUDA,
+        abi::IOC_UNPIN_CUDA => OP_UNPIN_CUDA,
+        abi::IOC_REG_CACHE => OP_REG_CACHE,
+        _ => neg(Errno::ENOTTY),
+    }
+}
+
+/// The `T` the glue copied from user memory into `buf` (`len` bytes, the command's size field).
+///
+/// # Safety
+/// `buf` is valid for reading `len` bytes.
+unsafe fn read_arg<T: Copy>(buf: *const u8, len: usize) -> Result<T, Errno> {
+    if buf.is_null() || len != size_of::<T>() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: `buf` holds `size_of::<T>()` bytes (checked above, caller's contract); the ABI structs are
+    // plain integers, valid for any bits; the copy is unaligned-safe.
+    Ok(unsafe { ptr::read_unaligned(buf.cast::<T>()) })
+}
+
+/// Writes `v` into the glue's copy-out buffer.
+///
+/// # Safety
+/// `buf` is valid for writing `len` bytes.
+unsafe fn put<T: Copy>(buf: *mut u8, len: usize, v: T) -> c_int {
+    if buf.is_null() || len != size_of::<T>() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: as in `read_arg`, for writing.
+    unsafe { ptr::write_unaligned(buf.cast::<T>(), v) };
+    0
+}
+
+fn side(h: request::Host) -> PevbSide {
+    match h {
+        request::Host::User(addr) => PevbSide {
+            cuda: 0,
+            handle: 0,
+            addr,
+        },
+        request::Host::Cuda(handle) => PevbSide {
+            cuda: 1,
+            handle,
+            addr: 0,
+        },
+    }
+}
+
+fn one_way(op: c_int, x: request::OneWay) -> PevbReq {
+    let mut r = PevbReq {
+        op: op as u32,
+        fpga: x.fpga,
+        len: x.len,
+        ..PevbReq::default()
+    };
+    if op == OP_H2C {
+        r.src = side(x.host);
+    } else {
+        r.dst = side(x.host);
+    }
+    r
+}
+
+/// Checks the arguments of operation `op`: `arg` is the ioctl's argument, `buf`/`len` the bytes copied in
+/// from it (if the command writes). Fills `out`; returns 0 or a negative errno.
+///
+/// # Safety
+/// `buf` is valid for `len` bytes (or null with `len` 0); `out` is valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ioctl_check(
+    op: c_int,
+    arg: usize,
+    buf: *const u8,
+    len: usize,
+    ram: u64,
+    out: *mut PevbReq,
+) -> c_int {
+    // SAFETY: the caller's contract, for every `read_arg` call below.
+    let r = unsafe {
+        match op {
+            OP_LED => request::led_value(arg).map(|value| PevbReq {
+                op: op as u32,
+                value,
+                ..PevbReq::default()
+            }),
+            OP_H2C => read_arg::<abi::H2cDma>(buf, len)
+                .and_then(|a| request::h2c(&a, ram))
+                .map(|x| one_way(op, x)),
+            OP_C2H => read_arg::<abi::C2hDma>(buf, len)
+                .and_then(|a| request::c2h(&a, ram))
+                .map(|x| one_way(op, x)),
+            OP_H2C2H => read_arg::<abi::H2c2hDma>(buf, len)
+                .and_then(|a| request::h2c2h(&a))
+                .map(|x| PevbReq {
+                    op: op as u32,
+                    src: side(x.src),
+                    dst: side(x.dst),
+                    len: x.len,
+                    ..PevbReq::default()
+                }),
+            OP_PIN_CUDA => read_arg::<abi::PinCuda>(buf, len)
+                .and_then(|a| request::pin_cuda(&a))
+                .map(|(va, size)| PevbReq {
+                    op: op as u32,
+                    src: PevbSide {
+                        addr: va,
+                        ..PevbSide::default()
+                    },
+                    len: size,
+                    ..PevbReq::default()
+                }),
+            OP_UNPIN_CUDA => read_arg::<abi::UnpinCuda>(buf, len).map(|a| PevbReq {
+                op: op as u32,
+                value: a.handle,
+                ..PevbReq::default()
+            }),
+            OP_CARD_INFO | OP_ABI_INFO => Ok(PevbReq {
+                op: op as u32,
+                ..PevbReq::default()
+            }),
+            _ => Err(Errno::ENOTTY),
+        }
+    };
+    match r {
+        Ok(req) => {
+            // SAFETY: caller's contract.
+            unsafe { out.write(req) };
+            0
+        }
+        Err(e) => neg(e),
+    }
+}
+
+/// Writes a finished request's results into the copy-out buffer: the DMA time of a transfer, the handle of
+/// a PIN_CUDA.
+///
+/// # Safety
+/// `buf` is valid for reading and writing `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ioctl_done(
+    op: c_int,
+    buf: *mut u8,
+    len: usize,
+    dma_time_ns: u64,
+    handle: u32,
+) -> c_int {
+    // SAFETY: caller's contract, for every `read_arg`/`put` below.
+    unsafe {
+        match op {
+            OP_H2C => match read_arg::<abi::H2cDma>(buf, len) {
+                Ok(a) => put(buf, len, abi::H2cDma { dma_time_ns, ..a }),
+                Err(e) => neg(e),
+            },
+            OP_C2H => match read_arg::<abi::C2hDma>(buf, len) {
+                Ok(a) => put(buf, len, abi::C2hDma { dma_time_ns, ..a }),
+                Err(e) => neg(e),
+            },
+            OP_H2C2H => match read_arg::<abi::H2c2hDma>(buf, len) {
+                Ok(a) => put(buf, len, abi::H2c2hDma { dma_time_ns, ..a }),
+                Err(e) => neg(e),
+            },
+            OP_PIN_CUDA => match read_arg::<abi::PinCuda>(buf, len) {
+                Ok(a) => put(buf, len, abi::PinCuda { handle, ..a }),
+                Err(e) => neg(e),
+            },
+            _ => neg(Errno::EINVAL),
+        }
+    }
+}
+
+/// Fills CARD_INFO or ABI_INFO's answer from what the glue knows about the card.
+///
+/// # Safety
+/// `buf` is valid for writing `len` bytes; `facts` is valid for reading.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ioctl_info(
+    op: c_int,
+    buf: *mut u8,
+    len: usize,
+    facts: *const PevbFacts,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let f = unsafe { &*facts };
+    match op {
+        // SAFETY: caller's contract.
+        OP_CARD_INFO => unsafe {
+            put(
+                buf,
+                len,
+                abi::CardInfo {
+                    fpga_ram_size: f.ram_size,
+                },
+            )
+        },
+        OP_ABI_INFO => {
+            let mut caps = 0;
+            if f.msi != 0 {
+                caps |= abi::CAP_MSI;
+            }
+            if f.provider != 0 {
+                caps |= abi::CAP_CUDA_JETSON;
+            }
+            let (design_version, build_hash) = if f.id_block != 0 {
+                caps |= abi::CAP_ID_BLOCK;
+                (f.design_version, f.build_hash)
+            } else {
+                (0, 0)
+            };
+            let info = abi::AbiInfo {
+                abi_version: abi::ABI_VERSION,
+                card_index: f.card_index,
+                caps,
+                fpga_ram_size: f.ram_size,
+                design_version,
+                build_hash,
+                reserved: [0; 4],
+            };
+            // SAFETY: caller's contract.
+            unsafe { put(buf, len, info) }
+        }
+        _ => neg(Errno::EINVAL),
+    }
+}
+
+/// Merges bus-contiguous neighbours of `segs[..n]` in place; returns how many remain.
+///
+/// # Safety
+/// `segs` is valid for reading and writing `n` segments.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_segments_coalesce(segs: *mut Segment, n: usize) -> usize {
+    if segs.is_null() || n == 0 {
+        return 0;
+    }
+    // SAFETY: caller's contract.
+    segments::coalesce(unsafe { core::slice::from_raw_parts_mut(segs, n) })
+}
+
+/// Builds one chain into `descs[..ndescs]` (at bus address `base`) for up to `len` bytes of the host buffer
+/// `segs[..nsegs]` from its byte `host_off`, and FPGA RAM from `fpga`. `out.bytes` says how far it got (the
+/// table may fill first). Returns 0 or a negative errno.
+///
+/// # Safety
+/// `segs` is valid for reading `nsegs` segments, `descs` for writing `ndescs` descriptors (not read by the
+/// device meanwhile), `out` for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_chain_build(
+    c2h: bool,
+    segs: *const Segment,
+    nsegs: usize,
+    host_off: u64,
+    fpga: u64,
+    len: u64,
+    descs: *mut Descriptor,
+    ndescs: usize,
+    base: u64,
+    out: *mut PevbChain,
+) -> c_int {
+    if segs.is_null() || descs.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: caller's contract.
+    let (segs, descs) = unsafe {
+        (
+            core::slice::from_raw_parts(segs, nsegs),
+            core::slice::from_raw_parts_mut(descs, ndescs),
+        )
+    };
+    let mut cur = Cursor::new(segs);
+    if let Err(e) = cur.skip(host_off) {
+        return neg(e);
+    }
+    let dir = if c2h { Dir::C2h } else { Dir::H2c };
+    match chain::build(dir, &mut cur, len, fpga, xdma::DESC_LEN_MAX, descs, base) {
+        Ok(c) => {
+            // SAFETY: caller's contract.
+            unsafe {
+                out.write(PevbChain {
+                    first: c.first,
+                    first_adj: c.first_adj,
+                    count: c.count as u32,
+                    bytes: c.bytes,
+                })
+            };
+            0
+        }
+        Err(e) => neg(e),
+    }
+}
+
+/// 0 if an engine's status word says its chain ended cleanly, else a negative errno.
+#[no_mangle]
+pub extern "C" fn pevb_status_outcome(st: u32) -> c_int {
+    match status::outcome(st) {
+        Ok(()) => 0,
+        Err(e) => neg(e),
+    }
+}
+
+/// A short name of the first error bit of `st` (not NUL-terminated: `*len` bytes).
+///
+/// # Safety
+/// `len` is valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_status_describe(st: u32, len: *mut usize) -> *const c_char {
+    let s = status::describe(st);
+    // SAFETY: caller's contract.
+    unsafe { len.write(s.len()) };
+    s.as_ptr().cast()
+}
+
+/// Whether the identifier register `id` of XDMA block `target` is an XDMA's.
+#[no_mangle]
+pub extern "C" fn pevb_identifier_ok(id: u32, target: u32) -> bool {
+    xdma::identifier_matches(id, target as usize)
+}
+
+/// Whether PCI IDs are the PicoEVB design's (10de:0001 is also NVIDIA's HTG-K800 design, which this driver
+/// does not support: the subsystem tells them apart).
+#[no_mangle]
+pub extern "C" fn pevb_ids_ok(vendor: u16, device: u16, subvendor: u16, subdevice: u16) -> bool {
+    vendor == ids::VENDOR_ID
+        && device == ids::DEVICE_ID
+        && subvendor == ids::SUBSYSTEM_VENDOR_ID
+        && subdevice == ids::SUBSYSTEM_ID_PICOEVB
+}
+
+/// Per-engine register offsets and bits (`Dir`'s methods).
+#[repr(C)]
+pub struct PevbEngineRegs {
+    pub channel: u32,
+    pub sgdma: u32,
+    pub irq_bit: u32,
+    pub halt_bit: u32,
+}
+
+const fn engine_regs(d: Dir) -> PevbEngineRegs {
+    PevbEngineRegs {
+        channel: d.channel_base() as u32,
+        sgdma: d.sgdma_base() as u32,
+        irq_bit: d.irq_bit(),
+        halt_bit: d.sgdma_common_bit(),
+    }
+}
+
+/// The register map the glue drives, from the one definition in `crates/picoevb-regs`: the C side names
+/// no offset or bit of its own.
+#[repr(C)]
+pub struct PevbRegs {
+    pub bar_user: u32,
+    pub bar_user_size: u32,
+    pub bar_dma: u32,
+    pub bar_dma_size: u32,
+    pub ram_size: u64,
+    /// XDMA block offsets of the six targets probe checks, in this order: H2C, C2H, IRQ, config, H2C
+    /// SGDMA, C2H SGDMA; `targets` holds their target numbers.
+    pub blocks: [u32; 6],
+    pub targets: [u32; 6],
+    pub engine: [PevbEngineRegs; 2],
+    pub ch_control: u32,
+    pub ch_control_w1c: u32,
+    pub ch_status: u32,
+    pub ch_status_rc: u32,
+    pub ch_completed: u32,
+    pub ch_int_mask: u32,
+    pub sg_desc_lo: u32,
+    pub sg_desc_hi: u32,
+    pub sg_desc_adj: u32,
+    pub sgc_halt_w1s: u32,
+    pub sgc_halt_w1c: u32,
+    pub irq_chan_en_w1s: u32,
+    pub irq_chan_en_w1c: u32,
+    pub irq_user_en_w1c: u32,
+    pub irq_chan_vec: u32,
+    pub irq_chan_req: u32,
+    pub gpio_data: u32,
+    pub id_magic_reg: u32,
+    pub id_magic: u32,
+    pub id_design_version: u32,
+    pub id_build_hash: u32,
+    pub ctrl_run: u32,
+    /// Control word that starts a chain: Run plus logging of every status bit.
+    pub ctrl_start: u32,
+    /// Interrupt sources a chain reports: its end and every error.
+    pub int_mask: u32,
+    pub stat_busy: u32,
+    pub desc_len_max: u32,
+    pub desc_size: u32,
+}
+
+const TARGETS: [usize; 6] = [
+    xdma::TARGET_H2C,
+    xdma::TARGET_C2H,
+    xdma::TARGET_IRQ,
+    xdma::TARGET_CONFIG,
+    xdma::TARGET_H2C_SGDMA,
+    xdma::TARGET_C2H_SGDMA,
+];
+
+#[no_mangle]
+pub static PEVB_REGS: PevbRegs = PevbRegs {
+    bar_user: ids::BAR_USER,
+    bar_user_size: ids::BAR_USER_SIZE as u32,
+    bar_dma: ids::BAR_DMA,
+    bar_dma_size: ids::BAR_DMA_SIZE as u32,
+    ram_size: ids::FPGA_RAM_SIZE,
+    blocks: [
+        xdma::block(TARGETS[0], 0) as u32,
+        xdma::block(TARGETS[1], 0) as u32,
+        xdma::block(TARGETS[2], 0) as u32,
+        xdma::block(TARGETS[3], 0) as u32,
+        xdma::block(TARGETS[4], 0) as u32,
+        xdma::block(TARGETS[5], 0) as u32,
+    ],
+    targets: [
+        TARGETS[0] as u32,
+        TARGETS[1] as u32,
+        TARGETS[2] as u32,
+        TARGETS[3] as u32,
+        TARGETS[4] as u32,
+        TARGETS[5] as u32,
+    ],
+    engine: [engine_regs(Dir::H2c), engine_regs(Dir::C2h)],
+    ch_control: xdma::CH_CONTROL as u32,
+    ch_control_w1c: xdma::CH_CONTROL_W1C as u32,
+    ch_status: xdma::CH_STATUS as u32,
+    ch_status_rc: xdma::CH_STATUS_RC as u32,
+    ch_completed: xdma::CH_COMPLETED_COUNT as u32,
+    ch_int_mask: xdma::CH_INT_MASK as u32,
+    sg_desc_lo: xdma::SG_DESC_LO as u32,
+    sg_desc_hi: xdma::SG_DESC_HI as u32,
+    sg_desc_adj: xdma::SG_DESC_ADJ as u32,
+    sgc_halt_w1s: (xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1S) as u32,
+    sgc_halt_w1c: (xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1C) as u32,
+    irq_chan_en_w1s: (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S) as u32,
+    irq_chan_en_w1c: (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C) as u32,
+    irq_user_en_w1c: (xdma::IRQ_BLOCK + xdma::IRQ_USER_EN_W1C) as u32,
+    irq_chan_vec: (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_VEC) as u32,
+    irq_chan_req: (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ) as u32,
+    gpio_data: gpio::GPIO_DATA as u32,
+    id_magic_reg: (idblock::BASE + idblock::REG_MAGIC) as u32,
+    id_magic: idblock::MAGIC,
+    id_design_version: (idblock::BASE + idblock::REG_DESIGN_VERSION) as u32,
+    id_build_hash: (idblock::BASE + idblock::REG_BUILD_HASH) as u32,
+    ctrl_run: xdma::CTRL_RUN,
+    ctrl_start: xdma::CTRL_RUN | xdma::CTRL_IE_ALL,
+    int_mask: xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED | xdma::STAT_ERRORS,
+    stat_busy: xdma::STAT_BUSY,
+    desc_len_max: xdma::DESC_LEN_MAX,
+    desc_size: xdma::DESC_SIZE as u32,
+};
