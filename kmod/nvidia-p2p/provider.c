@@ -105,6 +105,15 @@ struct gdr_pt {
 #endif
 };
 
+/*
+ * Test control: behave like NVIDIA's Tegra module, which ignores whether an invalidation may block and
+ * runs the client's (sleeping) callback from the OOM reaper's non-blockable walk too. Lets the bench show
+ * that a client never gets such a callback (picoevb's guard notifier refuses those ranges first).
+ */
+static bool nonblock_callbacks;
+module_param(nonblock_callbacks, bool, 0644);
+MODULE_PARM_DESC(nonblock_callbacks, "test only: run callbacks from non-blockable invalidations, as NVIDIA's Tegra module does");
+
 static DEFINE_HASHTABLE(gdr_reg, 6);
 static DEFINE_SPINLOCK(gdr_reg_lock);
 static atomic_t gdr_live = ATOMIC_INIT(0);
@@ -379,7 +388,7 @@ static int gdr_mn_invalidate_range_start(struct mmu_notifier *mn, const struct m
 	if (!gdr_p2p_rs_covers(range->start, range->end, pt->vaddr))
 		return 0;	/* NVIDIA's rule: only the page holding vaddr matters */
 	ev = GDR_EV_INVALIDATE | GDR_EV_COVERS;
-	if (mmu_notifier_range_blockable(range))
+	if (mmu_notifier_range_blockable(range) || READ_ONCE(nonblock_callbacks))
 		ev |= GDR_EV_BLOCKABLE;
 	act = gdr_event(pt, ev);
 	if (act & GDR_A_AGAIN)

@@ -277,8 +277,46 @@ impl pci::Driver for PicoevbDriver {
     }
 }
 
-kernel::module_pci_driver! {
-    type: PicoevbDriver,
+/// The module: the shim's queue of deferred GPU-pin frees, then the PCI driver. Fields drop in order, so
+/// the driver is unregistered first and the queue (which may still run the tail of a free whose pin's
+/// module reference is already gone) is drained last.
+#[pin_data]
+struct PicoevbModule {
+    #[pin]
+    _driver: kernel::driver::Registration<pci::Adapter<PicoevbDriver>>,
+    _p2p: P2pQueue,
+}
+
+/// `p2p.c`'s work queue, from module init to module exit.
+struct P2pQueue;
+
+impl P2pQueue {
+    fn new() -> Result<Self> {
+        // SAFETY: called once, at module init, before any pin exists.
+        kernel::error::to_result(unsafe { ffi::pevb_p2p_init() })?;
+        Ok(P2pQueue)
+    }
+}
+
+impl Drop for P2pQueue {
+    fn drop(&mut self) {
+        // SAFETY: `new` succeeded. At module exit no pin is left (each holds the module), so nothing
+        // queues work any more; the driver's unbind is over (field order).
+        unsafe { ffi::pevb_p2p_exit() };
+    }
+}
+
+impl kernel::InPlaceModule for PicoevbModule {
+    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            _p2p: P2pQueue::new()?,
+            _driver <- kernel::driver::Registration::new(c_str!("picoevb"), module),
+        })
+    }
+}
+
+kernel::prelude::module! {
+    type: PicoevbModule,
     name: "picoevb",
     authors: ["gdr developers"],
     description: "PicoEVB FPGA card: XDMA scatter-gather DMA between user memory and FPGA RAM",

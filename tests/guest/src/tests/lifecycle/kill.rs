@@ -217,6 +217,147 @@ fn describe_status(st: libc::c_int) -> String {
     }
 }
 
+/// Forks a child that pins CHILD_SURFACES surfaces (on `inherited`, or on a file of its own) and copies
+/// between them; returns once it is inside a DMA ioctl, after at least one finished.
+fn fork_busy(
+    ctx: &mut Ctx,
+    f: Flavour,
+    inherited: Option<&Device>,
+    what: &str,
+) -> Result<(Child, SharedPage), String> {
+    let page = SharedPage::new()?;
+    let sh = page.get();
+    let seed = ctx.rng.next_u64();
+    // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
+    // ordinary Rust; it never returns into the suite: it ends in _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let r = panic::catch_unwind(AssertUnwindSafe(|| {
+            let own;
+            let dev = match inherited {
+                Some(d) => d,
+                None => {
+                    own = open_uncached(ctx)?;
+                    &own
+                }
+            };
+            child_work(dev, f, seed, sh)
+        }));
+        let msg = match r {
+            Ok(Ok(())) => String::new(),
+            Ok(Err(e)) => e,
+            Err(_) => "child panicked".into(),
+        };
+        sh.set_error(&msg);
+        // SAFETY: ends the child without running the parent's destructors or atexit handlers.
+        unsafe { libc::_exit(3) };
+    }
+    let mut child = Child { pid, reaped: false };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.wait(true)? {
+            return Err(format!(
+                "{what}: child {} before being killed: {}",
+                describe_status(st),
+                sh.error()
+            ));
+        }
+        let (s, d) = (
+            sh.started.load(Ordering::SeqCst),
+            sh.done.load(Ordering::SeqCst),
+        );
+        if sh.ready.load(Ordering::Acquire) == 1 && d >= 1 && s > d {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{what}: child not busy after 60 s (ready {}, DMAs {d})",
+            sh.ready.load(Ordering::Acquire)
+        );
+        thread::sleep(Duration::from_micros(200));
+    }
+    Ok((child, page))
+}
+
+/// The bench provider's switch that makes it call back from non-blockable invalidations, as NVIDIA's
+/// Tegra module does; set for the life of this value.
+struct NvidiaNonblock;
+
+const NONBLOCK: &str = "/sys/module/gdr_nv_p2p/parameters/nonblock_callbacks";
+
+impl NvidiaNonblock {
+    fn on() -> Result<Self, String> {
+        std::fs::write(NONBLOCK, "Y").map_err(|e| format!("{NONBLOCK}: {e}"))?;
+        Ok(NvidiaNonblock)
+    }
+}
+
+impl Drop for NvidiaNonblock {
+    fn drop(&mut self) {
+        let _ = std::fs::write(NONBLOCK, "N");
+    }
+}
+
+/// `n` times: a child busy with DMA on its pinned surfaces is SIGKILLed and at once reaped with
+/// process_mrelease(2), the OOM reaper's non-blockable walk of its memory, while the provider behaves like
+/// NVIDIA's (it would call the driver back from that walk; the driver's callback sleeps). The driver must
+/// refuse the walk on its pinned ranges (EAGAIN: the kernel leaves the memory to exit_mmap), and the
+/// harness sees no "sleeping function called from invalid context". A refusal must be seen at least once:
+/// a reap that comes after the child's own exit_mmap finds nothing to refuse.
+pub(super) fn reaper_mid_dma(ctx: &mut Ctx, n: usize) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    quiesce(ctx.dev)?;
+    let p0 = kstat::pinned_pages()?;
+    let _nvidia = NvidiaNonblock::on()?;
+    let (mut refused, mut reaped, mut late) = (0, 0, 0);
+    for it in 0..n {
+        let what = format!("iteration {it}");
+        let (mut child, page) = fork_busy(ctx, f, None, &what)?;
+        // SAFETY: plain syscalls on our own, not yet reaped, child; the pidfd is closed below.
+        let r = unsafe {
+            let fd = libc::syscall(libc::SYS_pidfd_open, child.pid, 0) as libc::c_int;
+            ensure!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+            let k = libc::syscall(libc::SYS_pidfd_send_signal, fd, libc::SIGKILL, 0usize, 0);
+            let r = if k == 0 {
+                Ok(libc::syscall(libc::SYS_process_mrelease, fd, 0))
+            } else {
+                Err(std::io::Error::last_os_error())
+            };
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            r.map(|r| (r, e))
+        };
+        let (r, e) = r.map_err(|e| format!("{what}: pidfd_send_signal: {e}"))?;
+        match (r, e.raw_os_error()) {
+            (0, _) => reaped += 1,
+            (_, Some(libc::EAGAIN)) => refused += 1,
+            // The child's exit_mmap got there first.
+            (_, Some(libc::ESRCH | libc::EINVAL)) => late += 1,
+            _ => return Err(format!("{what}: process_mrelease: {e}")),
+        }
+        let st = child
+            .reap_killed(Duration::from_secs(30))
+            .map_err(|e| format!("{what}: {e}"))?;
+        ensure!(
+            libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL,
+            "{what}: child {} instead of SIGKILL: {}",
+            describe_status(st),
+            page.get().error()
+        );
+        pins_are(p0, SETTLE, &format!("{what}: after the child was reaped"))?;
+    }
+    println!("GUEST REAPER {n} children: {refused} reaps refused, {reaped} done, {late} too late");
+    ensure!(
+        refused >= 1,
+        "process_mrelease never refused ({reaped} reaped, {late} too late): the pinned ranges were reaped \
+         (the driver's callback ran from a non-blockable invalidation) or the test never hit a live mm"
+    );
+    sanity(ctx)
+}
+
 /// `n` times: fork a child that pins 8 surfaces and runs DMA between them, wait until it is inside a DMA
 /// ioctl, SIGKILL it. Odd iterations pin on a file the parent opened before fork (the file outlives the
 /// child: its handles must be dead afterwards), even ones on the child's own. Afterwards the device, the
@@ -233,61 +374,9 @@ pub(super) fn kill9_loop(ctx: &mut Ctx, n: usize) -> TestResult {
             if inherit { "inherited" } else { "own" }
         );
         let shared_dev = open_uncached(ctx)?;
-        let page = SharedPage::new()?;
-        let sh = page.get();
-        let seed = ctx.rng.next_u64();
         let delay = Duration::from_micros(ctx.rng.next_u64() % 2000);
-        // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
-        // ordinary Rust; it never returns into the suite: it ends in _exit.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(format!("fork: {}", std::io::Error::last_os_error()));
-        }
-        if pid == 0 {
-            let r = panic::catch_unwind(AssertUnwindSafe(|| {
-                let own;
-                let dev = if inherit {
-                    &shared_dev
-                } else {
-                    own = open_uncached(ctx)?;
-                    &own
-                };
-                child_work(dev, f, seed, sh)
-            }));
-            let msg = match r {
-                Ok(Ok(())) => String::new(),
-                Ok(Err(e)) => e,
-                Err(_) => "child panicked".into(),
-            };
-            sh.set_error(&msg);
-            // SAFETY: ends the child without running the parent's destructors or atexit handlers.
-            unsafe { libc::_exit(3) };
-        }
-        let mut child = Child { pid, reaped: false };
-        // Wait until it is ready and inside a DMA ioctl, after at least one finished.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(st) = child.wait(true)? {
-                return Err(format!(
-                    "{what}: child {} before being killed: {}",
-                    describe_status(st),
-                    sh.error()
-                ));
-            }
-            let (s, d) = (
-                sh.started.load(Ordering::SeqCst),
-                sh.done.load(Ordering::SeqCst),
-            );
-            if sh.ready.load(Ordering::Acquire) == 1 && d >= 1 && s > d {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "{what}: child not busy after 60 s (ready {}, DMAs {d})",
-                sh.ready.load(Ordering::Acquire)
-            );
-            thread::sleep(Duration::from_micros(200));
-        }
+        let (mut child, page) = fork_busy(ctx, f, inherit.then_some(&shared_dev), &what)?;
+        let sh = page.get();
         thread::sleep(delay);
         child.kill()?;
         let st = child

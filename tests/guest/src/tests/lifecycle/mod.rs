@@ -29,7 +29,8 @@ use super::cuda::{
 };
 use super::regcache::{open_uncached, quiesce};
 use super::{
-    Ctx, Test, TestResult, ctx_err, ensure, expect_errno, h2c2h_check, pins_are, sanity, test,
+    Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, h2c2h_check, pins_are, sanity,
+    test,
 };
 use crate::buf::compare;
 use crate::dev::Device;
@@ -69,6 +70,12 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(cuda("lifecycle::kill9_mid_dma", |ctx| {
         kill::kill9_loop(ctx, 5)
     }));
+    v.push(
+        cuda("lifecycle::reaper_mid_dma", |ctx| {
+            kill::reaper_mid_dma(ctx, 6)
+        })
+        .needs(Needs::JetsonProvider),
+    );
     v.push(
         cuda("lifecycle::kill9_loop_long", |ctx| {
             kill::kill9_loop(ctx, 200)
