@@ -615,8 +615,9 @@ static struct gdr_map *gdr_map_alloc(struct gdr_pt *pt, struct device *dev, enum
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	phys = gdr_phys(pt);
-	first = kvmalloc_array(pt->npages, sizeof(*first), GFP_KERNEL);
-	count = kvmalloc_array(pt->npages, sizeof(*count), GFP_KERNEL);
+	/* Zeroed: Rust makes &mut [u32] of them, which must hold initialised values. */
+	first = kvcalloc(pt->npages, sizeof(*first), GFP_KERNEL);
+	count = kvcalloc(pt->npages, sizeof(*count), GFP_KERNEL);
 	if (!m || !phys || !first || !count)
 		goto fail;
 	INIT_HLIST_NODE(&m->key.node);

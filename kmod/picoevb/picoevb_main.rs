@@ -223,7 +223,8 @@ impl pci::Driver for PicoevbDriver {
         }
         pdev.enable_device_mem()?;
         let enabled = Enabled { pdev: pdev.into() };
-        // SAFETY: nothing is DMA-mapped for this device yet.
+        // SAFETY: probe runs before the device node exists and before anything of ours allocates or maps
+        // for this device, so no DMA allocation or mapping runs concurrently.
         unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<64>())? };
         // SAFETY: `pdev` is bound to us (probe) and nothing maps for it yet. Segments up to a descriptor's
         // length keep chains short.
