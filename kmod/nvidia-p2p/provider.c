@@ -114,6 +114,35 @@ static bool nonblock_callbacks;
 module_param(nonblock_callbacks, bool, 0644);
 MODULE_PARM_DESC(nonblock_callbacks, "test only: run callbacks from non-blockable invalidations, as NVIDIA's Tegra module does");
 
+/*
+ * Test control: "DDDD:BB:DD.F" clears that unbound PCI device's dev.dma_parms, as NVIDIA's reference
+ * picoevb driver does on remove, so the bench can show that a driver bound next still probes cleanly.
+ */
+static int gdr_clear_dma_parms(const char *val, const struct kernel_param *kp)
+{
+	unsigned int dom, bus, slot, fn;
+	struct pci_dev *pdev;
+	int ret = 0;
+
+	if (sscanf(val, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
+		return -EINVAL;
+	pdev = pci_get_domain_bus_and_slot(dom, bus, PCI_DEVFN(slot, fn));
+	if (!pdev)
+		return -ENODEV;
+	device_lock(&pdev->dev);
+	if (pdev->dev.driver)
+		ret = -EBUSY;
+	else
+		pdev->dev.dma_parms = NULL;
+	device_unlock(&pdev->dev);
+	pci_dev_put(pdev);
+	return ret;
+}
+
+static const struct kernel_param_ops gdr_clear_dma_parms_ops = { .set = gdr_clear_dma_parms };
+module_param_cb(clear_dma_parms, &gdr_clear_dma_parms_ops, NULL, 0200);
+MODULE_PARM_DESC(clear_dma_parms, "test only: clear an unbound PCI device's dma_parms (DDDD:BB:DD.F)");
+
 static DEFINE_HASHTABLE(gdr_reg, 6);
 static DEFINE_SPINLOCK(gdr_reg_lock);
 static atomic_t gdr_live = ATOMIC_INIT(0);
