@@ -23,7 +23,6 @@
  * reclaim context. The client's callback runs with no lock of ours held.
  */
 #include <linux/completion.h>
-#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/hashtable.h>
 #include <linux/kref.h>
@@ -143,15 +142,6 @@ static int gdr_clear_dma_parms(const char *val, const struct kernel_param *kp)
 static const struct kernel_param_ops gdr_clear_dma_parms_ops = { .set = gdr_clear_dma_parms };
 module_param_cb(clear_dma_parms, &gdr_clear_dma_parms_ops, NULL, 0200);
 MODULE_PARM_DESC(clear_dma_parms, "test only: clear an unbound PCI device's dma_parms (DDDD:BB:DD.F)");
-
-/*
- * Test control: a client's unmap from inside its free callback (an invalidation) sleeps this long first,
- * so the bench can show that card removal waits for a callback that has begun (it must not return with
- * the mapping still alive).
- */
-static unsigned int unmap_delay_ms;
-module_param(unmap_delay_ms, uint, 0644);
-MODULE_PARM_DESC(unmap_delay_ms, "test only: delay a DMA unmap called from an invalidation's callback (ms)");
 
 static DEFINE_HASHTABLE(gdr_reg, 6);
 static DEFINE_SPINLOCK(gdr_reg_lock);
@@ -752,8 +742,6 @@ int nvidia_p2p_dma_unmap_pages(struct nvidia_p2p_dma_mapping *map)
 	pt = gdr_reg_get(map, GDR_KIND_MAP);
 	if (!pt)
 		return -EINVAL;		/* not mapped, or already unmapped */
-	if (READ_ONCE(unmap_delay_ms) && gdr_in_invalidate())
-		msleep(READ_ONCE(unmap_delay_ms));
 	mutex_lock(&pt->map_lock);
 	m = pt->map;
 	if (m && &m->pub == map)

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use picoevb_regs::pci;
 
-use super::cuda::{pin, surface};
 use super::regcache::{open_uncached, quiesce};
 use super::{
     Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, pins_are, round_trip, test,
@@ -22,7 +21,6 @@ use super::{
 use crate::buf::GuardedBuf;
 use crate::dev::Device;
 use crate::kstat;
-use crate::surface::Flavour;
 
 pub fn register(v: &mut Vec<Test>) {
     v.push(test("removal::surprise_unplug_mid_dma", surprise_unplug));
@@ -31,13 +29,6 @@ pub fn register(v: &mut Vec<Test>) {
         "removal::wedged_engine_keeps_pins_until_unbind",
         wedged_engine,
     ));
-    v.push(
-        test(
-            "removal::remove_while_a_callback_unmaps",
-            remove_while_callback_unmaps,
-        )
-        .needs(Needs::JetsonProvider),
-    );
     v.push(
         test(
             "removal::probe_after_dma_parms_cleared",
@@ -221,48 +212,6 @@ fn wedged_engine(ctx: &mut Ctx) -> TestResult {
     })?;
     pins_are(base, Duration::from_secs(5), "after unbind")?;
     drop(src);
-    rescan_and_use(ctx, &dev_path)
-}
-
-/// The bench provider's control that delays an unmap made from inside its free callback.
-const UNMAP_DELAY: &str = "/sys/module/gdr_nv_p2p/parameters/unmap_delay_ms";
-
-/// A surface's free callback has begun (its memory is being unmapped) and is still unmapping (the bench
-/// provider holds that unmap back 800 ms) when the card is removed. Removal must wait for that unmap: a
-/// device keeps no DMA mapping past unbind. Fails on a driver whose removal skips a surface whose callback
-/// has started: DMA-API debug then reports "device driver has pending DMA allocations while released from
-/// device" at unbind (a splat for the harness).
-fn remove_while_callback_unmaps(ctx: &mut Ctx) -> TestResult {
-    let sysfs = card_sysfs()?;
-    let dev_path = ctx.dev_path.to_string();
-    let dev = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
-    let mut s = surface(Flavour::Jetson, 65536)?;
-    let h = pin(&dev, &s)?;
-    fs::write(UNMAP_DELAY, "800").map_err(|e| format!("{UNMAP_DELAY}: {e}"))?;
-    let r = thread::scope(|sc| {
-        let remover = sc.spawn(|| {
-            thread::sleep(Duration::from_millis(200));
-            let t0 = Instant::now();
-            remove_all(&sysfs).map(|()| t0.elapsed())
-        });
-        let unmapped = s.unmap();
-        let took = remover
-            .join()
-            .map_err(|_| "removal thread panicked".to_string())??;
-        ctx_err("munmap of the pinned surface", unmapped)?;
-        println!(
-            "GUEST REMOVAL with a callback unmapping took {} ms",
-            took.as_millis()
-        );
-        Ok::<_, String>(())
-    });
-    let _ = fs::write(UNMAP_DELAY, "0");
-    r?;
-    expect_errno("UNPIN_CUDA after removal", dev.unpin_cuda(h), libc::EINVAL)?;
-    drop(dev);
-    wait_for("/dev node removed", Duration::from_secs(5), || {
-        fs::metadata(&dev_path).is_err()
-    })?;
     rescan_and_use(ctx, &dev_path)
 }
 
