@@ -41,8 +41,10 @@ impl kernel::Module for GdrNvP2p {
 
 impl Drop for GdrNvP2p {
     fn drop(&mut self) {
-        // SAFETY: `init` succeeded; called once, at unload. The module cannot be unloading while a
-        // client holds a page table: each live mmu notifier holds a reference on this module.
+        // SAFETY: `init` succeeded; called once, at unload. No client holds a page table: a client reaches
+        // our functions through symbol_get() references or a link-time dependency, either of which keeps
+        // this module loaded, and each registered mmu notifier holds a module reference until its
+        // .free_notifier has run.
         unsafe { gdr_p2p_c_exit() };
     }
 }
@@ -154,7 +156,8 @@ pub unsafe extern "C" fn gdr_p2p_rs_gpu_span(
 ///
 /// # Safety
 ///
-/// `phys` is valid for `n` reads, `first` and `count` for `n` writes; none overlap.
+/// `phys` is valid for `n` reads, `first` and `count` for `n` reads and writes (initialised, aligned);
+/// none overlap.
 #[no_mangle]
 pub unsafe extern "C" fn gdr_p2p_rs_plan_segments(
     phys: *const u64,
@@ -206,7 +209,8 @@ pub unsafe extern "C" fn gdr_p2p_rs_check_gpu_pages(
 ///
 /// # Safety
 ///
-/// `seg_addr` and `seg_len` are valid for `nseg` reads, `out` for `ngpu` writes; `out` overlaps neither.
+/// `seg_addr` and `seg_len` are valid for `nseg` reads, `out` for `ngpu` reads and writes (initialised,
+/// aligned); `out` overlaps neither.
 #[no_mangle]
 pub unsafe extern "C" fn gdr_p2p_rs_gpu_bus_addrs(
     seg_addr: *const u64,

@@ -105,6 +105,44 @@ struct gdr_pt {
 #endif
 };
 
+/*
+ * Test control: behave like NVIDIA's Tegra module, which ignores whether an invalidation may block and
+ * runs the client's (sleeping) callback from the OOM reaper's non-blockable walk too. Lets the bench show
+ * that a client never gets such a callback (picoevb's guard notifier refuses those ranges first).
+ */
+static bool nonblock_callbacks;
+module_param(nonblock_callbacks, bool, 0644);
+MODULE_PARM_DESC(nonblock_callbacks, "test only: run callbacks from non-blockable invalidations, as NVIDIA's Tegra module does");
+
+/*
+ * Test control: "DDDD:BB:DD.F" clears that unbound PCI device's dev.dma_parms, as NVIDIA's reference
+ * picoevb driver does on remove, so the bench can show that a driver bound next still probes cleanly.
+ */
+static int gdr_clear_dma_parms(const char *val, const struct kernel_param *kp)
+{
+	unsigned int dom, bus, slot, fn;
+	struct pci_dev *pdev;
+	int ret = 0;
+
+	if (sscanf(val, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
+		return -EINVAL;
+	pdev = pci_get_domain_bus_and_slot(dom, bus, PCI_DEVFN(slot, fn));
+	if (!pdev)
+		return -ENODEV;
+	device_lock(&pdev->dev);
+	if (pdev->dev.driver)
+		ret = -EBUSY;
+	else
+		pdev->dev.dma_parms = NULL;
+	device_unlock(&pdev->dev);
+	pci_dev_put(pdev);
+	return ret;
+}
+
+static const struct kernel_param_ops gdr_clear_dma_parms_ops = { .set = gdr_clear_dma_parms };
+module_param_cb(clear_dma_parms, &gdr_clear_dma_parms_ops, NULL, 0200);
+MODULE_PARM_DESC(clear_dma_parms, "test only: clear an unbound PCI device's dma_parms (DDDD:BB:DD.F)");
+
 static DEFINE_HASHTABLE(gdr_reg, 6);
 static DEFINE_SPINLOCK(gdr_reg_lock);
 static atomic_t gdr_live = ATOMIC_INIT(0);
@@ -379,7 +417,7 @@ static int gdr_mn_invalidate_range_start(struct mmu_notifier *mn, const struct m
 	if (!gdr_p2p_rs_covers(range->start, range->end, pt->vaddr))
 		return 0;	/* NVIDIA's rule: only the page holding vaddr matters */
 	ev = GDR_EV_INVALIDATE | GDR_EV_COVERS;
-	if (mmu_notifier_range_blockable(range))
+	if (mmu_notifier_range_blockable(range) || READ_ONCE(nonblock_callbacks))
 		ev |= GDR_EV_BLOCKABLE;
 	act = gdr_event(pt, ev);
 	if (act & GDR_A_AGAIN)
@@ -606,8 +644,9 @@ static struct gdr_map *gdr_map_alloc(struct gdr_pt *pt, struct device *dev, enum
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	phys = gdr_phys(pt);
-	first = kvmalloc_array(pt->npages, sizeof(*first), GFP_KERNEL);
-	count = kvmalloc_array(pt->npages, sizeof(*count), GFP_KERNEL);
+	/* Zeroed: Rust makes &mut [u32] of them, which must hold initialised values. */
+	first = kvcalloc(pt->npages, sizeof(*first), GFP_KERNEL);
+	count = kvcalloc(pt->npages, sizeof(*count), GFP_KERNEL);
 	if (!m || !phys || !first || !count)
 		goto fail;
 	INIT_HLIST_NODE(&m->key.node);

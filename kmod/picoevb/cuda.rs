@@ -131,8 +131,8 @@ impl Surface {
             }
             g.unpinning = true;
         }
-        // SAFETY: the pin is live and cannot be freed before `unpin_done` (see `finish`); this is the only
-        // unpin (the flag above), and the callback had not begun when it was set.
+        // SAFETY: the pin is live and cannot be freed before `unpin_done` (see `surface_gone`); this is the
+        // only unpin (the flag above), and the callback had not begun when it was set.
         unsafe { ffi::pevb_p2p_unpin(self.p.load(Ordering::Acquire)) };
         let free = {
             let mut g = self.state.lock();

@@ -87,6 +87,8 @@ extern "C" {
     ) -> c_int;
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
+    pub(crate) fn pevb_p2p_init() -> c_int;
+    pub(crate) fn pevb_p2p_exit();
     pub(crate) fn pevb_p2p_get() -> c_int;
     pub(crate) fn pevb_p2p_put();
     pub(crate) fn pevb_p2p_pin(

@@ -45,7 +45,20 @@
  * the last reference goes, i.e. after put_pages has returned, because NVIDIA's put_pages still touches the
  * table's embedded mmu notifier after the callback. Likewise, when NVIDIA's Tegra module (not gdr's) ran the
  * callback from an invalidation or from process exit, its notifier is still linked or queued for an SRCU
- * free inside the table, so that kfree() is deferred to a work item that waits for both.
+ * free inside the table, so that kfree() waits for both (see pevb_p2p_destroy).
+ *
+ * Two rules about context:
+ *   - free_cb never runs from a non-blockable invalidation (the OOM reaper, process_mrelease). NVIDIA's
+ *     Tegra module calls it from those too, and it sleeps (NVIDIA's own mutexes, and the driver waits for
+ *     its DMAs). So each Jetson pin also holds a "guard" interval notifier on its range, inserted before
+ *     get_pages: the kernel calls interval notifiers before classic ones (__mmu_notifier_invalidate_range_start)
+ *     and stops at the first refusal, so the guard's refusal of a non-blockable range keeps the provider's
+ *     notifier from ever seeing it. The reaper then leaves this mm to exit_mmap, which may sleep.
+ *   - The last reference to a pin is dropped inline only on a thread that holds picoevb.ko by other means
+ *     (an ioctl or close of one of its files) and is not inside the provider's callback. Otherwise (the
+ *     callback, possibly inside an invalidation where the guard cannot be removed) the free is queued on
+ *     pevb_p2p_wq, which module exit drains: a queued free never runs on freed module text, and nobody
+ *     waits for one (pevb_p2p_put returns at once).
  */
 #include <linux/atomic.h>
 #include <linux/delay.h>
@@ -62,7 +75,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
-#include <linux/wait_bit.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 
 #ifdef GDR_P2P_SYSTEM_HEADER
@@ -83,6 +96,8 @@ extern const u32 gdr_nv_p2p_provider_version;
 #endif
 
 struct pevb_p2p;
+int pevb_p2p_init(void);
+void pevb_p2p_exit(void);
 int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
@@ -118,7 +133,7 @@ struct pevb_p2p_ops {
 static DEFINE_MUTEX(pevb_p2p_ops_lock);
 static unsigned int pevb_p2p_users;	/* pevb_p2p_get() references + live pins */
 static struct pevb_p2p_ops pevb_p2p_ops;	/* valid while pevb_p2p_users > 0 */
-static atomic_t pevb_p2p_deferred = ATOMIC_INIT(0);	/* table frees queued on the system workqueue */
+static struct workqueue_struct *pevb_p2p_wq;	/* deferred frees; drained at module exit */
 
 #ifdef GDR_P2P_LINKED
 /* Direct calls: picoevb.ko depends on the provider (see the top of this file). */
@@ -219,8 +234,19 @@ int pevb_p2p_get(void)
 void pevb_p2p_put(void)
 {
 	pevb_p2p_ops_put();
-	/* picoevb.ko may be unloaded next: no table free may still be queued (they hold no user reference). */
-	wait_var_event(&pevb_p2p_deferred, !atomic_read(&pevb_p2p_deferred));
+}
+
+/* Module init and exit (picoevb_main.rs). Exit runs when no pin is left (each holds the module), but a
+ * queued free may still be finishing after its module_put: destroy_workqueue() waits for it. */
+int pevb_p2p_init(void)
+{
+	pevb_p2p_wq = alloc_workqueue("picoevb_p2p", WQ_UNBOUND, 0);
+	return pevb_p2p_wq ? 0 : -ENOMEM;
+}
+
+void pevb_p2p_exit(void)
+{
+	destroy_workqueue(pevb_p2p_wq);
 }
 
 /* ---- one pin ---- */
@@ -243,6 +269,12 @@ struct pevb_p2p {
 	bool cb_claimed;			/* free_cb has been (or is being) called */
 	bool unpinning;				/* pevb_p2p_unpin() runs: it owns the last reference */
 	bool put_done;				/* put_pages has returned (Jetson: its unregister is over) */
+#ifndef GDR_P2P_DGPU
+	bool from_release;			/* NVIDIA's callback came with its notifier still linked: exit */
+	bool guarded;				/* guard is inserted */
+	bool torn_down;				/* guard saw exit_mmap's unmap (after the notifiers' release) */
+	struct mmu_interval_notifier guard;	/* refuses non-blockable invalidations of the range */
+#endif
 	struct task_struct *undo_task;		/* pin failed: this thread's own put_pages runs the callback */
 	struct completion pinned;		/* pevb_p2p_pin() has left PINNING */
 
@@ -276,8 +308,60 @@ void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len)
 	*len = p->segs[i].len;
 }
 
-static void pevb_p2p_free_rest(struct pevb_p2p *p)
+#ifndef GDR_P2P_DGPU
+static DECLARE_WAIT_QUEUE_HEAD(pevb_p2p_torn);
+
+/*
+ * The guard (see the top of this file). A blockable invalidation passes: the provider's notifier decides.
+ * mm_users is 0 only in exit_mmap, whose unmap_vmas() invalidates the whole address space after
+ * mmu_notifier_release() has called every classic notifier's .release, unlinked them all and waited for
+ * their SRCU readers: from then on NVIDIA's notifier inside the table is no longer reachable.
+ */
+static bool pevb_p2p_guard_invalidate(struct mmu_interval_notifier *mni, const struct mmu_notifier_range *range,
+				      unsigned long cur_seq)
 {
+	struct pevb_p2p *p = container_of(mni, struct pevb_p2p, guard);
+
+	if (!mmu_notifier_range_blockable(range))
+		return false;
+	if (!atomic_read(&range->mm->mm_users)) {
+		WRITE_ONCE(p->torn_down, true);
+		wake_up_all(&pevb_p2p_torn);
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops pevb_p2p_guard_ops = {
+	.invalidate = pevb_p2p_guard_invalidate,
+};
+
+/*
+ * NVIDIA's Tegra module (not gdr's) ran the callback without put_pages, so its notifier embedded in the
+ * table may still be in use: from exit_mmap's .release it is still linked (wait until exit_mmap is past
+ * the notifiers, which the guard sees); from an invalidation it was mmu_notifier_put() first (wait for
+ * that SRCU-deferred free). Never a poll, never a free of a table that may be linked.
+ */
+static void pevb_p2p_wait_notifier(struct pevb_p2p *p)
+{
+	if (!p->pt || pevb_p2p_ops.gdr || p->put_done)
+		return;
+	if (p->from_release)
+		while (!wait_event_timeout(pevb_p2p_torn, READ_ONCE(p->torn_down), 10 * HZ))
+			pr_warn("picoevb: a GPU page table waits for its process's exit_mmap\n");
+	mmu_notifier_synchronize();
+}
+#endif
+
+/* The last reference is gone: free the page table struct (Jetson), the segments and p. */
+static void pevb_p2p_destroy(struct pevb_p2p *p)
+{
+#ifndef GDR_P2P_DGPU
+	/* The provider's free_page_table has run (free_from_callback or pin cleanup); the struct is ours. */
+	pevb_p2p_wait_notifier(p);
+	if (p->guarded)
+		mmu_interval_notifier_remove(&p->guard);
+	kfree(p->pt);
+#endif
 	kfree(p->segs);
 	kfree(p);
 	pevb_p2p_ops_put();
@@ -285,47 +369,29 @@ static void pevb_p2p_free_rest(struct pevb_p2p *p)
 	module_put(THIS_MODULE);
 }
 
-#ifndef GDR_P2P_DGPU
-/*
- * NVIDIA's Tegra module (not gdr's) ran the callback from an invalidation (it mmu_notifier_put() the
- * table's embedded notifier first: an SRCU-deferred free still points into the table) or from exit_mmap
- * (the notifier is unlinked from the mm only after all .release calls): wait for both, then free.
- */
 static void pevb_p2p_free_work(struct work_struct *work)
 {
-	struct pevb_p2p *p = container_of(work, struct pevb_p2p, free_work);
-	unsigned int ms;
-
-	for (ms = 0; !hlist_unhashed_lockless(&p->pt->mn.hlist) && ms < 10000; ms++)
-		msleep(1);
-	mmu_notifier_synchronize();
-	kfree(p->pt);
-	pevb_p2p_free_rest(p);
-	if (atomic_dec_and_test(&pevb_p2p_deferred))
-		wake_up_var(&pevb_p2p_deferred);
+	pevb_p2p_destroy(container_of(work, struct pevb_p2p, free_work));
 }
-#endif
 
-/* The last reference is gone: free the page table struct (Jetson), the segments and p. */
-static void pevb_p2p_release(struct pevb_p2p *p)
+/*
+ * Drops a reference. @queued: the caller is the provider's callback (maybe inside an invalidation, and
+ * holding picoevb.ko by nothing but this pin), so the free goes to pevb_p2p_wq; so does one that must wait
+ * for NVIDIA's notifier.
+ */
+static void pevb_p2p_unref(struct pevb_p2p *p, bool queued)
 {
-#ifndef GDR_P2P_DGPU
-	/* The provider's free_page_table has run (free_from_callback or pin cleanup); the struct is ours. */
-	if (p->pt && !pevb_p2p_ops.gdr && !p->put_done) {
-		atomic_inc(&pevb_p2p_deferred);
-		INIT_WORK(&p->free_work, pevb_p2p_free_work);
-		schedule_work(&p->free_work);
+	if (!refcount_dec_and_test(&p->ref))
 		return;
-	}
-	kfree(p->pt);
+#ifndef GDR_P2P_DGPU
+	queued = queued || (p->pt && !pevb_p2p_ops.gdr && !p->put_done);
 #endif
-	pevb_p2p_free_rest(p);
-}
-
-static void pevb_p2p_unref(struct pevb_p2p *p)
-{
-	if (refcount_dec_and_test(&p->ref))
-		pevb_p2p_release(p);
+	if (queued) {
+		INIT_WORK(&p->free_work, pevb_p2p_free_work);
+		queue_work(pevb_p2p_wq, &p->free_work);
+	} else {
+		pevb_p2p_destroy(p);
+	}
 }
 
 /* Unmap the one DMA mapping, once, whoever comes first. */
@@ -378,7 +444,7 @@ static void pevb_p2p_trampoline(void *data)
 		spin_unlock(&p->lock);
 		if (wait) {
 			wait_for_completion(&p->pinned);
-			pevb_p2p_unref(p);
+			pevb_p2p_unref(p, true);
 		}
 		return;
 	}
@@ -387,8 +453,14 @@ static void pevb_p2p_trampoline(void *data)
 		return;		/* a second callback for this pin: never passed on */
 	}
 	p->cb_claimed = true;
+#ifndef GDR_P2P_DGPU
+	/* NVIDIA drops its notifier before an invalidation's callback, not before exit's .release. */
+	p->from_release = !hlist_unhashed_lockless(&p->pt->mn.hlist);
+#endif
+	refcount_inc(&p->ref);	/* the last reference, if it goes here, is dropped by a queued free */
 	spin_unlock(&p->lock);
 	p->free_cb(p->data);	/* the driver calls pevb_p2p_free_from_callback(p) */
+	pevb_p2p_unref(p, true);
 }
 
 /* Copy the mapping's bus segments, with the head offset and the tail trimmed to the user's range. */
@@ -478,6 +550,12 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 #ifdef GDR_P2P_DGPU
 	ret = pevb_p2p_ops.get_pages(0, 0, start, end - start, &p->pt, pevb_p2p_trampoline, p);
 #else
+	/* Before the provider's notifier exists, so that no non-blockable invalidation ever reaches it. */
+	ret = current->mm ? mmu_interval_notifier_insert(&p->guard, current->mm, start, end - start,
+							  &pevb_p2p_guard_ops) : -EINVAL;
+	if (ret)
+		goto out_free;
+	p->guarded = true;
 	ret = pevb_p2p_ops.get_pages(start, end - start, &p->pt, pevb_p2p_trampoline, p);
 #endif
 	if (ret) {
@@ -551,7 +629,7 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 	pevb_p2p_ops.free_page_table(p->pt);
 #endif
 out_free:
-	pevb_p2p_unref(p);	/* frees p, and (Jetson) the table struct */
+	pevb_p2p_unref(p, false);	/* frees p, and (Jetson) the table struct */
 	return ret;
 }
 
@@ -590,7 +668,7 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 #endif
 	}
 	/* claimed: an invalidation or process exit runs free_cb; never put_pages after that (NVIDIA). */
-	pevb_p2p_unref(p);
+	pevb_p2p_unref(p, false);
 }
 
 void pevb_p2p_free_from_callback(struct pevb_p2p *p)
@@ -603,7 +681,7 @@ void pevb_p2p_free_from_callback(struct pevb_p2p *p)
 #else
 	pevb_p2p_ops.free_page_table(p->pt);	/* unpins; the struct is freed with p's last reference */
 #endif
-	pevb_p2p_unref(p);	/* the pin's reference */
+	pevb_p2p_unref(p, false);	/* the pin's reference (inside the callback, the trampoline holds one) */
 }
 
 /*

@@ -88,42 +88,51 @@ use file::PicoevbFile;
 #[cfg(target_endian = "big")]
 compile_error!("XDMA descriptors are little-endian and are written in native byte order");
 
-// SAFETY: `Descriptor` is `#[repr(C)]` of eight `u32`s: no padding, every bit pattern valid.
-unsafe impl kernel::transmute::AsBytes for xdma::Descriptor {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for xdma::Descriptor {}
-// SAFETY: the ABI structs are `#[repr(C)]` of `u64`/`u32` fields with explicit padding: no holes, any bits valid.
-unsafe impl kernel::transmute::AsBytes for abi::H2cDma {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::H2cDma {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::C2hDma {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::C2hDma {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::H2c2hDma {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::H2c2hDma {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::CardInfo {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::CardInfo {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::PinCuda {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::PinCuda {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::UnpinCuda {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::UnpinCuda {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::AbiInfo {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::AbiInfo {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::AsBytes for abi::RegCache {}
-// SAFETY: as above.
-unsafe impl kernel::transmute::FromBytes for abi::RegCache {}
+/// Size of the field that `_f` borrows, for [`plain_bytes!`]; the bound makes each field's type one for
+/// which every bit pattern is valid and which has no uninitialised bytes. Used only inside anonymous
+/// consts, which the dead-code lint does not see into.
+#[allow(dead_code)]
+const fn field_size<T, F: kernel::transmute::FromBytes + kernel::transmute::AsBytes>(
+    _f: fn(&T) -> &F,
+) -> usize {
+    core::mem::size_of::<F>()
+}
+
+/// `AsBytes` and `FromBytes` for structs copied to and from user space or the device. Checked at compile
+/// time, for each: the field list is complete (an exhaustive pattern), every field's type is itself
+/// `FromBytes + AsBytes` (integers and arrays of them), and the fields' sizes add up to the struct's, so
+/// there is no padding.
+macro_rules! plain_bytes {
+    ($($t:path { $($f:ident),+ $(,)? })+) => {$(
+        const _: () = {
+            #[allow(dead_code)]
+            fn exhaustive(x: &$t) {
+                let $t { $($f: _),+ } = x;
+            }
+            assert!(core::mem::size_of::<$t>() == 0 $(+ field_size::<$t, _>(|x| &x.$f))+);
+        };
+        // SAFETY: checked above: no padding (no uninitialised byte to read) and only fields for which
+        // every bit pattern is valid, so any byte string of the struct's size is a valid value.
+        unsafe impl kernel::transmute::AsBytes for $t {}
+        // SAFETY: as above.
+        unsafe impl kernel::transmute::FromBytes for $t {}
+    )+};
+}
+
+plain_bytes! {
+    xdma::Descriptor { control, len, src_lo, src_hi, dst_lo, dst_hi, next_lo, next_hi }
+    abi::H2cDma { src, dst, len, flags, dma_time_ns }
+    abi::C2hDma { dst, src, len, flags, dma_time_ns }
+    abi::H2c2hDma { src, dst, len, flags, dma_time_ns }
+    abi::CardInfo { fpga_ram_size }
+    abi::PinCuda { va, size, handle, pad }
+    abi::UnpinCuda { handle }
+    abi::AbiInfo { abi_version, card_index, caps, fpga_ram_size, design_version, build_hash, reserved }
+    abi::RegCache {
+        op, max_entries, max_bytes, entries, capacity, bytes, hits, misses, evictions, invalidations,
+        uncached, reserved
+    }
+}
 
 /// Device node names; the misc layer keeps a pointer to the name, so they are static.
 const NAMES: [&CStr; 8] = [
@@ -227,7 +236,8 @@ impl pci::Driver for PicoevbDriver {
         }
         pdev.enable_device_mem()?;
         let enabled = Enabled { pdev: pdev.into() };
-        // SAFETY: nothing is DMA-mapped for this device yet.
+        // SAFETY: probe runs before the device node exists and before anything of ours allocates or maps
+        // for this device, so no DMA allocation or mapping runs concurrently.
         unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<64>())? };
         // SAFETY: `pdev` is bound to us (probe) and nothing maps for it yet. Segments up to a descriptor's
         // length keep chains short.
@@ -290,8 +300,46 @@ impl pci::Driver for PicoevbDriver {
     }
 }
 
-kernel::module_pci_driver! {
-    type: PicoevbDriver,
+/// The module: the shim's queue of deferred GPU-pin frees, then the PCI driver. Fields drop in order, so
+/// the driver is unregistered first and the queue (which may still run the tail of a free whose pin's
+/// module reference is already gone) is drained last.
+#[pin_data]
+struct PicoevbModule {
+    #[pin]
+    _driver: kernel::driver::Registration<pci::Adapter<PicoevbDriver>>,
+    _p2p: P2pQueue,
+}
+
+/// `p2p.c`'s work queue, from module init to module exit.
+struct P2pQueue;
+
+impl P2pQueue {
+    fn new() -> Result<Self> {
+        // SAFETY: called once, at module init, before any pin exists.
+        kernel::error::to_result(unsafe { ffi::pevb_p2p_init() })?;
+        Ok(P2pQueue)
+    }
+}
+
+impl Drop for P2pQueue {
+    fn drop(&mut self) {
+        // SAFETY: `new` succeeded. At module exit no pin is left (each holds the module), so nothing
+        // queues work any more; the driver's unbind is over (field order).
+        unsafe { ffi::pevb_p2p_exit() };
+    }
+}
+
+impl kernel::InPlaceModule for PicoevbModule {
+    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            _p2p: P2pQueue::new()?,
+            _driver <- kernel::driver::Registration::new(c_str!("picoevb"), module),
+        })
+    }
+}
+
+kernel::prelude::module! {
+    type: PicoevbModule,
     name: "picoevb",
     authors: ["gdr developers"],
     description: "PicoEVB FPGA card: XDMA scatter-gather DMA between user memory and FPGA RAM",

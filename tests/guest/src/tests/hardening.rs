@@ -12,7 +12,7 @@ use picoevb_abi as abi;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::cuda::{cuda, flavour, open, pin_range, surface};
-use super::regcache::quiesce;
+use super::regcache::{open_uncached, quiesce};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
 use crate::dev::{Device, Mapping};
 
@@ -40,6 +40,10 @@ pub fn register(v: &mut Vec<Test>) {
         )
         .needs(Needs::RegCache),
     );
+    v.push(test(
+        "hardening::dma_with_a_file_mapping",
+        dma_with_file_mapping,
+    ));
     v.push(
         test(
             "hardening::munmap_surface_and_cached_buffer_mid_dma",
@@ -348,4 +352,120 @@ fn c2h_keeps_neighbour(ctx: &mut Ctx) -> TestResult {
         &want_b,
         &m.as_slice()[HALF..],
     )
+}
+
+/// A writable MAP_SHARED mapping of a file on ramfs: its pages need dirty tracking (page_mkwrite), which
+/// the kernel refuses to long-term pins (FOLL_LONGTERM), as on every writeback filesystem (ext4 and the
+/// like). Unmounted, unmapped and removed on drop.
+struct FileMapping {
+    dir: CString,
+    fd: libc::c_int,
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+impl FileMapping {
+    fn new(len: usize) -> Result<Self, String> {
+        let os = |what: &str| format!("{what}: {}", io::Error::last_os_error());
+        let dir = CString::new("/tmp/gdr-ramfs").expect("no NUL");
+        let file = CString::new("/tmp/gdr-ramfs/f").expect("no NUL");
+        let fstype = CString::new("ramfs").expect("no NUL");
+        // SAFETY: plain syscalls on NUL-terminated paths; the mapping is ours until drop.
+        unsafe {
+            if libc::mkdir(dir.as_ptr(), 0o700) != 0 && *libc::__errno_location() != libc::EEXIST {
+                return Err(os("mkdir /tmp/gdr-ramfs"));
+            }
+            if libc::mount(
+                fstype.as_ptr(),
+                dir.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(os("mount ramfs"));
+            }
+            let mut m = FileMapping {
+                dir,
+                fd: -1,
+                addr: libc::MAP_FAILED,
+                len,
+            };
+            m.fd = libc::open(file.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600);
+            if m.fd < 0 {
+                return Err(os("open a ramfs file"));
+            }
+            if libc::ftruncate(m.fd, len as libc::off_t) != 0 {
+                return Err(os("ftruncate"));
+            }
+            m.addr = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                m.fd,
+                0,
+            );
+            if m.addr == libc::MAP_FAILED {
+                return Err(os("mmap MAP_SHARED"));
+            }
+            Ok(m)
+        }
+    }
+
+    fn addr(&self) -> u64 {
+        self.addr as u64
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes mapped readable and writable for our lifetime, borrowed through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.addr.cast(), self.len) }
+    }
+}
+
+impl Drop for FileMapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, file and mount; no reference into the mapping outlives `self`.
+        unsafe {
+            if self.addr != libc::MAP_FAILED {
+                libc::munmap(self.addr, self.len);
+            }
+            if self.fd >= 0 {
+                libc::close(self.fd);
+            }
+            libc::umount2(self.dir.as_ptr(), libc::MNT_DETACH);
+        }
+    }
+}
+
+/// H2C from and C2H into a file's MAP_SHARED mapping, through a file with the registration cache off
+/// (pinned for the request only) and one with it on (a long-term pin is refused; the request must fall
+/// back to a pin of its own). Every byte checked. Fails on a driver whose one-off pins ask for
+/// FOLL_LONGTERM (EFAULT), as mmap'ed files on Jetson's ext4 would see.
+fn dma_with_file_mapping(ctx: &mut Ctx) -> TestResult {
+    const LEN: usize = 65536;
+    quiesce(ctx.dev)?;
+    let uncached = open_uncached(ctx)?;
+    let mut file = FileMapping::new(LEN)?;
+    for (name, dev) in [("uncached", &uncached), ("cached", ctx.dev)] {
+        let mut src = vec![0u8; LEN];
+        ctx.rng.fill(&mut src);
+        file.bytes().copy_from_slice(&src);
+        ctx_err(
+            &format!("H2C from the file mapping ({name})"),
+            dev.h2c_at(file.addr(), LEN as u64, 0),
+        )?;
+        file.bytes().fill(0);
+        // SAFETY: the destination is our mapping; no reference into it is live during the call.
+        let r = unsafe { dev.c2h_at(file.addr(), LEN as u64, 0) };
+        ctx_err(&format!("C2H into the file mapping ({name})"), r)?;
+        crate::buf::compare(
+            &format!("file mapping round trip ({name})"),
+            file.bytes(),
+            &src,
+        )?;
+    }
+    quiesce(ctx.dev)?;
+    drop(file);
+    sanity(ctx)
 }

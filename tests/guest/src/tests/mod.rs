@@ -87,6 +87,8 @@ pub enum Needs {
     /// The Jetson provider and the registration cache: GPU memory is host memory, so one range can be both
     /// a surface and a host buffer.
     JetsonRegCache,
+    /// The Jetson provider: GPU memory is host memory, in the process's address space (mmu notifiers).
+    JetsonProvider,
     /// An IOMMU translates the card's DMA (the card has an iommu_group).
     Iommu,
 }
@@ -116,6 +118,9 @@ impl Needs {
             });
         }
         match (self, Flavour::from_caps(caps)) {
+            (Needs::JetsonProvider, f) if f != Some(Flavour::Jetson) => Some(format!(
+                "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"
+            )),
             (Needs::JetsonRegCache, f) if f != Some(Flavour::Jetson) => Some(format!(
                 "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x}): only there is GPU memory host memory"
             )),

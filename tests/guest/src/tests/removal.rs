@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use picoevb_regs::pci;
 
 use super::regcache::{open_uncached, quiesce};
-use super::{Ctx, Test, TestResult, ctx_err, ensure, expect_errno, pins_are, round_trip, test};
+use super::{
+    Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, pins_are, round_trip, test,
+};
 use crate::buf::GuardedBuf;
 use crate::dev::Device;
 use crate::kstat;
@@ -27,6 +29,13 @@ pub fn register(v: &mut Vec<Test>) {
         "removal::wedged_engine_keeps_pins_until_unbind",
         wedged_engine,
     ));
+    v.push(
+        test(
+            "removal::probe_after_dma_parms_cleared",
+            probe_after_dma_parms_cleared,
+        )
+        .needs(Needs::Provider),
+    );
 }
 
 /// The sysfs folders of the cards: the PCI functions with the design's vendor and device IDs. All of them
@@ -203,6 +212,30 @@ fn wedged_engine(ctx: &mut Ctx) -> TestResult {
     })?;
     pins_are(base, Duration::from_secs(5), "after unbind")?;
     drop(src);
+    rescan_and_use(ctx, &dev_path)
+}
+
+/// The bench provider's control that clears an unbound device's `dma_parms`.
+const CLEAR_DMA_PARMS: &str = "/sys/module/gdr_nv_p2p/parameters/clear_dma_parms";
+
+/// Another driver was bound to the card before and cleared its `dev.dma_parms` on remove (NVIDIA's reference
+/// driver does): unbind picoevb, clear them (the bench provider stands in for that driver), bind picoevb
+/// again. Probe must not warn (the harness counts a WARNING as a splat) and the card must work. Fails on a
+/// driver that calls dma_set_max_seg_size without dma_parms (WARN_ON_ONCE in dma_set_max_seg_size).
+fn probe_after_dma_parms_cleared(ctx: &mut Ctx) -> TestResult {
+    const DRIVER: &str = "/sys/bus/pci/drivers/picoevb";
+    let dev_path = ctx.dev_path.to_string();
+    for card in card_sysfs()? {
+        let bdf = card
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("{}: no PCI address", card.display()))?
+            .to_string();
+        let write = |f: &str, v: &str| fs::write(f, v).map_err(|e| format!("{f} <- {v}: {e}"));
+        write(&format!("{DRIVER}/unbind"), &bdf)?;
+        write(CLEAR_DMA_PARMS, &bdf)?;
+        write(&format!("{DRIVER}/bind"), &bdf)?;
+    }
     rescan_and_use(ctx, &dev_path)
 }
 
