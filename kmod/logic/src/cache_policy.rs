@@ -106,8 +106,8 @@ pub enum Lookup {
         /// Where the request starts inside it.
         offset: u64,
     },
-    /// Not cached and cacheable: pin [`Policy::merged`], drop what [`Policy::make_room`] names, then
-    /// [`Policy::insert`].
+    /// Not cached and cacheable: if [`Policy::admit`] says so (a second use), pin [`Policy::merged`],
+    /// drop what [`Policy::make_room`] names, then [`Policy::insert`].
     Miss,
     /// Not to be cached: pin for this request only (and call [`Policy::note_uncached`]).
     Bypass,
