@@ -287,9 +287,9 @@ impl RegCache {
                     },
                     Lookup::Miss => {
                         let want = t.policy.merged(r);
-                        // A full cache takes a buffer only on its second use (`cache_policy`): the
-                        // first is the uncached path, with no eviction.
-                        if !t.policy.admit(r, want) {
+                        // A buffer is cached only on its second use (`cache_policy`): the first
+                        // is the uncached path, with no registration and no eviction.
+                        if !t.policy.admit(r) {
                             return Ok(None);
                         }
                         break want;

@@ -5,7 +5,7 @@
 //!
 //! The list remembers page ranges only (no pins, no references): a fixed number of them, least recently
 //! used first out. A stale entry (the memory was unmapped and reused) costs at most one needless caching,
-//! which the cache's own invalidation handles. `cache_policy` asks it only when a miss would evict.
+//! which the cache's own invalidation handles. `cache_policy` asks it on every miss.
 
 /// Ranges remembered per open file.
 pub const SEEN: usize = 64;

@@ -11,10 +11,9 @@
 //!   `max_bytes`, the range alone; the buffers sharing a page with what is cached go first, then the least
 //!   recently used until both limits hold;
 //! - a buffer larger than `max_bytes`, or any buffer with `max_entries == 0`, is pinned for once only;
-//! - a miss that would evict the least recently used buffer (the cache is full) is cached only when its
-//!   range was used before (`admission`): the first use of a buffer in a full cache is pinned for once
-//!   only, so a single-use buffer costs an uncached request, never an eviction, and cannot push out the
-//!   buffers that are being reused.
+//! - a miss is cached only when its range was used before (`admission`), full cache or not: the first
+//!   use of a buffer is pinned for once only, so a single-use buffer costs an uncached request plus a
+//!   lookup, never a registration or an eviction, and cannot push out the buffers that are being reused.
 
 use crate::abi;
 use crate::admission::Admission;
@@ -107,8 +106,8 @@ pub enum Lookup {
         /// Where the request starts inside it.
         offset: u64,
     },
-    /// Not cached and cacheable: pin [`Policy::merged`], drop what [`Policy::make_room`] names, then
-    /// [`Policy::insert`].
+    /// Not cached and cacheable: if [`Policy::admit`] says so (a second use), pin [`Policy::merged`],
+    /// drop what [`Policy::make_room`] names, then [`Policy::insert`].
     Miss,
     /// Not to be cached: pin for this request only (and call [`Policy::note_uncached`]).
     Bypass,
@@ -184,7 +183,7 @@ pub struct Policy {
     entries: u32,
     bytes: u64,
     counters: Counters,
-    /// Ranges used before, for misses in a full cache.
+    /// Ranges used before: only a miss inside one is cached.
     seen: Admission,
 }
 
@@ -264,22 +263,10 @@ impl Policy {
         r
     }
 
-    /// Whether a miss of `r`, to be cached as `want` ([`Policy::merged`]), is cached now: always while the
-    /// cache has room for `want` (once the buffers `want` covers are gone); in a full cache only when `r`
-    /// lies in a range used before. Remembers `r` either way. `false`: pin for once only (and call
-    /// [`Policy::note_uncached`]).
-    pub fn admit(&mut self, r: Range, want: Range) -> bool {
-        let seen = self.seen.admit(r.mm, r.addr, r.len);
-        let (mut entries, mut bytes) = (self.entries, self.bytes);
-        for s in self.slots.iter().flatten() {
-            if s.range.shares_page(&want, self.page) {
-                entries -= 1;
-                bytes -= s.range.len;
-            }
-        }
-        let full = entries + 1 > self.limits.max_entries
-            || bytes.saturating_add(want.len) > self.limits.max_bytes;
-        seen || !full
+    /// Whether a miss of `r` is cached now: only when `r` lies in a range used before, whatever room the
+    /// cache has. Remembers `r` either way. `false`: pin for once only (and call [`Policy::note_uncached`]).
+    pub fn admit(&mut self, r: Range) -> bool {
+        self.seen.admit(r.mm, r.addr, r.len)
     }
 
     /// The next slot to drop before `r` can be inserted: a cached buffer sharing a page with `r`, else the
@@ -425,7 +412,7 @@ mod tests {
         } else if l == Lookup::Miss {
             let u = p.merged(x);
             assert!(u.contains(&x));
-            if !p.admit(x, u) {
+            if !p.admit(x) {
                 p.note_uncached();
                 return Lookup::Bypass;
             }
@@ -439,6 +426,13 @@ mod tests {
         l
     }
 
+    /// `use_buf` on a buffer used before (its first, uncached use already made and remembered, not
+    /// counted): the buffer the tests of merging, eviction and limits start from.
+    fn reuse(p: &mut Policy, x: Range) -> Lookup {
+        p.seen.admit(x.mm, x.addr, x.len);
+        use_buf(p, x)
+    }
+
     fn limits(max_entries: u32, max_bytes: u64) -> Limits {
         Limits {
             max_entries,
@@ -449,20 +443,20 @@ mod tests {
     #[test]
     fn reuse_and_subranges_hit() {
         let mut p = new();
-        assert_eq!(use_buf(&mut p, r(0x10000, 0x4000)), Lookup::Miss);
-        let slot = match use_buf(&mut p, r(0x10000, 0x4000)) {
+        assert_eq!(reuse(&mut p, r(0x10000, 0x4000)), Lookup::Miss);
+        let slot = match reuse(&mut p, r(0x10000, 0x4000)) {
             Lookup::Hit { slot, offset: 0 } => slot,
             l => panic!("{l:?}"),
         };
         assert_eq!(
-            use_buf(&mut p, r(0x11234, 0x100)),
+            reuse(&mut p, r(0x11234, 0x100)),
             Lookup::Hit {
                 slot,
                 offset: 0x1234
             }
         );
         assert_eq!(
-            use_buf(&mut p, r(0x13fff, 1)),
+            reuse(&mut p, r(0x13fff, 1)),
             Lookup::Hit {
                 slot,
                 offset: 0x3fff
@@ -488,11 +482,11 @@ mod tests {
         let mut p = new();
         p.set_limits(limits(4, u64::MAX));
         for i in 0..4 {
-            use_buf(&mut p, r(0x100000 * (i + 1), 0x1000));
+            reuse(&mut p, r(0x100000 * (i + 1), 0x1000));
         }
         // Use the first again: the second is now the oldest.
         assert!(matches!(
-            use_buf(&mut p, r(0x100000, 0x1000)),
+            reuse(&mut p, r(0x100000, 0x1000)),
             Lookup::Hit { .. }
         ));
         // Full: the first use of a new buffer is pinned for once and evicts nothing, the second is cached.
@@ -514,9 +508,9 @@ mod tests {
     fn byte_limit_evicts_until_it_fits() {
         let mut p = new();
         p.set_limits(limits(64, 0x3000));
-        use_buf(&mut p, r(0x10000, 0x1000));
-        use_buf(&mut p, r(0x20000, 0x1000));
-        use_buf(&mut p, r(0x30000, 0x1000));
+        reuse(&mut p, r(0x10000, 0x1000));
+        reuse(&mut p, r(0x20000, 0x1000));
+        reuse(&mut p, r(0x30000, 0x1000));
         assert_eq!(use_buf(&mut p, r(0x40000, 0x2000)), Lookup::Bypass);
         assert_eq!(use_buf(&mut p, r(0x40000, 0x2000)), Lookup::Miss);
         let rep = p.report();
@@ -529,8 +523,8 @@ mod tests {
     fn too_large_or_off_bypasses() {
         let mut p = new();
         p.set_limits(limits(8, 0x1000));
-        assert_eq!(use_buf(&mut p, r(0x10000, 0x1001)), Lookup::Bypass);
-        assert_eq!(use_buf(&mut p, r(0x10000, 0x1000)), Lookup::Miss);
+        assert_eq!(reuse(&mut p, r(0x10000, 0x1001)), Lookup::Bypass);
+        assert_eq!(reuse(&mut p, r(0x10000, 0x1000)), Lookup::Miss);
         p.set_limits(limits(0, 0x1000));
         // Off: even a cached buffer is not used (it goes at the next over_limits sweep).
         assert_eq!(p.lookup(r(0x10000, 0x1000)), Lookup::Bypass);
@@ -545,10 +539,10 @@ mod tests {
     #[test]
     fn a_covering_buffer_replaces_the_ones_inside_it() {
         let mut p = new();
-        use_buf(&mut p, r(0x10000, 0x1000));
-        use_buf(&mut p, r(0x12000, 0x1000));
-        use_buf(&mut p, r(0x40000, 0x1000));
-        use_buf(&mut p, r(0x10000, 0x4000));
+        reuse(&mut p, r(0x10000, 0x1000));
+        reuse(&mut p, r(0x12000, 0x1000));
+        reuse(&mut p, r(0x40000, 0x1000));
+        reuse(&mut p, r(0x10000, 0x4000));
         let rep = p.report();
         assert_eq!((rep.entries, rep.bytes, rep.evictions), (2, 0x5000, 2));
         assert!(matches!(
@@ -561,7 +555,7 @@ mod tests {
     fn lowering_limits_evicts_oldest_first() {
         let mut p = new();
         for i in 0..6 {
-            use_buf(&mut p, r(0x100000 * (i + 1), 0x1000));
+            reuse(&mut p, r(0x100000 * (i + 1), 0x1000));
         }
         p.set_limits(limits(2, u64::MAX));
         let mut gone = 0;
@@ -579,7 +573,7 @@ mod tests {
     fn removal_reasons_count_apart_and_flush_empties() {
         let mut p = new();
         for i in 0..3 {
-            use_buf(&mut p, r(0x100000 * (i + 1), 0x1000));
+            reuse(&mut p, r(0x100000 * (i + 1), 0x1000));
         }
         let slots: [usize; 3] = core::array::from_fn(|i| p.occupied().nth(i).unwrap());
         p.remove(slots[0], Removal::Invalidated);
@@ -595,11 +589,34 @@ mod tests {
     }
 
     #[test]
+    fn a_first_use_is_never_cached_even_with_room() {
+        let mut p = new();
+        let x = r(0x10000, 0x1000);
+        // Empty cache: the first use is pinned for once, the second is cached, the third hits.
+        assert_eq!(use_buf(&mut p, x), Lookup::Bypass);
+        assert_eq!((p.entries(), p.report().uncached), (0, 1));
+        assert_eq!(use_buf(&mut p, x), Lookup::Miss);
+        assert_eq!(p.entries(), 1);
+        assert!(matches!(use_buf(&mut p, x), Lookup::Hit { .. }));
+        // A window of a buffer used before counts as a second use.
+        assert_eq!(use_buf(&mut p, r(0x40000, 0x4000)), Lookup::Bypass);
+        assert_eq!(use_buf(&mut p, r(0x41000, 0x100)), Lookup::Miss);
+        // Another address space is another buffer.
+        let other = Range { mm: MM + 1, ..x };
+        assert_eq!(use_buf(&mut p, other), Lookup::Bypass);
+        let rep = p.report();
+        assert_eq!(
+            (rep.entries, rep.uncached, rep.misses, rep.hits),
+            (2, 3, 2, 1)
+        );
+    }
+
+    #[test]
     fn single_use_buffers_in_a_full_cache_evict_nothing() {
         let mut p = new();
         p.set_limits(limits(2, u64::MAX));
-        use_buf(&mut p, r(0x10000, 0x1000));
-        use_buf(&mut p, r(0x20000, 0x1000));
+        reuse(&mut p, r(0x10000, 0x1000));
+        reuse(&mut p, r(0x20000, 0x1000));
         // A stream of buffers used once each: none is cached, the reused ones stay.
         for i in 0..10 {
             assert_eq!(
@@ -613,13 +630,34 @@ mod tests {
             use_buf(&mut p, r(0x10000, 0x1000)),
             Lookup::Hit { .. }
         ));
-        // A window of a buffer seen before counts as seen; room (after a lower limit) caches at once.
+        // A second use evicts the least recently used.
         assert_eq!(use_buf(&mut p, r(0x100800, 0x100)), Lookup::Miss);
-        p.set_limits(limits(4, u64::MAX));
-        assert_eq!(use_buf(&mut p, r(0x900000, 0x1000)), Lookup::Miss);
-        // A miss merging with the buffers it covers needs no room: cached at once.
-        assert_eq!(use_buf(&mut p, r(0x900000, 0x3000)), Lookup::Miss);
+        assert_eq!(p.report().evictions, 1);
+        assert_eq!(p.lookup(r(0x20000, 0x1000)), Lookup::Miss);
+        // A miss merging with the buffer it covers is a use of seen memory only where all of it was seen.
+        assert_eq!(use_buf(&mut p, r(0x100000, 0x3000)), Lookup::Bypass);
+        assert_eq!(use_buf(&mut p, r(0x100000, 0x3000)), Lookup::Miss);
         assert_eq!(p.report().evictions, 2);
+    }
+
+    #[test]
+    fn forgotten_and_stale_ranges() {
+        let mut p = new();
+        let x = r(0x10000, 0x1000);
+        use_buf(&mut p, x);
+        // The seen list keeps the SEEN most recently used ranges: past them, a use is a first use again.
+        for i in 0..crate::admission::SEEN as u64 {
+            use_buf(&mut p, r(0x100000 * (i + 1), 0x1000));
+        }
+        assert_eq!(use_buf(&mut p, x), Lookup::Bypass);
+        // Cached, then its memory changed (invalidated): the range is still seen, so the next use caches
+        // again at once (a stale entry costs at most one needless caching, never a wrong hit).
+        assert_eq!(use_buf(&mut p, x), Lookup::Miss);
+        let slot = p.occupied().next().unwrap();
+        p.remove(slot, Removal::Invalidated);
+        assert_eq!(p.lookup(x), Lookup::Miss);
+        assert_eq!(use_buf(&mut p, x), Lookup::Miss);
+        assert_eq!(p.entries(), 1);
     }
 
     #[test]
@@ -636,8 +674,8 @@ mod tests {
         let mut p = new();
         for i in 0..(CAPACITY as u64 + 10) {
             let x = r(0x100000 * (i + 1), 1);
-            if use_buf(&mut p, x) == Lookup::Bypass {
-                assert_eq!(use_buf(&mut p, x), Lookup::Miss);
+            if reuse(&mut p, x) == Lookup::Bypass {
+                assert_eq!(reuse(&mut p, x), Lookup::Miss);
             }
         }
         assert_eq!(p.entries() as usize, CAPACITY);
@@ -676,7 +714,7 @@ mod tests {
     #[test]
     fn report_fills_every_field() {
         let mut p = new();
-        use_buf(&mut p, r(0x10000, 0x1234));
+        reuse(&mut p, r(0x10000, 0x1234));
         let rep = p.report();
         assert_eq!(rep.capacity as usize, CAPACITY);
         assert_eq!(rep.max_entries, Limits::DEFAULT.max_entries);
@@ -689,13 +727,12 @@ mod tests {
     fn a_lookup_alone_counts_nothing() {
         let mut p = new();
         p.set_limits(limits(2, u64::MAX));
-        use_buf(&mut p, r(0x10000, 0x100));
-        use_buf(&mut p, r(0x20000, 0x100));
+        reuse(&mut p, r(0x10000, 0x100));
+        reuse(&mut p, r(0x20000, 0x100));
         // Found but not confirmed (the glue found it stale): no hit, and it stays the oldest.
         assert!(matches!(p.lookup(r(0x10000, 0x100)), Lookup::Hit { .. }));
         assert_eq!(p.report().hits, 0);
-        use_buf(&mut p, r(0x30000, 0x100));
-        use_buf(&mut p, r(0x30000, 0x100));
+        reuse(&mut p, r(0x30000, 0x100));
         assert_eq!(p.lookup(r(0x10000, 0x100)), Lookup::Miss);
         p.hit(CAPACITY + 1);
         p.hit(63);
@@ -706,16 +743,16 @@ mod tests {
     fn buffers_sharing_a_page_merge_into_one() {
         let mut p = new();
         // Two small buffers in one page.
-        use_buf(&mut p, r(0x10010, 0x10));
-        use_buf(&mut p, r(0x10800, 0x10));
+        reuse(&mut p, r(0x10010, 0x10));
+        reuse(&mut p, r(0x10800, 0x10));
         assert_eq!(p.entries(), 1);
         assert!(matches!(
             p.lookup(r(0x10010, 0x10)),
             Lookup::Hit { offset: 0, .. }
         ));
         // One reaching into the next page, then an unrelated one.
-        use_buf(&mut p, r(0x10ff0, 0x20));
-        use_buf(&mut p, r(0x30000, 0x10));
+        reuse(&mut p, r(0x10ff0, 0x20));
+        reuse(&mut p, r(0x30000, 0x10));
         let rep = p.report();
         assert_eq!(
             (rep.entries, rep.bytes, rep.evictions),
@@ -742,7 +779,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let addr = 0x100000 + (seed >> 33) % 0x40000;
             let len = 1 + (seed >> 13) % 0x3000;
-            use_buf(&mut p, r(addr, len));
+            reuse(&mut p, r(addr, len));
             let live: std::vec::Vec<Range> = p.slots.iter().flatten().map(|s| s.range).collect();
             for (i, a) in live.iter().enumerate() {
                 for b in &live[i + 1..] {
@@ -758,10 +795,10 @@ mod tests {
     fn a_union_over_the_byte_limit_pins_the_range_alone() {
         let mut p = new();
         p.set_limits(limits(8, 0x2000));
-        use_buf(&mut p, r(0x10000, 0x1800));
+        reuse(&mut p, r(0x10000, 0x1800));
         let x = r(0x11800, 0x1000);
         assert_eq!(p.merged(x), x);
-        use_buf(&mut p, x);
+        reuse(&mut p, x);
         let rep = p.report();
         assert_eq!((rep.entries, rep.bytes, rep.evictions), (1, 0x1000, 1));
     }
@@ -769,7 +806,7 @@ mod tests {
     #[test]
     fn insert_refuses_what_shares_a_page() {
         let mut p = new();
-        use_buf(&mut p, r(0x10000, 0x100));
+        reuse(&mut p, r(0x10000, 0x100));
         assert_eq!(p.insert(r(0x10f00, 0x100)), None);
         assert_eq!(p.entries(), 1);
     }
@@ -786,9 +823,9 @@ mod tests {
     #[test]
     fn sharing_finds_every_buffer_on_the_pages_of_a_range() {
         let mut p = new();
-        use_buf(&mut p, r(0x10000, 0x100));
-        use_buf(&mut p, r(0x22000, 0x2000));
-        use_buf(&mut p, r(0x40000, 0x10));
+        reuse(&mut p, r(0x10000, 0x100));
+        reuse(&mut p, r(0x22000, 0x2000));
+        reuse(&mut p, r(0x40000, 0x10));
         // A 64 KiB GPU page over the first two.
         let gpu = r(0x10000, 0x10000);
         let mut n = 0;

@@ -12,7 +12,7 @@ use picoevb_abi as abi;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::cuda::{cuda, flavour, open, pin_range, surface};
-use super::regcache::{open_uncached, quiesce};
+use super::regcache::{open_uncached, quiesce, used_once};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
 use crate::dev::{Device, Mapping};
 
@@ -128,6 +128,7 @@ fn munmap_mid_dma(ctx: &mut Ctx) -> TestResult {
     let (gpu, host) = (m.addr(), m.addr() + RAM as u64);
     let h = u64::from(pin_range(&dev, gpu, RAM)?);
     let flags = abi::H2C2H_SRC_CUDA;
+    used_once(&dev, &m.as_slice()[RAM..], "the host side")?;
     // SAFETY: `host` is our mapping, no Rust reference into it is live.
     ctx_err("H2C2H surface -> host, caching the host side", unsafe {
         dev.h2c2h_any(h, host, RAM as u64, flags)
@@ -255,6 +256,7 @@ fn memlock_charged(ctx: &mut Ctx) -> TestResult {
         let dev = ctx_err("open", Device::open(&path))?;
         let rw = libc::PROT_READ | libc::PROT_WRITE;
         let small = ctx_err("mmap", Mapping::new(RAM, rw))?;
+        used_once(&dev, small.as_slice(), "64 KiB")?;
         ctx_err("H2C of 64 KiB", dev.h2c(small.as_slice(), 0))?;
         let pinned = vm_pin()? - base;
         ensure!(
@@ -307,6 +309,7 @@ fn c2h_keeps_neighbour(ctx: &mut Ctx) -> TestResult {
     )?;
     ctx.rng.fill(m.as_mut_slice());
     let (a, b) = (m.addr(), m.addr() + HALF as u64);
+    used_once(&dev, m.as_slice(), "the page")?;
     ctx_err("H2C of the first half", dev.h2c_at(a, HALF as u64, 0))?;
     ctx_err(
         "H2C of the second half",

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use picoevb_regs::pci;
 
-use super::regcache::{open_uncached, quiesce};
+use super::regcache::{open_uncached, quiesce, used_once};
 use super::{
     Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, pins_are, round_trip, test,
 };
@@ -131,6 +131,7 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
     let kept = GuardedBuf::new(8192, 1);
     let cache = ctx_err("ABI_INFO", busy.has_reg_cache())?;
     if cache {
+        used_once(&busy, kept.as_slice(), "a buffer to cache")?;
         ctx_err("H2C of a buffer to cache", busy.h2c(kept.as_slice(), 0))?;
         let st = ctx_err("REG_CACHE QUERY", busy.reg_cache_query())?;
         ensure!(st.entries >= 1, "nothing cached before the removal: {st:?}");

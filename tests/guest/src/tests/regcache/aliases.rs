@@ -111,6 +111,7 @@ pub(super) fn pin_cuda_evicts_alias(ctx: &mut Ctx) -> TestResult {
     let verify = open_uncached(ctx)?;
     let mut m = Aliases::new(2 * PAGE, 2)?;
     m.fill(&mut ctx.rng);
+    used_once(&b, m.slice(1), "the second address")?;
     h2c(&b, m.slice(1), 0, "host H2C through the second address")?;
     let b0 = query(&b)?;
     holds("cached through the second address", &b0, 1, 2 * PAGE as u64)?;

@@ -80,26 +80,33 @@ pub(super) fn defaults_and_query(ctx: &mut Ctx) -> TestResult {
     Ok(())
 }
 
-/// The first use of a buffer pins it (a miss, exactly its pages); using it again, a part of it, in the
-/// other direction or in an H2C2H pins nothing (hits), and every byte still arrives.
+/// The first use of a buffer pins it for once (uncached), the second registers it (a miss, exactly its
+/// pages); using it again, a part of it, in the other direction or in an H2C2H pins nothing (hits), and
+/// every byte still arrives.
 pub(super) fn reuse_hits(ctx: &mut Ctx) -> TestResult {
     let dev = open_cached(ctx)?;
     let p0 = kstat::pinned_pages()?;
     let mut src = host(RAM, &mut ctx.rng)?;
     let mut dst = host(RAM, &mut ctx.rng)?;
     let per = pages(src.addr(), RAM);
-    let acq0 = kstat::pins_acquired()?;
+    let s = query(&dev)?;
+    used_once(&dev, src.as_slice(), "source")?;
+    used_once(&dev, dst.as_slice(), "destination")?;
+    pins_are(p0, Duration::ZERO, "after the first use of two buffers")?;
     let s0 = query(&dev)?;
-    h2c(&dev, src.as_slice(), 0, "first H2C")?;
-    c2h(&dev, dst.as_mut_slice(), 0, "first C2H")?;
-    compare("first round trip", src.as_slice(), dst.as_slice())?;
+    delta("first use of two buffers", &s, &s0, (0, 0, 0, 2))?;
+    holds("after the first use", &s0, 0, 0)?;
+    let acq0 = kstat::pins_acquired()?;
+    h2c(&dev, src.as_slice(), 0, "second H2C")?;
+    c2h(&dev, dst.as_mut_slice(), 0, "second C2H")?;
+    compare("second round trip", src.as_slice(), dst.as_slice())?;
     let s1 = query(&dev)?;
-    delta("first use of two buffers", &s0, &s1, (0, 2, 0, 0))?;
-    holds("after the first use", &s1, 2, 2 * RAM as u64)?;
+    delta("second use of two buffers", &s0, &s1, (0, 2, 0, 0))?;
+    holds("after the second use", &s1, 2, 2 * RAM as u64)?;
     let acq1 = kstat::pins_acquired()?;
     ensure!(
         (acq1 - acq0) as i64 == 2 * per,
-        "the first use of two {RAM}-byte buffers pinned {} pages, expected {}",
+        "the second use of two {RAM}-byte buffers pinned {} pages, expected {}",
         acq1 - acq0,
         2 * per
     );
@@ -179,6 +186,7 @@ pub(super) fn cache_off(ctx: &mut Ctx) -> TestResult {
     let mut src = host(RAM, &mut ctx.rng)?;
     let mut dst = host(RAM, &mut ctx.rng)?;
     let per = pages(src.addr(), RAM);
+    used_once(&dev, src.as_slice(), "source")?;
     h2c(&dev, src.as_slice(), 0, "while cached")?;
     let s0 = query(&dev)?;
     let s1 = set_limits(&dev, 0, DEFAULT_BYTES)?;
@@ -208,10 +216,10 @@ pub(super) fn cache_off(ctx: &mut Ctx) -> TestResult {
     delta("uncached round trips", &s1, &s2, (0, 0, 0, 2 * ROUNDS))?;
     holds("cache off", &s2, 0, 0)?;
     pins_are(p0, Duration::ZERO, "after uncached requests")?;
-    // On again: cached from the next miss.
+    // On again: the buffer was used before (with the cache off too), so the next miss caches it.
     set_limits(&dev, DEFAULT_ENTRIES, DEFAULT_BYTES)?;
     h2c(&dev, src.as_slice(), 0, "cache on again")?;
-    h2c(&dev, src.as_slice(), 0, "cache on again, second use")?;
+    h2c(&dev, src.as_slice(), 0, "cache on again, next use")?;
     let s3 = query(&dev)?;
     delta("cache on again", &s2, &s3, (1, 1, 0, 0))?;
     pins_are(p0 + per, Duration::ZERO, "one buffer cached again")

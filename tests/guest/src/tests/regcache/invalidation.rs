@@ -11,6 +11,7 @@ pub(super) fn dontneed_h2c(ctx: &mut Ctx) -> TestResult {
     let p0 = kstat::pinned_pages()?;
     let mut b = host(RAM, &mut ctx.rng)?;
     let per = pages(b.addr(), RAM);
+    used_once(&dev, b.as_slice(), "the buffer")?;
     h2c(&dev, b.as_slice(), 0, "pattern A")?;
     fpga_holds(&verify, 0, b.as_slice(), "pattern A")?;
     for wait in [false, true] {
@@ -79,6 +80,7 @@ pub(super) fn dontneed_c2h(ctx: &mut Ctx) -> TestResult {
     let p0 = kstat::pinned_pages()?;
     let mut b = host(RAM, &mut ctx.rng)?;
     let per = pages(b.addr(), RAM);
+    used_once(&dev, b.as_slice(), "the buffer")?;
     c2h(&dev, b.as_mut_slice(), 0, "caching the buffer")?;
     for round in 0..3 {
         let x = random(RAM, &mut ctx.rng);
@@ -128,6 +130,7 @@ pub(super) fn remap_fixed(ctx: &mut Ctx) -> TestResult {
         };
         let mut b = host(RAM, &mut ctx.rng)?;
         let addr = b.addr();
+        used_once(&dev, b.as_slice(), how)?;
         h2c(&dev, b.as_slice(), 0, &format!("{how}: pattern A"))?;
         let s0 = query(&dev)?;
         if munmap_first {
@@ -171,6 +174,7 @@ pub(super) fn munmap_and_mremap(ctx: &mut Ctx) -> TestResult {
     let verify = open_uncached(ctx)?;
     let p0 = kstat::pinned_pages()?;
     let mut b = host(LEN, &mut ctx.rng)?;
+    used_once(&dev, b.as_slice(), "the buffer")?;
     h2c(&dev, b.as_slice(), 0, "caching")?;
     let s0 = query(&dev)?;
     let old = b.addr();
@@ -190,6 +194,7 @@ pub(super) fn munmap_and_mremap(ctx: &mut Ctx) -> TestResult {
 
     let mut m = host(LEN, &mut ctx.rng)?;
     let content = m.as_slice().to_vec();
+    used_once(&dev, m.as_slice(), "the new buffer")?;
     h2c(&dev, m.as_slice(), 0, "caching")?;
     let s1 = query(&dev)?;
     let target = ctx_err("mmap", Mapping::new(LEN, libc::PROT_NONE))?;
@@ -206,7 +211,9 @@ pub(super) fn munmap_and_mremap(ctx: &mut Ctx) -> TestResult {
         describe(&s2)
     );
     compare("moved pages", &content, m.as_slice())?;
+    used_once(&dev, m.as_slice(), "the new address")?;
     h2c(&verify, &vec![0u8; LEN], 0, "clearing FPGA RAM")?;
+    let s2 = query(&dev)?;
     h2c(&dev, m.as_slice(), 0, "from the new address")?;
     fpga_holds(&verify, 0, &content, "H2C from the new address")?;
     let s3 = query(&dev)?;
@@ -228,6 +235,7 @@ pub(super) fn mprotect_readonly(ctx: &mut Ctx) -> TestResult {
     let dev = open_cached(ctx)?;
     let verify = open_uncached(ctx)?;
     let mut b = host(LEN, &mut ctx.rng)?;
+    used_once(&dev, b.as_slice(), "the buffer")?;
     let x = random(LEN, &mut ctx.rng);
     h2c(&verify, &x, 0, "FPGA contents")?;
     c2h(&dev, b.as_mut_slice(), 0, "caching by C2H")?;
@@ -284,6 +292,7 @@ pub(super) fn readonly_mapping(ctx: &mut Ctx) -> TestResult {
         fpga_holds(&verify, 0, &want, "H2C from a read-only mapping")?;
     }
     let mut rw = host(LEN, &mut ctx.rng)?;
+    used_once(&dev, rw.as_slice(), "the destination")?;
     let s1 = query(&dev)?;
     ctx_err(
         "H2C2H from a read-only mapping",

@@ -15,6 +15,7 @@ pub(super) fn close_releases(ctx: &mut Ctx) -> TestResult {
     {
         let dev = open_cached(ctx)?;
         for (i, b) in bufs.iter_mut().enumerate() {
+            used_once(&dev, b.as_slice(), &format!("buffer {i}"))?;
             if i % 2 == 0 {
                 h2c(&dev, b.as_slice(), 0, &format!("buffer {i}"))?;
             } else {
@@ -67,6 +68,8 @@ pub(super) fn per_file(ctx: &mut Ctx) -> TestResult {
     let verify = open_uncached(ctx)?;
     let mut buf = host(LEN, &mut ctx.rng)?;
     let per = pages(buf.addr(), LEN);
+    used_once(&a, buf.as_slice(), "file a")?;
+    used_once(&b, buf.as_slice(), "file b")?;
     let (a0, b0) = (query(&a)?, query(&b)?);
     h2c(&a, buf.as_slice(), 0, "file a")?;
     h2c(&b, buf.as_slice(), 0, "file b")?;
@@ -103,6 +106,7 @@ pub(super) fn fork_child(ctx: &mut Ctx) -> TestResult {
     let mut b = host(LEN, &mut ctx.rng)?;
     let a = b.as_slice().to_vec();
     let child_pattern = random(LEN, &mut ctx.rng);
+    used_once(&dev, b.as_slice(), "parent")?;
     h2c(&dev, b.as_slice(), 0, "parent")?;
     h2c(&dev, b.as_slice(), 0, "parent again")?;
     let s0 = query(&dev)?;
@@ -184,11 +188,12 @@ fn child_uses_inherited_file(
     pattern: &[u8],
     off: usize,
 ) -> TestResult {
+    used_once(dev, b.as_slice(), "child, the parent's address")?;
     let s0 = query(dev)?;
     h2c(dev, b.as_slice(), off, "child, the parent's address")?;
     let s1 = query(dev)?;
     delta(
-        "child's first H2C at the parent's cached address (another address space)",
+        "child's second H2C at the parent's cached address (another address space)",
         &s0,
         &s1,
         (0, 1, ANY, 0),

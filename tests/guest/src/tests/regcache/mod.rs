@@ -325,6 +325,16 @@ fn c2h(dev: &Device, dst: &mut [u8], off: usize, what: &str) -> TestResult {
     .map(|_| ())
 }
 
+/// The first use of `buf` on `dev`: an uncached H2C from it (into FPGA RAM at 0, a window at a time). A
+/// first use never registers a buffer; the cache remembers it, so the buffer's next use on `dev` does.
+/// Tests of what a cached buffer does call it first, before the counters and pin counts they compare.
+pub(crate) fn used_once(dev: &Device, buf: &[u8], what: &str) -> TestResult {
+    for (i, w) in buf.chunks(RAM).enumerate() {
+        h2c(dev, w, 0, &format!("{what}: first use, window {i}"))?;
+    }
+    Ok(())
+}
+
 /// Reads FPGA RAM through `verify` (a file with the cache off) and compares it with `want`.
 fn fpga_holds(verify: &Device, off: usize, want: &[u8], what: &str) -> TestResult {
     let mut got: Vec<u8> = want.iter().map(|b| !b).collect();

@@ -11,6 +11,8 @@ pub(super) fn surface_memory(ctx: &mut Ctx) -> TestResult {
     let verify = open_uncached(ctx)?;
     let mut s = super::super::cuda::surface(f, 2 * RAM)?;
     ctx.rng.fill(s.as_mut_slice());
+    used_once(&a, &s.as_slice()[..RAM], "the first half")?;
+    used_once(&b, &s.as_slice()[RAM..], "the second half")?;
     h2c(&a, &s.as_slice()[..RAM], 0, "host H2C from the first half")?;
     h2c(&b, &s.as_slice()[RAM..], 0, "host H2C from the second half")?;
     let (a0, b0) = (query(&a)?, query(&b)?);
