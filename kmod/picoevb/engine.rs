@@ -219,6 +219,11 @@ impl Engine {
         }
         let st = self.status.load(Ordering::Acquire);
         if let Err(e) = status::outcome(st) {
+            // A card that left the bus mid-run reads all ones, error bits included: that is removal.
+            if port.vanished() {
+                dev_err!(port.dev(), "card stopped answering (surprise removal?)\n");
+                return Err(ENODEV);
+            }
             dev_err!(
                 port.dev(),
                 "{:?} engine: {} (status {:#010x})\n",
