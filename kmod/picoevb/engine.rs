@@ -242,7 +242,7 @@ impl Engine {
                 n,
                 c.count
             );
-            return Err(EIO);
+            return Err(removal_or(port, EIO));
         }
         Ok(())
     }
@@ -260,7 +260,11 @@ impl Engine {
             return outcome;
         }
         port.wedge();
-        Err(if outcome == Err(ENODEV) { ENODEV } else { EIO })
+        Err(if outcome == Err(ENODEV) {
+            ENODEV
+        } else {
+            removal_or(port, EIO)
+        })
     }
 
     /// `finish` for a run nobody judges (the request failed elsewhere): stops it; Ok if shown idle, else
@@ -270,7 +274,7 @@ impl Engine {
             return Ok(());
         }
         port.wedge();
-        Err(if port.is_gone() { ENODEV } else { EIO })
+        Err(removal_or(port, EIO))
     }
 
     /// After a completed chain: clears Run and the interrupt mask; whether the engine is idle. The status
@@ -337,4 +341,15 @@ impl Engine {
 /// short enough that a lost interrupt is reported in seconds, not never.
 pub(crate) fn timeout_ms(bytes: u64) -> u32 {
     (2000 + bytes / 4096).min(60_000) as u32
+}
+
+/// `e`, unless the card has left the bus (removal, or every identifier reads all ones): then ENODEV. An
+/// engine of a vanished card reads busy for ever and its completed count as all ones, which is removal, not
+/// an engine fault.
+fn removal_or(port: &Port, e: Error) -> Error {
+    if port.is_gone() || port.vanished() {
+        ENODEV
+    } else {
+        e
+    }
 }
