@@ -166,6 +166,21 @@ impl Child {
 }
 
 impl Child {
+    /// Reaps it (as `reap_killed`, 30 s) and checks that SIGKILL is what ended it; otherwise the failure
+    /// carries the error the child recorded in `sh`.
+    fn reap_sigkilled(&mut self, what: &str, sh: &Shared) -> TestResult {
+        let st = self
+            .reap_killed(Duration::from_secs(30))
+            .map_err(|e| format!("{what}: {e}"))?;
+        ensure!(
+            libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL,
+            "{what}: child {} instead of SIGKILL: {}",
+            describe_status(st),
+            sh.error()
+        );
+        Ok(())
+    }
+
     /// Reaps it after a SIGKILL, giving it `limit`: a child that does not die is stuck in the kernel, and
     /// the failure says where (`/proc/PID/stack`, `wchan`, state).
     fn reap_killed(&mut self, limit: Duration) -> Result<libc::c_int, String> {
@@ -338,15 +353,7 @@ pub(super) fn reaper_mid_dma(ctx: &mut Ctx, n: usize) -> TestResult {
             (_, Some(libc::ESRCH | libc::EINVAL)) => late += 1,
             _ => return Err(format!("{what}: process_mrelease: {e}")),
         }
-        let st = child
-            .reap_killed(Duration::from_secs(30))
-            .map_err(|e| format!("{what}: {e}"))?;
-        ensure!(
-            libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL,
-            "{what}: child {} instead of SIGKILL: {}",
-            describe_status(st),
-            page.get().error()
-        );
+        child.reap_sigkilled(&what, page.get())?;
         pins_are(p0, SETTLE, &format!("{what}: after the child was reaped"))?;
     }
     println!("GUEST REAPER {n} children: {refused} reaps refused, {reaped} done, {late} too late");
@@ -379,15 +386,7 @@ pub(super) fn kill9_loop(ctx: &mut Ctx, n: usize) -> TestResult {
         let sh = page.get();
         thread::sleep(delay);
         child.kill()?;
-        let st = child
-            .reap_killed(Duration::from_secs(30))
-            .map_err(|e| format!("{what}: {e}"))?;
-        ensure!(
-            libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL,
-            "{what}: child {} instead of SIGKILL: {}",
-            describe_status(st),
-            sh.error()
-        );
+        child.reap_sigkilled(&what, sh)?;
         if sh.started.load(Ordering::SeqCst) > sh.done.load(Ordering::SeqCst) {
             mid_dma += 1;
         }
