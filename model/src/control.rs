@@ -8,6 +8,8 @@
 //!   (default 1; 0 = until cleared), after K untouched ones (default 0). `delay_ms` only for `slow`.
 //! * `{"cmd":"clear"}` -> disarm all faults. `{"cmd":"reset_counters"}` -> zero the counters.
 //! * `{"cmd":"unplug"}` / `{"cmd":"replug"}` -> surprise removal of the card and its re-insertion.
+//! * `{"cmd":"leave_running","engine":"h2c"|"c2h","desc":ADDR,"adjacent":N}` -> set Run as a driver that
+//!   is gone left it (desc/adjacent default to the SGDMA registers); its fetches count as `stray_dma`.
 //! * `{"cmd":"program","image":TEXT,"target":"flash"|"sram"}` -> load a model image as JTAG loads a
 //!   bitstream (link down meanwhile; a corrupt image falls back to golden); see `program.rs`.
 //! * `{"cmd":"program_fault","corrupt":BOOL}` -> the next `program` treats its image as corrupt.
@@ -108,15 +110,41 @@ fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
             );
             Ok(json!({ "ok": true }))
         }
+        "leave_running" => leave_running(device, object),
         "program" => crate::program::handle(device, object),
         "program_fault" => crate::program::handle_fault(device, object),
         "program_state" => Ok(crate::program::state(device)),
         "timing" => timing(device, object),
         other => Err(format!(
             "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug, \
-             program, program_fault, program_state, timing)"
+             leave_running, program, program_fault, program_state, timing)"
         )),
     }
+}
+
+/// `{"cmd":"leave_running","engine":"h2c"|"c2h"}`, optionally `"desc":ADDR` and `"adjacent":N`: an engine
+/// left running by a driver that is gone (see [`Device::leave_running`]).
+fn leave_running(
+    device: &Device,
+    object: &serde_json::Map<String, Value>,
+) -> Result<Value, String> {
+    let name = object.get("engine").and_then(Value::as_str);
+    let dir = match Dir::ALL.into_iter().find(|&d| Some(engine_name(d)) == name) {
+        Some(d) => d,
+        None => return Err("leave_running needs \"engine\": \"h2c\" or \"c2h\"".into()),
+    };
+    let desc = optional_u64(object.get("desc"), "desc")?;
+    let adjacent = optional_u64(object.get("adjacent"), "adjacent")?
+        .map(|n| {
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n <= 0x3f)
+                .ok_or("\"adjacent\" must be at most 63")
+        })
+        .transpose()?;
+    device.leave_running(dir, desc, adjacent)?;
+    info!("control: {dir:?} engine left running");
+    Ok(json!({ "ok": true }))
 }
 
 /// `{"cmd":"timing"}` reports the modeled clock and counters; `"enable":true|false` turns timing mode on
@@ -157,6 +185,14 @@ fn optional_u64(v: Option<&Value>, name: &str) -> Result<Option<u64>, String> {
     }
 }
 
+/// An engine's name on the control channel.
+fn engine_name(dir: Dir) -> &'static str {
+    match dir {
+        Dir::H2c => "h2c",
+        Dir::C2h => "c2h",
+    }
+}
+
 /// The `state` response.
 pub fn state_json(s: &Snapshot) -> Value {
     let engine = |d: Dir| {
@@ -177,6 +213,8 @@ pub fn state_json(s: &Snapshot) -> Value {
         "c2h": engine(Dir::C2h),
         "dma_maps": s.dma_maps,
         "dropped_writes": s.stats.dropped_writes,
+        "stray_dma": s.stats.stray_dma,
+        "bus_waits": s.bus_waits.iter().map(|&d| engine_name(d)).collect::<Vec<_>>(),
         "faults_injected": s.stats.faults_injected,
         "pending_faults": s.pending_faults,
     })

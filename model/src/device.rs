@@ -12,18 +12,18 @@ use std::time::{Duration, Instant};
 use log::{debug, warn};
 use picoevb_regs::gpio;
 use picoevb_regs::pci::{BAR_DMA, BAR_DMA_SIZE, BAR_USER, BAR_USER_SIZE};
-use picoevb_regs::xdma::Dir;
+use picoevb_regs::xdma::{self, Dir};
 
 use crate::bram::Bram;
 use crate::config_space::{self, ConfigSpace};
-use crate::faults::{FaultKind, FaultQueue};
+use crate::faults::{FaultKind, FaultQueue, TransferFaults};
 use crate::guest_memory::GuestMemory;
 use crate::interrupts::InterruptSink;
 use crate::options::DeviceOptions;
 use crate::stats::{EngineStats, Stats};
 use crate::timing::{Params, Timing};
 use crate::user_bar::UserBar;
-use crate::xdma::engine::Job;
+use crate::xdma::engine::{ControlEdge, Job};
 use crate::xdma::irq::{IrqOutput, USER_SHIFT};
 use crate::xdma::regs::{Context, Effects};
 use crate::xdma::{Xdma, transfer};
@@ -76,14 +76,24 @@ impl State {
         }
     }
 
-    /// Run rose on `dir`: latch the job (with the faults armed for it) for the worker.
-    fn start(&mut self, dir: Dir) {
-        let faults = self.faults.take_for_transfer();
+    /// Whether the function may issue memory requests: the command register's bus master enable.
+    pub(crate) fn bus_master(&self) -> bool {
+        self.config.command() & config_space::COMMAND_MASTER != 0
+    }
+
+    /// Run rose on `dir`: latch the job (with the faults armed for it) for the worker. A `leftover` run
+    /// (see [`Device::leave_running`]) is no transfer of the driver's: it takes no armed fault.
+    fn start(&mut self, dir: Dir, leftover: bool) {
+        let faults = if leftover {
+            TransferFaults::default()
+        } else {
+            self.faults.take_for_transfer()
+        };
         self.stats.faults_injected += faults.count();
         self.stats.engines[dir.index()].runs += 1;
-        if self.config.command() & config_space::COMMAND_MASTER == 0 {
+        if !self.bus_master() {
             warn!(
-                "{dir:?}: Run set while bus mastering is disabled in the command register (the DMA will fail)"
+                "{dir:?}: Run set while bus mastering is disabled: the engine holds its requests until it is enabled"
             );
         }
         let timing = self.timing.start(
@@ -93,8 +103,10 @@ impl State {
         );
         let e = self.xdma.engine_mut(dir);
         debug!(
-            "{dir:?}: run, first descriptor {:#x} + {} adjacent, faults {faults:?}",
-            e.desc_addr, e.desc_adj
+            "{dir:?}: run, first descriptor {:#x} + {} adjacent, faults {faults:?}{}",
+            e.desc_addr,
+            e.desc_adj,
+            if leftover { ", left running" } else { "" }
         );
         e.pending = Some(Job {
             seq: e.seq,
@@ -102,9 +114,13 @@ impl State {
             adjacent: e.desc_adj,
             faults,
             timing,
+            leftover,
         });
     }
 }
+
+/// How long a config write that enables bus mastering waits for held engines to resume.
+const HELD_ENGINE_WAIT: Duration = Duration::from_secs(1);
 
 /// State shared by the device handle and the engine workers.
 pub(crate) struct Shared {
@@ -155,6 +171,8 @@ pub struct Snapshot {
     pub dma_maps: u64,
     /// Names of armed faults.
     pub pending_faults: Vec<&'static str>,
+    /// Engines holding a memory request until bus mastering is enabled.
+    pub bus_waits: Vec<Dir>,
 }
 
 impl Snapshot {
@@ -233,11 +251,34 @@ impl Device {
     pub fn config_write(&self, offset: u64, data: &[u8]) {
         let mut st = self.shared.lock();
         if let Ok(o) = usize::try_from(offset) {
+            let master_before = st.bus_master();
             st.config.write(o, data);
             // The command register's INTx disable bit gates the INTx level.
             st.update_irqs(&*self.shared.irq);
-            // Its bus master bit gates the engines' memory requests (a stuck engine waits on it).
+            // Its bus master bit gates the engines' memory requests (held engines and a stuck one wait on it).
             self.shared.wake.notify_all();
+            if !master_before && st.bus_master() {
+                self.let_held_engines_go(st);
+            }
+        }
+    }
+
+    /// Bus mastering came on. A held engine issues its next request within nanoseconds of that on hardware,
+    /// long before the CPU's next MMIO access arrives; here its worker thread may be scheduled late, so the
+    /// config write completes only once every held engine went past its wait (bounded, so a wedged worker
+    /// cannot hang the vfio-user server). A driver's next write, e.g. clearing Run, then cannot overtake
+    /// the engine in the model either.
+    fn let_held_engines_go(&self, mut st: MutexGuard<'_, State>) {
+        let deadline = Instant::now() + HELD_ENGINE_WAIT;
+        while Dir::ALL.iter().any(|&d| st.xdma.engine(d).bus_wait) {
+            let now = Instant::now();
+            if now >= deadline {
+                warn!(
+                    "an engine held for bus mastering did not resume within {HELD_ENGINE_WAIT:?}"
+                );
+                return;
+            }
+            st = self.shared.wait(st, Some(deadline - now));
         }
     }
 
@@ -344,7 +385,7 @@ impl Device {
 
     fn apply(&self, st: &mut State, fx: Effects) {
         if let Some(dir) = fx.started {
-            st.start(dir);
+            st.start(dir, false);
         }
         if fx.irq {
             st.update_irqs(&*self.shared.irq);
@@ -463,6 +504,10 @@ impl Device {
             stats: st.stats.clone(),
             dma_maps: self.shared.mem.map_count(),
             pending_faults: st.faults.pending_names(),
+            bus_waits: Dir::ALL
+                .into_iter()
+                .filter(|&d| st.xdma.engine(d).bus_wait)
+                .collect(),
         }
     }
 
@@ -477,6 +522,41 @@ impl Device {
             .lock()
             .faults
             .inject_after(kind, after, count, delay);
+    }
+
+    /// Sets Run on `dir` as a driver that is gone left it: at the first-descriptor address `desc` (default:
+    /// what the SGDMA registers hold, i.e. the last chain a driver programmed) with `adjacent` extra
+    /// descriptors. What NVIDIA's reference driver leaves behind when it is unbound mid-transfer: it never
+    /// stops its engines. With bus mastering off (the PCI core clears it when a driver lets go) the engine
+    /// holds its first fetch until bus mastering comes back, unless Run is cleared first; every
+    /// descriptor it fetches counts as stray DMA.
+    pub fn leave_running(
+        &self,
+        dir: Dir,
+        desc: Option<u64>,
+        adjacent: Option<u32>,
+    ) -> Result<(), String> {
+        let mut st = self.shared.lock();
+        if st.unplugged {
+            return Err("the card is unplugged".into());
+        }
+        let e = st.xdma.engine_mut(dir);
+        if e.running() || e.busy() {
+            return Err(format!("{dir:?} engine is already running"));
+        }
+        if let Some(a) = desc {
+            e.write_sgdma(xdma::SG_DESC_LO, a as u32);
+            e.write_sgdma(xdma::SG_DESC_HI, (a >> 32) as u32);
+        }
+        if let Some(n) = adjacent {
+            e.write_sgdma(xdma::SG_DESC_ADJ, n);
+        }
+        if e.write_channel(xdma::CH_CONTROL_W1S, xdma::CTRL_RUN) != ControlEdge::Started {
+            return Err(format!("{dir:?}: Run did not rise"));
+        }
+        st.start(dir, true);
+        self.shared.wake.notify_all();
+        Ok(())
     }
 
     /// Disarms every fault.

@@ -25,6 +25,10 @@ pub struct Stats {
     /// C2H (or poll-mode write-back) writes to host memory that no DMA map covers, dropped like a posted
     /// write that goes nowhere; counted once per descriptor (or write-back).
     pub dropped_writes: u64,
+    /// Descriptors fetched by a run the bound driver never started (`leave_running`): DMA by an engine
+    /// a driver that is gone left running. Zero when probe stops such an engine before enabling bus
+    /// mastering.
+    pub stray_dma: u64,
     /// Faults applied to transfers (one per fault kind per transfer).
     pub faults_injected: u64,
     /// The host addresses the last transfers started at (IOVAs behind an IOMMU).

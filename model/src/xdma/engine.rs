@@ -22,6 +22,9 @@ pub struct Job {
     pub faults: TransferFaults,
     /// Link parameters of the run when timing mode is on.
     pub timing: Option<crate::timing::Params>,
+    /// Started by the control channel's `leave_running` (a driver that is gone left it running), not by
+    /// the bound driver: every descriptor it fetches is counted as stray DMA.
+    pub leftover: bool,
 }
 
 /// What a control write did.
@@ -88,6 +91,8 @@ pub struct Engine {
     pub seq: u64,
     /// The job waiting for the worker.
     pub pending: Option<Job>,
+    /// The worker holds its next memory request until bus mastering is enabled again.
+    pub bus_wait: bool,
 }
 
 impl Engine {
@@ -106,6 +111,7 @@ impl Engine {
             desc_credits: 0,
             seq: 0,
             pending: None,
+            bus_wait: false,
         }
     }
 

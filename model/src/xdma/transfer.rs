@@ -10,6 +10,8 @@
 //! * every error stops the engine; its status bit is logged only when the matching `ie_*` bit is set;
 //! * in poll mode an error stop also writes back the completed count with `Sts_err` set;
 //! * clearing Run while busy stops the engine at the next descriptor boundary and logs idle_stopped;
+//! * while bus mastering is off the engine issues no memory request: it holds its next descriptor fetch or
+//!   data piece, and goes on when bus mastering is enabled again (or stops there if Run was cleared);
 //! * a C2H write to host memory no DMA map covers is dropped (a posted write cannot fail) and counted.
 
 use std::sync::Arc;
@@ -19,7 +21,6 @@ use log::{debug, warn};
 use picoevb_regs::xdma::{self, Descriptor, Dir};
 
 use crate::bram::BEAT_BYTES;
-use crate::config_space::COMMAND_MASTER;
 use crate::device::{Shared, State};
 use crate::guest_memory::Unmapped;
 use crate::timing::RunCost;
@@ -193,29 +194,80 @@ impl<'a> Transfer<'a> {
         Ok(())
     }
 
-    /// Before each descriptor: go on, wait (halted, hung, stuck), or stop (Run cleared, or bus mastering
-    /// off: PCIe forbids a function to issue memory requests then, so the fetch fails).
+    /// Before each descriptor: go on, wait (bus mastering off, halted, hung, stuck), or stop (Run cleared).
+    /// PCIe forbids a function to issue memory requests while bus mastering is off: the engine holds its
+    /// fetch and resumes when it comes back on, unless Run was cleared meanwhile. A stuck engine ignores
+    /// Run; bus mastering off ends it (with a descriptor error), the only way out a wedged engine has.
     fn gate(&self) -> Result<Option<End>, Abandoned> {
         let mut st = self.shared.lock();
-        loop {
+        let verdict = loop {
             if self.stale(&st) {
-                return Err(Abandoned);
+                break Err(Abandoned);
             }
-            if st.config.command() & COMMAND_MASTER == 0 {
-                warn!("{:?}: DMA refused: bus mastering is disabled", self.dir);
-                return Ok(Some(End::Error(xdma::STAT_DESC_ERROR_UR)));
-            }
+            let master = st.bus_master();
             if self.job.faults.stuck {
-                st = self.shared.wait(st, None);
-                continue;
-            }
-            if !st.xdma.engine(self.dir).running() {
-                return Ok(Some(End::IdleStopped));
-            }
-            if !(self.job.faults.hang || st.xdma.halted(self.dir)) {
-                return Ok(None);
+                if !master {
+                    warn!(
+                        "{:?}: stuck engine ended: bus mastering is disabled",
+                        self.dir
+                    );
+                    break Ok(Some(End::Error(xdma::STAT_DESC_ERROR_UR)));
+                }
+            } else if !st.xdma.engine(self.dir).running() {
+                break Ok(Some(End::IdleStopped));
+            } else if !master {
+                self.hold_for_bus(&mut st);
+            } else if !(self.job.faults.hang || st.xdma.halted(self.dir)) {
+                if self.job.leftover {
+                    st.stats.stray_dma += 1;
+                    warn!(
+                        "{:?}: stray DMA: an engine left running fetches a descriptor",
+                        self.dir
+                    );
+                }
+                break Ok(None);
             }
             st = self.shared.wait(st, None);
+        };
+        self.release_bus(&mut st);
+        verdict
+    }
+
+    /// Before each piece of data: hold the memory request while bus mastering is off. A descriptor is not
+    /// cut short by clearing Run, so only bus mastering (or a reset) lets it go on.
+    fn bus(&self) -> Result<(), Abandoned> {
+        let mut st = self.shared.lock();
+        let verdict = loop {
+            if self.stale(&st) {
+                break Err(Abandoned);
+            }
+            if st.bus_master() {
+                break Ok(());
+            }
+            self.hold_for_bus(&mut st);
+            st = self.shared.wait(st, None);
+        };
+        self.release_bus(&mut st);
+        verdict
+    }
+
+    /// Marks the engine as holding a request for bus mastering (what `state` reports, and what a config
+    /// write that enables bus mastering waits on).
+    fn hold_for_bus(&self, st: &mut State) {
+        let e = st.xdma.engine_mut(self.dir);
+        if !e.bus_wait {
+            debug!(
+                "{:?}: holding memory requests: bus mastering is disabled",
+                self.dir
+            );
+            e.bus_wait = true;
+        }
+    }
+
+    fn release_bus(&self, st: &mut State) {
+        if std::mem::take(&mut st.xdma.engine_mut(self.dir).bus_wait) {
+            debug!("{:?}: no longer holding memory requests", self.dir);
+            self.shared.wake.notify_all();
         }
     }
 
@@ -330,6 +382,7 @@ impl<'a> Transfer<'a> {
             let n = (len - off).min(CHUNK);
             let piece = &mut buf[..n];
             let src = desc.src().wrapping_add(off as u64);
+            self.bus()?;
             if faults.read_error {
                 return Ok(Err(xdma::STAT_READ_ERROR_UR));
             }
@@ -370,6 +423,7 @@ impl<'a> Transfer<'a> {
         while off < len {
             let n = (len - off).min(CHUNK);
             let piece = &mut buf[..n];
+            self.bus()?;
             if faults.read_error {
                 return Ok(Err(xdma::STAT_READ_ERROR_UR)); // C2H bit 9: AXI decode error
             }

@@ -39,6 +39,8 @@ fn state_reports_everything() {
             "c2h": { "runs": 0, "descriptors": 0, "bytes": 0, "errors": 0, "host_addr": null },
             "dma_maps": 1,
             "dropped_writes": 0,
+            "stray_dma": 0,
+            "bus_waits": [],
             "faults_injected": 0,
             "pending_faults": ["hang"],
             "unplugged": false,

@@ -3,6 +3,7 @@
 mod common;
 
 mod bar0;
+mod bus_master;
 mod control;
 mod dma;
 mod faults;

@@ -48,6 +48,10 @@ pub struct ModelState {
     pub c2h: Engine,
     pub dma_maps: u64,
     pub dropped_writes: u64,
+    /// Descriptors fetched by an engine left running (`leave_running`) rather than started by the driver.
+    pub stray_dma: u64,
+    /// Engines holding a memory request until bus mastering is enabled ("h2c", "c2h").
+    pub bus_waits: Vec<Value>,
     pub faults_injected: u64,
     pub pending_faults: Vec<Value>,
 }
@@ -172,6 +176,13 @@ impl Rpc {
             .map(|_| ())
     }
 
+    /// Sets Run on `engine` ("h2c" or "c2h") at the chain the SGDMA registers still point to, as a driver
+    /// unbound mid-transfer leaves it.
+    pub fn leave_running(&mut self, engine: &str) -> Result<(), String> {
+        self.call(&json!({"cmd": "leave_running", "engine": engine}))
+            .map(|_| ())
+    }
+
     pub fn clear(&mut self) -> Result<(), String> {
         self.call(&json!({"cmd": "clear"})).map(|_| ())
     }
@@ -222,6 +233,11 @@ impl ModelState {
             c2h: Engine::from_json(v, "c2h")?,
             dma_maps: field_u64(v, "dma_maps")?,
             dropped_writes: field_u64(v, "dropped_writes")?,
+            stray_dma: field_u64(v, "stray_dma")?,
+            bus_waits: v["bus_waits"]
+                .as_array()
+                .cloned()
+                .ok_or_else(|| format!("model state: bus_waits missing in {v}"))?,
             faults_injected: field_u64(v, "faults_injected")?,
             pending_faults: v["pending_faults"].as_array().cloned().unwrap_or_default(),
         })
@@ -242,7 +258,8 @@ mod tests {
             r#"{"ok":true,"leds":5,"gpio_data":2,"scratch":0,"msi_enabled":true,"irqs_msi":3,"irqs_intx":0,
             "h2c":{"runs":1,"descriptors":2,"bytes":65536,"errors":0},
             "c2h":{"runs":0,"descriptors":0,"bytes":0,"errors":0},
-            "dma_maps":4,"dropped_writes":0,"faults_injected":0,"pending_faults":[]}"#,
+            "dma_maps":4,"dropped_writes":0,"stray_dma":0,"bus_waits":[],"faults_injected":0,
+            "pending_faults":[]}"#,
         )
         .unwrap();
         let s = ModelState::from_json(&v).unwrap();

@@ -29,6 +29,10 @@ pub fn register(v: &mut Vec<Test>) {
         "removal::wedged_engine_keeps_pins_until_unbind",
         wedged_engine,
     ));
+    v.push(test(
+        "removal::probe_stops_a_left_running_engine",
+        probe_stops_left_running_engine,
+    ));
     v.push(
         test(
             "removal::probe_after_dma_parms_cleared",
@@ -224,20 +228,83 @@ const CLEAR_DMA_PARMS: &str = "/sys/module/gdr_nv_p2p/parameters/clear_dma_parms
 /// again. Probe must not warn (the harness counts a WARNING as a splat) and the card must work. Fails on a
 /// driver that calls dma_set_max_seg_size without dma_parms (WARN_ON_ONCE in dma_set_max_seg_size).
 fn probe_after_dma_parms_cleared(ctx: &mut Ctx) -> TestResult {
-    const DRIVER: &str = "/sys/bus/pci/drivers/picoevb";
     let dev_path = ctx.dev_path.to_string();
-    for card in card_sysfs()? {
-        let bdf = card
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| format!("{}: no PCI address", card.display()))?
-            .to_string();
-        let write = |f: &str, v: &str| fs::write(f, v).map_err(|e| format!("{f} <- {v}: {e}"));
-        write(&format!("{DRIVER}/unbind"), &bdf)?;
-        write(CLEAR_DMA_PARMS, &bdf)?;
-        write(&format!("{DRIVER}/bind"), &bdf)?;
-    }
+    rebind_all(|cards| {
+        cards.iter().try_for_each(|bdf| {
+            fs::write(CLEAR_DMA_PARMS, bdf).map_err(|e| format!("{CLEAR_DMA_PARMS} <- {bdf}: {e}"))
+        })
+    })?;
     rescan_and_use(ctx, &dev_path)
+}
+
+/// NVIDIA's reference driver never stops its engines on remove: unbound mid-transfer, it leaves an engine
+/// running, and the PCI core turns bus mastering off, so the engine holds its next descriptor fetch (the
+/// model does so, as PCIe requires). The next probe must stop both engines before it enables bus mastering;
+/// otherwise the engine goes on with the unbound driver's chain, in memory that belongs to somebody else by
+/// now. Here: a round trip leaves the SGDMA registers pointing at picoevb's own chain, which unbind frees;
+/// while no driver is bound the model sets H2C's Run again (`leave_running`, card 0), and picoevb binds.
+/// Wants the engine held until probe (else the setup proves nothing), no descriptor fetched by it
+/// (`stray_dma` 0), no engine still waiting for the bus, and a working card; the harness wants 0 splats.
+/// Fails on a probe that enables bus mastering before it quiesces the engines: the held engine fetches the
+/// freed chain as soon as bus mastering is on (stray_dma 1).
+fn probe_stops_left_running_engine(ctx: &mut Ctx) -> TestResult {
+    let dev_path = ctx.dev_path.to_string();
+    {
+        let dev = open_uncached(ctx)?;
+        round_trip(&dev, &mut ctx.rng, 4096, 0, 0, 0)?;
+    }
+    rebind_all(|_| {
+        let rpc = ctx.rpc.get()?;
+        rpc.reset_counters()?;
+        rpc.leave_running("h2c")?;
+        let s = rpc.state()?;
+        ensure!(
+            s.bus_waits == ["h2c"] && s.h2c.errors == 0 && s.stray_dma == 0,
+            "the left-running H2C engine is not held while bus mastering is off: waiting for the bus {:?}, \
+             {} errors, {} stray descriptor fetches",
+            s.bus_waits,
+            s.h2c.errors,
+            s.stray_dma
+        );
+        Ok(())
+    })?;
+    wait_for("/dev node back after bind", Duration::from_secs(10), || {
+        fs::metadata(&dev_path).is_ok()
+    })?;
+    let s = ctx.rpc.get()?.state()?;
+    ensure!(
+        s.stray_dma == 0 && s.bus_waits.is_empty(),
+        "after probe: the engine left running fetched {} descriptor(s) of the unbound driver's chain \
+         (bus mastering on before the engines were stopped); still waiting for the bus: {:?}",
+        s.stray_dma,
+        s.bus_waits
+    );
+    let again = ctx_err("open after bind", Device::open(&dev_path))?;
+    round_trip(&again, &mut ctx.rng, 65536, 0, 1, 2).map(|_| ())
+}
+
+/// Unbinds picoevb from every card, runs `unbound` with their PCI addresses while no driver holds them,
+/// and binds picoevb again.
+fn rebind_all(unbound: impl FnOnce(&[String]) -> TestResult) -> TestResult {
+    const DRIVER: &str = "/sys/bus/pci/drivers/picoevb";
+    let write = |f: &str, v: &str| fs::write(f, v).map_err(|e| format!("{f} <- {v}: {e}"));
+    let cards = card_sysfs()?
+        .iter()
+        .map(|card| {
+            card.file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string)
+                .ok_or_else(|| format!("{}: no PCI address", card.display()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for bdf in &cards {
+        write(&format!("{DRIVER}/unbind"), bdf)?;
+    }
+    let r = unbound(&cards);
+    for bdf in &cards {
+        write(&format!("{DRIVER}/bind"), bdf)?;
+    }
+    r
 }
 
 /// Every ioctl on a file opened before the card went fails with ENODEV, at once: LED, CARD_INFO, a C2H and,
