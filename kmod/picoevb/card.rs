@@ -7,11 +7,13 @@ use crate::cache_policy::Range;
 use crate::channel::{Channel, IrqRegs, Regs32};
 use crate::cuda::Surface;
 use crate::engine::Engine;
+use crate::gpio::Leds;
+use crate::idblock::IdBlock;
+use crate::ids;
 use crate::port::{Active, Port};
 use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
-use crate::{gpio, idblock, ids};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str,
@@ -253,19 +255,11 @@ impl Card {
             }
         }
         drop(r);
-        let u = self.user_regs()?;
-        let reg = |off: usize| u.try_read32(idblock::BASE + off);
-        if reg(idblock::REG_MAGIC)? != idblock::MAGIC {
-            return Ok(Identity {
-                id_block: false,
-                design_version: 0,
-                build_hash: 0,
-            });
-        }
+        let id = IdBlock::new(&*self.user_regs()?).identity()?;
         Ok(Identity {
-            id_block: true,
-            design_version: reg(idblock::REG_DESIGN_VERSION)?,
-            build_hash: reg(idblock::REG_BUILD_HASH)?,
+            id_block: id.is_some(),
+            design_version: id.map_or(0, |i| i.design_version),
+            build_hash: id.map_or(0, |i| i.build_hash),
         })
     }
 
@@ -305,11 +299,7 @@ impl Card {
     }
 
     pub(crate) fn set_leds(&self, value: u32) -> Result {
-        let r = self.user_regs()?;
-        r.try_write32(value, gpio::GPIO_DATA)?;
-        // Read back: MMIO writes are posted, and the caller may look at the LEDs as soon as we return.
-        r.try_read32(gpio::GPIO_DATA)?;
-        Ok(())
+        Leds::new(&*self.user_regs()?).set(value)
     }
 
     /// H2C or C2H between host memory (`segs`) and FPGA RAM. Returns the DMA time in ns.

@@ -17,7 +17,8 @@ use kernel::{
     time::Delta,
 };
 
-impl Regs32 for DmaBar {
+/// Both BARs: the XDMA's (`DmaBar`) and the user BAR (`card::UserBar`, LEDs and ID block).
+impl<const SIZE: usize> Regs32 for pci::Bar<SIZE> {
     type Error = Error;
     fn read32(&self, offset: usize) -> Result<u32> {
         self.try_read32(offset)

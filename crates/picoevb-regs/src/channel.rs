@@ -5,7 +5,8 @@
 
 use crate::xdma::{self, Dir};
 
-/// A window of 32-bit little-endian registers (BAR1 of the XDMA).
+/// A window of 32-bit little-endian registers: BAR1 of the XDMA, or BAR0 (LEDs and ID block, see
+/// `gpio::Leds` and `idblock::IdBlock`).
 pub trait Regs32 {
     /// Why an access failed (the kernel: the offset is outside the BAR).
     type Error;
@@ -141,31 +142,56 @@ impl<'a, R: Regs32 + ?Sized> IrqRegs<'a, R> {
     }
 }
 
+/// A register window for host tests: records every access, reads what `values` holds (else 0), and can
+/// fail at one offset.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fake {
     extern crate std;
-    use super::*;
     use core::cell::RefCell;
     use std::vec::Vec;
 
-    /// Records every access; reads return `read_value`.
     #[derive(Default)]
-    struct Fake {
-        log: RefCell<Vec<(char, usize, u32)>>,
-        read_value: u32,
+    pub(crate) struct Fake {
+        /// ('r' or 'w', offset, value) of every access that succeeded, in order.
+        pub(crate) log: RefCell<Vec<(char, usize, u32)>>,
+        /// (offset, value) a read returns; `read_value` for any other offset.
+        pub(crate) values: RefCell<Vec<(usize, u32)>>,
+        pub(crate) read_value: u32,
+        /// An access at this offset fails with the offset as its error.
+        pub(crate) fail_at: Option<usize>,
     }
 
-    impl Regs32 for Fake {
-        type Error = ();
-        fn read32(&self, offset: usize) -> Result<u32, ()> {
-            self.log.borrow_mut().push(('r', offset, self.read_value));
-            Ok(self.read_value)
+    impl super::Regs32 for Fake {
+        type Error = usize;
+        fn read32(&self, offset: usize) -> Result<u32, usize> {
+            if self.fail_at == Some(offset) {
+                return Err(offset);
+            }
+            let v = self
+                .values
+                .borrow()
+                .iter()
+                .find(|(o, _)| *o == offset)
+                .map_or(self.read_value, |&(_, v)| v);
+            self.log.borrow_mut().push(('r', offset, v));
+            Ok(v)
         }
-        fn write32(&self, value: u32, offset: usize) -> Result<(), ()> {
+        fn write32(&self, value: u32, offset: usize) -> Result<(), usize> {
+            if self.fail_at == Some(offset) {
+                return Err(offset);
+            }
             self.log.borrow_mut().push(('w', offset, value));
             Ok(())
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::fake::Fake;
+    use super::*;
+    use std::vec::Vec;
 
     #[test]
     fn c2h_chain_and_run_hit_pg195_offsets() {

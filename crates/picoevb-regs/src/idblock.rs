@@ -8,6 +8,8 @@
 //! This file is the single source of truth: `fpga-bitstream/rtl/gdr_id_regs.vh` is generated from it
 //! (and checked in a test), and the FPGA model serves the block from these constants.
 
+use crate::channel::Regs32;
+
 /// Offset of the block in BAR0.
 pub const BASE: usize = 0x800;
 /// The block repeats every `WINDOW` bytes from [`BASE`] to the end of BAR0.
@@ -86,3 +88,86 @@ pub const REGISTERS: [(&str, usize, bool); REG_COUNT] = [
     ("RAM_SIZE", REG_RAM_SIZE, false),
     ("SCRATCH", REG_SCRATCH, true),
 ];
+
+/// What a driver needs from the block: which build of the design the card runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// [`REG_DESIGN_VERSION`], [`version`] encoding.
+    pub design_version: u32,
+    /// [`REG_BUILD_HASH`].
+    pub build_hash: u32,
+}
+
+/// The block's registers, over BAR0.
+pub struct IdBlock<'a, R: ?Sized> {
+    regs: &'a R,
+}
+
+impl<'a, R: Regs32 + ?Sized> IdBlock<'a, R> {
+    /// The block behind `regs` (BAR0).
+    pub fn new(regs: &'a R) -> Self {
+        Self { regs }
+    }
+
+    fn reg(&self, reg: usize) -> Result<u32, R::Error> {
+        self.regs.read32(BASE + reg)
+    }
+
+    /// Reads the identity, or `None` when [`REG_MAGIC`] does not hold [`MAGIC`]: NVIDIA's reference design
+    /// (its GPIO aliases here) or no gdr design at all. Nothing past the magic is read then.
+    pub fn identity(&self) -> Result<Option<Identity>, R::Error> {
+        if self.reg(REG_MAGIC)? != MAGIC {
+            return Ok(None);
+        }
+        Ok(Some(Identity {
+            design_version: self.reg(REG_DESIGN_VERSION)?,
+            build_hash: self.reg(REG_BUILD_HASH)?,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::channel::fake::Fake;
+    use std::vec::Vec;
+
+    #[test]
+    fn identity_reads_magic_then_version_and_hash() {
+        let f = Fake::default();
+        f.values.borrow_mut().extend([
+            (0x800, MAGIC),
+            (0x808, version(1, 2, 3)),
+            (0x80c, 0xdead_beef),
+        ]);
+        assert_eq!(
+            IdBlock::new(&f).identity(),
+            Ok(Some(Identity {
+                design_version: version(1, 2, 3),
+                build_hash: 0xdead_beef,
+            }))
+        );
+        let offsets: Vec<usize> = f.log.borrow().iter().map(|a| a.1).collect();
+        assert_eq!(offsets, [0x800, 0x808, 0x80c]);
+    }
+
+    #[test]
+    fn no_magic_is_no_id_block() {
+        // The reference design's GPIO data (at most 0x7) reads at 0x800.
+        let f = Fake::default();
+        f.values.borrow_mut().push((0x800, 0x5));
+        assert_eq!(IdBlock::new(&f).identity(), Ok(None));
+        assert_eq!(f.log.borrow().len(), 1, "nothing read past the magic");
+    }
+
+    #[test]
+    fn a_failed_read_is_an_error_not_a_missing_block() {
+        let f = Fake {
+            fail_at: Some(BASE + REG_BUILD_HASH),
+            ..Fake::default()
+        };
+        f.values.borrow_mut().push((0x800, MAGIC));
+        assert_eq!(IdBlock::new(&f).identity(), Err(0x80c));
+    }
+}
