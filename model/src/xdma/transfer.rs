@@ -205,6 +205,10 @@ impl<'a> Transfer<'a> {
                 break Err(Abandoned);
             }
             let master = st.bus_master();
+            if master {
+                // No longer held for the bus, even if it now waits for something else (halt, hang).
+                self.release_bus(&mut st);
+            }
             if self.job.faults.stuck {
                 if !master {
                     warn!(

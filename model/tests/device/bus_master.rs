@@ -159,3 +159,35 @@ fn leave_running_refuses_bad_requests() {
     r.dev.set_unplugged(true);
     assert!(err(r#"{"cmd":"leave_running","engine":"c2h"}"#).contains("unplugged"));
 }
+
+#[test]
+fn an_engine_that_waits_for_more_than_the_bus_lets_the_config_write_go() {
+    let r = Rig::new();
+    r.put_desc(DESC, last(64, SRC, 0));
+    // Fetch halted and bus mastering off: held for both.
+    r.set_bar1(
+        xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1S,
+        Dir::H2c.sgdma_common_bit(),
+    );
+    master(&r, false);
+    r.start(Dir::H2c, DESC, 0, CTRL_ALL);
+    assert_held(&r, Dir::H2c);
+    let t = std::time::Instant::now();
+    master(&r, true);
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "the config write waited {:?} for an engine that is still halted",
+        t.elapsed()
+    );
+    assert!(r.dev.snapshot().bus_waits.is_empty());
+    assert!(
+        !r.dev.wait_idle(Dir::H2c, Duration::from_millis(50)),
+        "still halted"
+    );
+    r.set_bar1(
+        xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1C,
+        Dir::H2c.sgdma_common_bit(),
+    );
+    r.wait(Dir::H2c);
+    assert_eq!(r.ch(Dir::H2c, xdma::CH_STATUS), DONE);
+}
