@@ -12,6 +12,7 @@ mod lifecycle;
 mod pipeline;
 mod regcache;
 mod removal;
+mod removal_callback;
 
 use std::io;
 use std::thread;
@@ -208,6 +209,7 @@ pub fn all() -> Vec<Test> {
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
     removal::register(&mut v);
+    removal_callback::register(&mut v);
     v
 }
 
