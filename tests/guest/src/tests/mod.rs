@@ -312,6 +312,15 @@ pub fn pins_are(want: i64, settle: Duration, when: &str) -> TestResult {
     }
 }
 
+/// The card's debugfs `state` file (`/sys/kernel/debug/<node>/state`): what the driver holds for DMA.
+pub fn card_state(dev_path: &str) -> Result<String, String> {
+    let node = dev_path
+        .rsplit('/')
+        .next()
+        .ok_or_else(|| format!("{dev_path}: no node name"))?;
+    Ok(format!("/sys/kernel/debug/{node}/state"))
+}
+
 /// A small known-good H2C/C2H round trip: proves the device still works after a bad call or a fault.
 pub fn sanity(ctx: &mut Ctx) -> TestResult {
     round_trip(ctx.dev, &mut ctx.rng, 4096, 0, 0, 0)

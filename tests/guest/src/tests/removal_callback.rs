@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::cuda::{pin, surface};
 use super::removal::{card_sysfs, remove_all, rescan_and_use, wait_for};
-use super::{Ctx, Needs, Test, TestResult, ensure, test};
+use super::{Ctx, Needs, Test, TestResult, card_state, ensure, test};
 use crate::dev::Device;
 use crate::kstat;
 use crate::surface::Flavour;
@@ -50,15 +50,6 @@ impl Drop for Hold {
     fn drop(&mut self) {
         let _ = fs::write(HOLD, "N");
     }
-}
-
-/// The card's debugfs `state` file (`/sys/kernel/debug/<node>/state`).
-pub(super) fn state_path(dev_path: &str) -> Result<String, String> {
-    let node = dev_path
-        .rsplit('/')
-        .next()
-        .ok_or_else(|| format!("{dev_path}: no node name"))?;
-    Ok(format!("/sys/kernel/debug/{node}/state"))
 }
 
 fn held() -> Result<u32, String> {
@@ -125,7 +116,7 @@ fn child(dev_path: &str) -> i32 {
 fn waits_for_started_callback(ctx: &mut Ctx) -> TestResult {
     let sysfs = card_sysfs()?;
     let dev_path = ctx.dev_path.to_string();
-    let state = state_path(&dev_path)?;
+    let state = card_state(&dev_path)?;
     let errors = dma_api_errors()?;
     let hold = Hold::on()?;
     // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
