@@ -25,6 +25,7 @@
 #include <linux/completion.h>
 #include <linux/dma-mapping.h>
 #include <linux/hashtable.h>
+#include <linux/hrtimer.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mm.h>
@@ -36,6 +37,8 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/version.h>
 #include <linux/workqueue.h>
 
 #include "nv-p2p.h"
@@ -142,6 +145,47 @@ static int gdr_clear_dma_parms(const char *val, const struct kernel_param *kp)
 static const struct kernel_param_ops gdr_clear_dma_parms_ops = { .set = gdr_clear_dma_parms };
 module_param_cb(clear_dma_parms, &gdr_clear_dma_parms_ops, NULL, 0200);
 MODULE_PARM_DESC(clear_dma_parms, "test only: clear an unbound PCI device's dma_parms (DDDD:BB:DD.F)");
+
+#ifndef GDR_P2P_DGPU
+/*
+ * Test control (Jetson flavour): while hold_callback_unmap is set, a client's DMA unmap made from inside its
+ * free callback (an invalidation) waits until it is cleared (30 s at most); held_unmaps says how many wait
+ * now. Lets the bench hold a callback that has begun in the middle of its unmap while the card is removed,
+ * to show that removal waits for it (a device keeps no DMA mapping past unbind).
+ */
+static bool hold_callback_unmap;
+static atomic_t held_unmaps = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(gdr_hold_wq);
+
+static int gdr_hold_set(const char *val, const struct kernel_param *kp)
+{
+	int ret = param_set_bool(val, kp);
+
+	wake_up_all(&gdr_hold_wq);
+	return ret;
+}
+
+static const struct kernel_param_ops gdr_hold_ops = { .set = gdr_hold_set, .get = param_get_bool };
+module_param_cb(hold_callback_unmap, &gdr_hold_ops, &hold_callback_unmap, 0644);
+MODULE_PARM_DESC(hold_callback_unmap, "test only: a DMA unmap from inside a free callback waits while this is set");
+
+static int gdr_held_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%d\n", atomic_read(&held_unmaps));
+}
+
+static const struct kernel_param_ops gdr_held_ops = { .get = gdr_held_get };
+module_param_cb(held_unmaps, &gdr_held_ops, NULL, 0444);
+MODULE_PARM_DESC(held_unmaps, "test only: DMA unmaps waiting for hold_callback_unmap to be cleared");
+
+/* The unmap of a callback waits here while hold_callback_unmap is set (no lock of ours is held). */
+static void gdr_hold_unmap(void)
+{
+	atomic_inc(&held_unmaps);
+	wait_event_timeout(gdr_hold_wq, !READ_ONCE(hold_callback_unmap), 30 * HZ);
+	atomic_dec(&held_unmaps);
+}
+#endif
 
 static DEFINE_HASHTABLE(gdr_reg, 6);
 static DEFINE_SPINLOCK(gdr_reg_lock);
@@ -403,6 +447,87 @@ static void gdr_fire(struct gdr_pt *pt)
 	pt->cb_task = NULL;
 	spin_unlock(&pt->lock);
 	complete_all(&pt->done);
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/*
+ * Test control: with revoke_after_map_us > 0, the memory of every table "goes away" that many microseconds
+ * after nvidia_p2p_dma_map_pages mapped it: the client's free callback runs as from an invalidation, on a
+ * high-priority work item queued on the CPU that mapped, so it preempts the client wherever it is after its
+ * map call. revokes_done counts the revokes finished (whether or not a callback was still due). Lets the
+ * bench land a free callback between a client's pin and what the client does next.
+ */
+static unsigned int revoke_after_map_us;
+module_param(revoke_after_map_us, uint, 0644);
+MODULE_PARM_DESC(revoke_after_map_us, "test only: run the free callback this long after each DMA map (us, 0: never)");
+
+static atomic_t revokes_done = ATOMIC_INIT(0);
+
+static int gdr_revokes_get(char *buf, const struct kernel_param *kp)
+{
+	return sprintf(buf, "%d\n", atomic_read(&revokes_done));
+}
+
+static const struct kernel_param_ops gdr_revokes_ops = { .get = gdr_revokes_get };
+module_param_cb(revokes_done, &gdr_revokes_ops, NULL, 0444);
+MODULE_PARM_DESC(revokes_done, "test only: revokes (revoke_after_map_us) finished");
+
+static struct workqueue_struct *gdr_revoke_wq;	/* per-CPU, high priority; drained at module exit */
+
+struct gdr_revoke {
+	struct hrtimer timer;
+	struct work_struct work;
+	struct gdr_pt *pt;		/* with a reference */
+};
+
+static void gdr_revoke_work(struct work_struct *work)
+{
+	struct gdr_revoke *r = container_of(work, struct gdr_revoke, work);
+	struct gdr_pt *pt = r->pt;
+	u32 act = gdr_event(pt, GDR_EV_INVALIDATE | GDR_EV_COVERS | GDR_EV_BLOCKABLE);
+
+	/* As gdr_mn_invalidate_range_start; a table already at its end of life asks for nothing. */
+	if (act & GDR_A_PUT_NOTIFIER)
+		mmu_notifier_put(&pt->mn);
+	if (act & GDR_A_RUN_CALLBACK)
+		gdr_fire(pt);
+	gdr_pt_put(pt);
+	kfree(r);
+	atomic_inc(&revokes_done);
+	/* The work runs on gdr_revoke_wq, which module exit drains: it never returns into freed text. */
+	module_put(THIS_MODULE);
+}
+
+static enum hrtimer_restart gdr_revoke_fire(struct hrtimer *t)
+{
+	struct gdr_revoke *r = container_of(t, struct gdr_revoke, timer);
+
+	queue_work_on(smp_processor_id(), gdr_revoke_wq, &r->work);
+	return HRTIMER_NORESTART;
+}
+
+/* After a successful map, if revoke_after_map_us asks for it: arm the revoke of @pt on this CPU. */
+static void gdr_revoke_later(struct gdr_pt *pt)
+{
+	unsigned int us = READ_ONCE(revoke_after_map_us);
+	struct gdr_revoke *r;
+
+	if (!us)
+		return;
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return;
+	kref_get(&pt->ref);
+	__module_get(THIS_MODULE);	/* until the work item's end: the timer and work code are ours */
+	r->pt = pt;
+	INIT_WORK(&r->work, gdr_revoke_work);
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	hrtimer_setup(&r->timer, gdr_revoke_fire, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED);
+#else
+	hrtimer_init(&r->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED);
+	r->timer.function = gdr_revoke_fire;
+#endif
+	hrtimer_start(&r->timer, ns_to_ktime((u64)us * NSEC_PER_USEC), HRTIMER_MODE_REL_PINNED);
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
@@ -723,10 +848,12 @@ int nvidia_p2p_dma_map_pages(struct device *dev, struct nvidia_p2p_page_table *p
 	}
 	mutex_unlock(&pt->map_lock);
 
-	if (ret)
+	if (ret) {
 		gdr_map_free(m);	/* never 0 with *map == NULL */
-	else
+	} else {
 		*map = &m->pub;
+		gdr_revoke_later(pt);
+	}
 	gdr_pt_put(pt);
 	return ret;
 }
@@ -742,6 +869,8 @@ int nvidia_p2p_dma_unmap_pages(struct nvidia_p2p_dma_mapping *map)
 	pt = gdr_reg_get(map, GDR_KIND_MAP);
 	if (!pt)
 		return -EINVAL;		/* not mapped, or already unmapped */
+	if (READ_ONCE(hold_callback_unmap) && gdr_in_invalidate())
+		gdr_hold_unmap();
 	mutex_lock(&pt->map_lock);
 	m = pt->map;
 	if (m && &m->pub == map)
@@ -1011,10 +1140,12 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 out:
 	kvfree(seg_addr);
 	kvfree(seg_len);
-	if (ret)
+	if (ret) {
 		gdr_map_free(m);
-	else
+	} else {
 		*dma_mapping = &m->pub;
+		gdr_revoke_later(pt);
+	}
 	gdr_pt_put(pt);
 	return ret;
 }
@@ -1071,9 +1202,15 @@ int gdr_p2p_c_init(void)
 	gdr_wq = alloc_workqueue("gdr_nv_p2p", WQ_UNBOUND, 0);
 	if (!gdr_wq)
 		return -ENOMEM;
+	gdr_revoke_wq = alloc_workqueue("gdr_nv_p2p_revoke", WQ_HIGHPRI, 0);
+	if (!gdr_revoke_wq) {
+		destroy_workqueue(gdr_wq);
+		return -ENOMEM;
+	}
 #ifdef GDR_P2P_DGPU
 	ret = gdr_vram_init();
 	if (ret) {
+		destroy_workqueue(gdr_revoke_wq);
 		destroy_workqueue(gdr_wq);
 		return ret;
 	}
@@ -1091,6 +1228,7 @@ void gdr_p2p_c_exit(void)
 	gdr_vram_exit();
 #endif
 	mmu_notifier_synchronize();	/* pending .free_notifier calls (mmu_notifier_put) */
+	destroy_workqueue(gdr_revoke_wq);	/* a revoke's tail after its module_put */
 	destroy_workqueue(gdr_wq);	/* pending unpins */
 	if (atomic_read(&gdr_live))
 		pr_warn("gdr_nv_p2p: unloading with %d page tables never freed by their clients\n",

@@ -14,9 +14,10 @@ use crate::port::{Active, Port};
 use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
+use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
-    c_str,
+    c_str, debugfs,
     device::{Bound, Device},
     devres::Devres,
     irq::{self, IrqReturn},
@@ -55,6 +56,8 @@ pub(crate) struct Card {
     /// GPU surfaces mapped for this device, to unmap at removal.
     #[pin]
     surfaces: Mutex<KVec<Arc<Surface>>>,
+    /// Free callbacks removal waits for now (`Surface::detach`), for the debugfs `state`.
+    callbacks_awaited: AtomicU32,
     /// Serialises PIN_CUDA's overlap check with the pin it allows.
     #[pin]
     pin_lock: Mutex<()>,
@@ -87,6 +90,7 @@ impl Card {
             index,
             ram_size: ids::FPGA_RAM_SIZE,
             surfaces <- new_mutex!(KVec::new()),
+            callbacks_awaited: AtomicU32::new(0),
             pin_lock <- new_mutex!(()),
             caches <- new_mutex!(KVec::new()),
             quarantine <- new_mutex!(KVec::new()),
@@ -131,6 +135,40 @@ impl Card {
     pub(crate) fn add_surface(&self, s: Arc<Surface>) -> Result {
         self.surfaces.lock().push(s, GFP_KERNEL)?;
         Ok(())
+    }
+
+    /// Counts removal's wait for a surface's free callback while the returned value lives.
+    pub(crate) fn await_callback(&self) -> Awaited<'_> {
+        self.callbacks_awaited.fetch_add(1, Ordering::Relaxed);
+        Awaited(&self.callbacks_awaited)
+    }
+
+    /// The debugfs `state` file (bring-up, bench): what this card holds for DMA and why removal may wait.
+    pub(crate) fn write_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "gone {}", u8::from(self.is_gone()))?;
+        writeln!(f, "wedged {}", u8::from(self.is_wedged()))?;
+        {
+            let surfaces = self.surfaces.lock();
+            writeln!(f, "surfaces {}", surfaces.len())?;
+            for s in surfaces.iter() {
+                s.describe(f)?;
+            }
+        }
+        writeln!(
+            f,
+            "callbacks_awaited {}",
+            self.callbacks_awaited.load(Ordering::Relaxed)
+        )?;
+        let (files, buffers) = {
+            let caches = self.caches.lock();
+            let buffers: u32 = caches
+                .iter()
+                .map(|c| c.control(crate::cache_policy::Op::Query).entries)
+                .sum();
+            (caches.len(), buffers)
+        };
+        writeln!(f, "caches {files} cached_buffers {buffers}")?;
+        writeln!(f, "quarantined_pins {}", self.quarantine.lock().len())
     }
 
     /// Locks out other PIN_CUDA calls on this card while one checks for overlaps and pins.
@@ -328,6 +366,28 @@ impl Card {
             len,
         )?;
         Ok(t0.elapsed().as_nanos() as u64)
+    }
+}
+
+/// The card's debugfs `state` file in `dir` (`/sys/kernel/debug/<node>/state`), there while the returned
+/// file lives: see `Card::write_state`.
+pub(crate) fn state_file<'a>(
+    dir: &'a debugfs::Dir,
+    card: &Arc<Card>,
+) -> impl PinInit<debugfs::File<Arc<Card>>, Error> + 'a {
+    dir.read_callback_file(
+        c_str!("state"),
+        Ok::<_, Error>(card.clone()),
+        &|c: &Arc<Card>, f| c.write_state(f),
+    )
+}
+
+/// Removal's wait for one free callback, counted in `Card::callbacks_awaited` while it lasts.
+pub(crate) struct Awaited<'a>(&'a AtomicU32);
+
+impl Drop for Awaited<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

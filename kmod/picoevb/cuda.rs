@@ -19,6 +19,7 @@ use crate::ffi;
 use crate::pin::{user_frames, Frames};
 use crate::segments::{self, Segment};
 use core::ffi::c_void;
+use core::fmt;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::{
     device::Device,
@@ -28,7 +29,7 @@ use kernel::{
     sync::{Arc, CondVar, Mutex, SpinLock},
 };
 
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct Use {
     /// DMAs using the surface now.
     users: u32,
@@ -165,6 +166,23 @@ impl Surface {
         share_page_frames(&self.frames, frames) && !self.state.lock().dead
     }
 
+    /// One line of the card's debugfs `state`: the range and where the surface is in its lifecycle.
+    pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let u = *self.state.lock();
+        writeln!(
+            f,
+            "surface {:#x}-{:#x} len {} users {} dead {} unpinning {} detached {} freed {}",
+            self.pages.0,
+            self.pages.1,
+            self.len,
+            u.users,
+            u8::from(u.dead),
+            u8::from(u.unpinning),
+            u8::from(u.detached),
+            u8::from(u.freed)
+        )
+    }
+
     /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
     /// from now on. The pin itself stays until UNPIN, close or the memory going away.
     pub(crate) fn detach(&self) {
@@ -173,6 +191,7 @@ impl Surface {
             if g.dead {
                 // The callback has begun: its free unmaps. Wait for it, so nothing stays mapped past unbind.
                 // It waits only for DMA uses, and removal has waited for every request already.
+                let _awaited = self.card.await_callback();
                 while !g.freed {
                     self.idle.wait(&mut g);
                 }

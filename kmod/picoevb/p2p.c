@@ -583,10 +583,14 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 		p->map = map;
 		p->state = PEVB_P2P_LIVE;
 	}
-	spin_unlock(&p->lock);
+	/*
+	 * Under the lock: once p is LIVE and the lock dropped, the callback may claim it and free p before this
+	 * thread runs again (a preempted pin; seen by the bench as a KASAN use-after-free in complete_all).
+	 */
 	complete_all(&p->pinned);
+	spin_unlock(&p->lock);
 	if (!ret && !dead)
-		return 0;
+		return 0;	/* p is the driver's now: not touched again here */
 	*out = NULL;
 	if (dead)
 		ret = -EFAULT;	/* the memory went away while pinning (whatever failed because of it) */

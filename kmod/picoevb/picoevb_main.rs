@@ -208,6 +208,8 @@ pub(crate) struct PicoevbDriver {
     #[pin]
     irq: irq::Registration<Arc<Card>>,
     card: Arc<Card>,
+    #[pin]
+    _state: kernel::debugfs::File<Arc<Card>>,
     _vectors: IrqVectors,
     _slot: Slot,
     _enabled: Enabled,
@@ -259,10 +261,12 @@ impl pci::Driver for PicoevbDriver {
 
         let handler = card.clone();
         let name = NAMES[slot.0 as usize];
+        let debug = kernel::debugfs::Dir::new(name);
         let drv = KBox::pin_init(
             try_pin_init!(Self {
                 irq <- pdev.request_irq(0, irq::Flags::SHARED, c_str!("picoevb"), Ok::<_, Error>(handler))?,
                 misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
+                _state <- card::state_file(&debug, &card),
                 card,
                 _vectors: vectors,
                 _slot: slot,

@@ -12,6 +12,7 @@ mod lifecycle;
 mod pipeline;
 mod regcache;
 mod removal;
+mod removal_callback;
 
 use std::io;
 use std::thread;
@@ -208,6 +209,7 @@ pub fn all() -> Vec<Test> {
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
     removal::register(&mut v);
+    removal_callback::register(&mut v);
     v
 }
 
@@ -308,6 +310,15 @@ pub fn pins_are(want: i64, settle: Duration, when: &str) -> TestResult {
         }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The card's debugfs `state` file (`/sys/kernel/debug/<node>/state`): what the driver holds for DMA.
+pub fn card_state(dev_path: &str) -> Result<String, String> {
+    let node = dev_path
+        .rsplit('/')
+        .next()
+        .ok_or_else(|| format!("{dev_path}: no node name"))?;
+    Ok(format!("/sys/kernel/debug/{node}/state"))
 }
 
 /// A small known-good H2C/C2H round trip: proves the device still works after a bad call or a fault.

@@ -44,7 +44,7 @@ pub fn register(v: &mut Vec<Test>) {
 
 /// The sysfs folders of the cards: the PCI functions with the design's vendor and device IDs. All of them
 /// go (the node of a card cannot be told from sysfs), and all come back on the rescan.
-fn card_sysfs() -> Result<Vec<PathBuf>, String> {
+pub(super) fn card_sysfs() -> Result<Vec<PathBuf>, String> {
     let hex = |p: &PathBuf, f: &str| {
         fs::read_to_string(p.join(f))
             .ok()
@@ -65,7 +65,11 @@ fn card_sysfs() -> Result<Vec<PathBuf>, String> {
     Ok(cards)
 }
 
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> TestResult {
+pub(super) fn wait_for(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> TestResult {
     let t0 = Instant::now();
     while !cond() {
         ensure!(t0.elapsed() < timeout, "{what}: not within {timeout:?}");
@@ -333,14 +337,14 @@ fn refuses_everything(busy: &Device, cache: bool, when: &str) -> TestResult {
 }
 
 /// Takes every card off the bus, as a hot-unplug does.
-fn remove_all(cards: &[PathBuf]) -> TestResult {
+pub(super) fn remove_all(cards: &[PathBuf]) -> TestResult {
     cards.iter().try_for_each(|d| {
         fs::write(d.join("remove"), "1").map_err(|e| format!("remove {}: {e}", d.display()))
     })
 }
 
 /// Rescans the bus and checks that the card is back at `dev_path` and moves data.
-fn rescan_and_use(ctx: &mut Ctx, dev_path: &str) -> TestResult {
+pub(super) fn rescan_and_use(ctx: &mut Ctx, dev_path: &str) -> TestResult {
     fs::write("/sys/bus/pci/rescan", "1").map_err(|e| format!("rescan: {e}"))?;
     wait_for(
         "/dev node back after rescan",

@@ -13,6 +13,7 @@ mod concurrency;
 mod counters;
 mod kill;
 mod memory;
+mod revoke;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -29,8 +30,8 @@ use super::cuda::{
 };
 use super::regcache::{open_uncached, quiesce};
 use super::{
-    Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, h2c2h_check, pins_are, sanity,
-    test,
+    Ctx, Needs, Test, TestResult, card_state, ctx_err, ensure, expect_errno, h2c2h_check, pins_are,
+    sanity, test,
 };
 use crate::buf::compare;
 use crate::dev::Device;
@@ -94,6 +95,15 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(cuda("lifecycle::pin_unpin_churn", |ctx| {
         concurrency::churn(ctx, 500)
     }));
+    v.push(cuda("lifecycle::callback_right_after_pin", |ctx| {
+        revoke::callback_right_after_pin(ctx, 1)
+    }));
+    v.push(
+        cuda("lifecycle::callback_right_after_pin_long", |ctx| {
+            revoke::callback_right_after_pin(ctx, 20)
+        })
+        .into_extended(),
+    );
     v.push(cuda("lifecycle::device_still_works", sanity));
     // Runs with or without a provider: host DMA pins and maps too.
     v.push(test(
