@@ -125,6 +125,7 @@ int pevb_ioctl_check(int op, unsigned long arg, const void *buf, size_t len, u64
 int pevb_ioctl_done(int op, void *buf, size_t len, u64 dma_time_ns, u32 handle);
 int pevb_ioctl_info(int op, void *buf, size_t len, const struct pevb_facts *facts);
 size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
+bool pevb_share_page_frames(const u64 *a, size_t na, const u64 *b, size_t nb);
 int pevb_chain_build(bool c2h, const struct pevb_seg *segs, size_t nsegs, u64 host_off, u64 fpga,
 		     u64 len, void *descs, size_t ndescs, u64 base, struct pevb_chain *out);
 int pevb_status_outcome(u32 status);

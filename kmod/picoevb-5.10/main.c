@@ -135,6 +135,9 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	init_waitqueue_head(&card->drained);
 	mutex_init(&card->qlock);
 	INIT_LIST_HEAD(&card->quarantine);
+	mutex_init(&card->pinlock);
+	spin_lock_init(&card->slock);
+	INIT_LIST_HEAD(&card->surfaces);
 	/* Two init sites, two lock classes: H2C2H holds both engines, H2C first. */
 	mutex_init(&card->eng[0].lock);
 	mutex_init(&card->eng[1].lock);
@@ -221,6 +224,7 @@ static void pevb_remove(struct pci_dev *pdev)
 	pevb_pin_release_all(&card->quarantine);
 	mutex_unlock(&card->qlock);
 	free_tables(card);
+	pevb_card_detach_surfaces(card);
 	misc_deregister(&card->misc);
 	free_irq(pci_irq_vector(pdev, 0), card);
 	pci_free_irq_vectors(pdev);
@@ -242,7 +246,28 @@ static struct pci_driver pevb_driver = {
 	.probe = pevb_probe,
 	.remove = pevb_remove,
 };
-module_pci_driver(pevb_driver);
+
+/* The shim's work queue for deferred frees of GPU pins: drained at exit, after the last pin is gone. */
+static int __init pevb_init(void)
+{
+	int ret = pevb_p2p_init();
+
+	if (ret)
+		return ret;
+	ret = pci_register_driver(&pevb_driver);
+	if (ret)
+		pevb_p2p_exit();
+	return ret;
+}
+
+static void __exit pevb_exit(void)
+{
+	pci_unregister_driver(&pevb_driver);
+	pevb_p2p_exit();
+}
+
+module_init(pevb_init);
+module_exit(pevb_exit);
 
 MODULE_AUTHOR("gdr developers");
 MODULE_DESCRIPTION("PicoEVB FPGA card: XDMA scatter-gather DMA between user memory and FPGA RAM (Linux 5.10 build)");

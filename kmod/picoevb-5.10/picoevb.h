@@ -4,6 +4,7 @@
 #define PEVB_PICOEVB_H
 
 #include <linux/completion.h>
+#include <linux/idr.h>
 #include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
@@ -45,6 +46,15 @@ struct pevb_card {
 	wait_queue_head_t drained;	/* active dropped to 0 while gone */
 	struct mutex qlock;		/* quarantine */
 	struct list_head quarantine;	/* pins of requests a wedged engine may still touch, until unbind */
+	struct mutex pinlock;		/* one PIN_CUDA at a time checks for overlaps and pins */
+	spinlock_t slock;		/* surfaces */
+	struct list_head surfaces;	/* GPU surfaces mapped for this device, to unmap at removal */
+};
+
+/* The GPU surfaces of one open file, by handle. */
+struct pevb_surfaces {
+	struct mutex lock;
+	struct idr idr;
 };
 
 /* card.c */
@@ -82,6 +92,33 @@ const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n);
 void pevb_unpin_user(struct pevb_pin *p);
 void pevb_pin_park(struct list_head *q, struct pevb_pin *p);
 void pevb_pin_release_all(struct list_head *q);
+
+/* cuda.c */
+struct pevb_use;
+void pevb_surfaces_init(struct pevb_surfaces *t);
+int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len);
+int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle);
+void pevb_surfaces_unpin_all(struct pevb_surfaces *t);
+int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use **out);
+const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n);
+void pevb_use_end(struct pevb_use *u);
+void pevb_card_detach_surfaces(struct pevb_card *card);
+bool pevb_provider_available(void);
+
+/* p2p.c: the 6.18 module's nvidia_p2p shim, compiled as is (its contract is at the top of that file). */
+struct pevb_p2p;
+int pevb_p2p_init(void);
+void pevb_p2p_exit(void);
+int pevb_p2p_get(void);
+void pevb_p2p_put(void);
+int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		 struct pevb_p2p **out);
+u32 pevb_p2p_nr_segments(struct pevb_p2p *p);
+void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
+void pevb_p2p_unpin(struct pevb_p2p *p);
+void pevb_p2p_free_from_callback(struct pevb_p2p *p);
+void pevb_p2p_unmap_device(struct pevb_p2p *p);
+void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
 
 /* file.c */
 extern const struct file_operations pevb_fops;

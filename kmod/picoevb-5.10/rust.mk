@@ -23,7 +23,9 @@ $(error $(rs_crate): no Rust target for ARCH=$(SRCARCH) (x86 and arm64 are suppo
 endif
 
 # RUSTC_BOOTSTRAP: `core` and `compiler_builtins` use unstable features, as in the kernel's own rust/ build.
-rs_rustc = RUSTC_BOOTSTRAP=1 $(RUSTC) --edition=2021 $(rs_target) -Cpanic=abort \
+# -Zplt=y: calls to functions outside the object (memcmp from a slice comparison) go through R_X86_64_PLT32,
+# which the module loader resolves, not a GOT load (R_X86_64_GOTPCREL: "Unknown rela relocation: 9").
+rs_rustc = RUSTC_BOOTSTRAP=1 $(RUSTC) --edition=2021 $(rs_target) -Cpanic=abort -Zplt=y \
 	-Cembed-bitcode=n -Clto=n -Cforce-unwind-tables=n -Ccodegen-units=1 -Csymbol-mangling-version=v0 \
 	-Crelocation-model=static -Copt-level=2 -Cdebug-assertions=n -Coverflow-checks=y \
 	-Cforce-frame-pointers=y -Zfunction-sections=y --sysroot=/dev/null -L$(obj)/rust
@@ -35,23 +37,23 @@ quiet_cmd_rs_core = RUSTC   $@
 rs_rustc_version := $(shell $(RUSTC) --version 2>/dev/null)
 $(obj)/rust/rustc-version: FORCE
 	@mkdir -p $(dir $@); echo '$(rs_rustc_version)' | cmp -s - $@ || echo '$(rs_rustc_version)' >$@
-$(obj)/rust/core.o: $(RUST_LIB_SRC)/core/src/lib.rs $(obj)/rust/rustc-version
+$(obj)/rust/core.o: $(RUST_LIB_SRC)/core/src/lib.rs $(obj)/rust/rustc-version FORCE
 	@test -n "$(RUST_LIB_SRC)" || { echo "$(rs_crate): set RUST_LIB_SRC to rust-src's library/ of $(RUSTC)" >&2; exit 1; }
-	$(call cmd,rs_core)
+	$(call if_changed,rs_core)
 
 quiet_cmd_rs_builtins = RUSTC   $@
       cmd_rs_builtins = $(rs_rustc) --crate-type rlib --crate-name compiler_builtins \
 	--emit=obj=$@ --emit=metadata=$(obj)/rust/libcompiler_builtins.rmeta $<
-$(obj)/rust/compiler_builtins.o: $(rs_here)rust/compiler_builtins.rs $(obj)/rust/core.o
-	$(call cmd,rs_builtins)
+$(obj)/rust/compiler_builtins.o: $(rs_here)rust/compiler_builtins.rs $(obj)/rust/core.o FORCE
+	$(call if_changed,rs_builtins)
 
 # The dep-info lists every source file the crate compiles (shared files included by #[path]): it makes
 # rebuilds follow those files, and bench/same-logic.sh compares it with the 6.18 module's.
 quiet_cmd_rs_logic = RUSTC   $@
       cmd_rs_logic = $(rs_rustc) -Dwarnings --crate-type rlib --crate-name $(rs_crate) \
 	--emit=obj=$@ --emit=dep-info=$(obj)/rust/logic.d $<
-$(obj)/rust/logic.o: $(rs_root) $(obj)/rust/compiler_builtins.o
-	$(call cmd,rs_logic)
+$(obj)/rust/logic.o: $(rs_root) $(obj)/rust/compiler_builtins.o FORCE
+	$(call if_changed,rs_logic)
 -include $(obj)/rust/logic.d
 
 # One object: roots are the crate's exported symbols named by rs_roots; anything else of core that they do
@@ -60,7 +62,9 @@ quiet_cmd_rs_link = LD      $@
       cmd_rs_link = $(LD) -r --gc-sections \
 	$$($(NM) -g --defined-only $(obj)/rust/logic.o | awk '$$3 ~ /$(rs_roots)/ { printf " -u %s", $$3 }') \
 	-o $@ $(obj)/rust/core.o $(obj)/rust/compiler_builtins.o $(obj)/rust/logic.o
-$(obj)/$(rs_obj): $(obj)/rust/core.o $(obj)/rust/compiler_builtins.o $(obj)/rust/logic.o
-	$(call cmd,rs_link)
+$(obj)/$(rs_obj): $(obj)/rust/core.o $(obj)/rust/compiler_builtins.o $(obj)/rust/logic.o FORCE
+	$(call if_changed,rs_link)
+# if_changed: a change of flags (this file) rebuilds, not only a change of sources.
+targets += rust/core.o rust/compiler_builtins.o rust/logic.o $(rs_obj)
 
-clean-files += rust/*.o rust/*.rmeta rust/logic.d rust/rustc-version
+clean-files += rust/*.o rust/*.rmeta rust/logic.d rust/rustc-version rust/.*.cmd

@@ -7,7 +7,7 @@
 
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
-use crate::{abi, chain, errno::Errno, gpio, idblock, ids, neg, request, status};
+use crate::{abi, cache_policy, chain, errno::Errno, gpio, idblock, ids, neg, request, status};
 use core::ffi::{c_char, c_int};
 use core::mem::size_of;
 use core::ptr;
@@ -333,6 +333,21 @@ pub unsafe extern "C" fn pevb_segments_coalesce(segs: *mut Segment, n: usize) ->
     }
     // SAFETY: caller's contract.
     segments::coalesce(unsafe { core::slice::from_raw_parts_mut(segs, n) })
+}
+
+/// Whether the sorted page-frame lists `a[..na]` and `b[..nb]` share a frame (the overlap rule of GPU
+/// surfaces: one memory pinned under two addresses is one surface). Either may be empty.
+///
+/// # Safety
+/// `a` is valid for reading `na` frames and `b` for `nb` (either may be null when its length is 0).
+#[no_mangle]
+pub unsafe extern "C" fn pevb_share_page_frames(a: *const u64, na: usize, b: *const u64, nb: usize) -> bool {
+    if a.is_null() || b.is_null() || na == 0 || nb == 0 {
+        return false;
+    }
+    // SAFETY: caller's contract.
+    let (a, b) = unsafe { (core::slice::from_raw_parts(a, na), core::slice::from_raw_parts(b, nb)) };
+    cache_policy::share_page_frames(a, b)
 }
 
 /// Builds one chain into `descs[..ndescs]` (at bus address `base`) for up to `len` bytes of the host buffer
