@@ -87,8 +87,9 @@ pub enum Needs {
     /// The Jetson provider and the registration cache: GPU memory is host memory, so one range can be both
     /// a surface and a host buffer.
     JetsonRegCache,
-    /// The Jetson provider: GPU memory is host memory, in the process's address space (mmu notifiers).
-    JetsonProvider,
+    /// The Jetson provider (GPU memory is host memory, in the process's address space: mmu notifiers),
+    /// and process_mrelease(2) (Linux 5.15+: the OOM reaper's walk on demand; Xavier's 5.10 has none).
+    JetsonReaper,
     /// An IOMMU translates the card's DMA (the card has an iommu_group).
     Iommu,
 }
@@ -107,6 +108,9 @@ impl Needs {
             return (!std::path::Path::new(cards::SECOND).exists())
                 .then(|| format!("no {}: one card only", cards::SECOND));
         }
+        if self == Needs::JetsonReaper && !has_process_mrelease() {
+            return Some("no process_mrelease(2) in this kernel (Linux 5.15+)".into());
+        }
         let info = dev.abi_info().ok()?;
         let caps = info.caps;
         if self == Needs::RegCache {
@@ -118,7 +122,7 @@ impl Needs {
             });
         }
         match (self, Flavour::from_caps(caps)) {
-            (Needs::JetsonProvider, f) if f != Some(Flavour::Jetson) => Some(format!(
+            (Needs::JetsonReaper, f) if f != Some(Flavour::Jetson) => Some(format!(
                 "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"
             )),
             (Needs::JetsonRegCache, f) if f != Some(Flavour::Jetson) => Some(format!(
@@ -137,6 +141,13 @@ impl Needs {
             _ => None,
         }
     }
+}
+
+/// Whether the kernel has process_mrelease(2): on a bad pidfd it answers EBADF, without it ENOSYS.
+fn has_process_mrelease() -> bool {
+    // SAFETY: a plain syscall on an invalid descriptor; it touches no memory.
+    let r = unsafe { libc::syscall(libc::SYS_process_mrelease, -1, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
 /// The first real failure among threads' results, not the "stopped by another thread" ones it caused.
