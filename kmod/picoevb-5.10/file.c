@@ -114,14 +114,14 @@ out:
 	return ret;
 }
 
-/* Host or GPU memory -> FPGA RAM -> host or GPU memory, in RAM-sized windows, both engines locked H2C first. */
+/* Host or GPU memory -> FPGA RAM -> host or GPU memory, pipelined (duplex.c), both engines locked H2C first. */
 static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 {
 	struct pevb_card *card = pf->card;
 	const struct pevb_seg *src_segs, *dst_segs;
 	struct held src = {}, dst = {};
 	size_t ns_src, ns_dst;
-	u64 done = 0, n, t0;
+	u64 t0;
 	int ret;
 
 	ret = pevb_card_begin(card);
@@ -136,12 +136,7 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	mutex_lock(&card->eng[0].lock);
 	mutex_lock(&card->eng[1].lock);
 	t0 = ktime_get_ns();
-	while (!ret && done < r->len) {
-		n = min(r->len - done, card->facts.ram_size);
-		ret = pevb_engine_transfer(card, &card->eng[0], src_segs, ns_src, done, 0, n) ?:
-		      pevb_engine_transfer(card, &card->eng[1], dst_segs, ns_dst, done, 0, n);
-		done += n;
-	}
+	ret = pevb_round_trip(card, src_segs, ns_src, dst_segs, ns_dst, r->len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&card->eng[1].lock);
 	mutex_unlock(&card->eng[0].lock);

@@ -77,13 +77,30 @@ static inline void pevb_wr(struct pevb_card *card, u32 off, u32 v)
 	iowrite32(v, card->bar_dma + off);
 }
 
+/* A chain started on an engine (run.rs's Run): it ends through pevb_run_finish or pevb_run_cancel. */
+struct pevb_run {
+	struct pevb_engine *e;
+	struct pevb_chain c;
+	bool poll;		/* no interrupt armed at start: polled, armed if still busy */
+	bool completed;
+};
+
 /* engine.c */
+int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
+		   u64 host_off, u64 fpga, u64 len, bool poll, struct pevb_run *r);
+void pevb_run_wait(struct pevb_card *card, struct pevb_run *r);
+int pevb_run_finish(struct pevb_card *card, struct pevb_run *r);
+int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r);
 int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx);
 void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
 bool pevb_engine_stop(struct pevb_card *card, struct pevb_engine *e);
 void pevb_engine_signal(struct pevb_engine *e, u32 status);
 int pevb_engine_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
 			 size_t nsegs, u64 host_off, u64 fpga, u64 len);
+
+/* duplex.c */
+int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, const struct pevb_seg *dst,
+		    size_t ndst, u64 len);
 
 /* pin.c */
 struct pevb_pin;
