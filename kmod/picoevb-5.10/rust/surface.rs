@@ -8,7 +8,8 @@
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
 use crate::{
-    abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, request, status,
+    abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, request,
+    status,
 };
 use core::ffi::{c_char, c_int};
 use core::mem::size_of;
@@ -364,7 +365,13 @@ pub unsafe extern "C" fn pevb_segments_coalesce(segs: *mut Segment, n: usize) ->
 /// # Safety
 /// `out` is valid for writing.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_pipeline_step(len: u64, ram: u64, align: u64, s: u64, out: *mut PevbStep) -> c_int {
+pub unsafe extern "C" fn pevb_pipeline_step(
+    len: u64,
+    ram: u64,
+    align: u64,
+    s: u64,
+    out: *mut PevbStep,
+) -> c_int {
     let plan = match pipeline::Pipeline::new(len, ram, align) {
         Ok(p) => p,
         Err(e) => return neg(e),
@@ -410,12 +417,22 @@ pub extern "C" fn pevb_status_ended(st: u32) -> bool {
 /// # Safety
 /// `a` is valid for reading `na` frames and `b` for `nb` (either may be null when its length is 0).
 #[no_mangle]
-pub unsafe extern "C" fn pevb_share_page_frames(a: *const u64, na: usize, b: *const u64, nb: usize) -> bool {
+pub unsafe extern "C" fn pevb_share_page_frames(
+    a: *const u64,
+    na: usize,
+    b: *const u64,
+    nb: usize,
+) -> bool {
     if a.is_null() || b.is_null() || na == 0 || nb == 0 {
         return false;
     }
     // SAFETY: caller's contract.
-    let (a, b) = unsafe { (core::slice::from_raw_parts(a, na), core::slice::from_raw_parts(b, nb)) };
+    let (a, b) = unsafe {
+        (
+            core::slice::from_raw_parts(a, na),
+            core::slice::from_raw_parts(b, nb),
+        )
+    };
     cache_policy::share_page_frames(a, b)
 }
 
