@@ -47,8 +47,10 @@ struct held {
 	struct pevb_use *use;
 };
 
-/* Pins user memory now; GPU surfaces are entered by take_gpu once every user pin of the request is done,
- * so pinning can never wait on a surface this very request holds (file.rs). */
+/*
+ * Pins user memory now; GPU surfaces are entered by take_gpu once every user pin of the request is done,
+ * so pinning can never wait on a surface this very request holds (file.rs).
+ */
 static int take_user(struct pevb_card *card, const struct pevb_side *s, u64 len, bool to_device,
 		     struct held *h)
 {
@@ -74,11 +76,9 @@ static void release(struct pevb_card *card, struct held *h, int result)
 {
 	if (h->use)
 		pevb_use_end(h->use);
-	else if (!h->pin)
-		;
-	else if (result && pevb_card_wedged(card))
+	else if (h->pin && result && pevb_card_wedged(card))
 		pevb_card_quarantine(card, h->pin);
-	else
+	else if (h->pin)
 		pevb_unpin_user(h->pin);
 	h->use = NULL;
 	h->pin = NULL;
