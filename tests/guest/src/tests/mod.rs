@@ -87,8 +87,9 @@ pub enum Needs {
     /// The Jetson provider and the registration cache: GPU memory is host memory, so one range can be both
     /// a surface and a host buffer.
     JetsonRegCache,
-    /// The Jetson provider (GPU memory is host memory, in the process's address space: mmu notifiers),
-    /// and process_mrelease(2) (Linux 5.15+: the OOM reaper's walk on demand; Xavier's 5.10 has none).
+    /// The Jetson provider: GPU memory is host memory, in the process's address space (mmu notifiers).
+    JetsonProvider,
+    /// The Jetson provider, and process_mrelease(2) (Linux 5.15+: the OOM reaper's walk on demand; Xavier's 5.10 has none).
     JetsonReaper,
     /// An IOMMU translates the card's DMA (the card has an iommu_group).
     Iommu,
@@ -122,9 +123,9 @@ impl Needs {
             });
         }
         match (self, Flavour::from_caps(caps)) {
-            (Needs::JetsonReaper, f) if f != Some(Flavour::Jetson) => Some(format!(
-                "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"
-            )),
+            (Needs::JetsonProvider | Needs::JetsonReaper, f) if f != Some(Flavour::Jetson) => Some(
+                format!("no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"),
+            ),
             (Needs::JetsonRegCache, f) if f != Some(Flavour::Jetson) => Some(format!(
                 "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x}): only there is GPU memory host memory"
             )),
