@@ -17,7 +17,8 @@
 #      failure, config reload, watchdog, unit hardening)
 #   7. arm64: the suite with the Jetson provider on qemu-system-aarch64 -M virt behind virtio-iommu (the
 #      short form of bench/arm64.sh --full; GDR_ARM64_TESTS=0 leaves it out)
-#   8. opt-in (GDR_BENCH_510=1): the 5.10 module (kmod/picoevb-5.10) on Linux 5.10: same-logic check and suite
+#   8. opt-in (GDR_BENCH_510=1): the 5.10 modules (kmod/picoevb-5.10, kmod/nvidia-p2p-5.10) on Linux 5.10:
+#      same-logic check and the suite with the Jetson provider
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
