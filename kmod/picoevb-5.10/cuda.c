@@ -13,6 +13,7 @@
 #include <linux/idr.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include "picoevb.h"
@@ -182,7 +183,9 @@ static void surface_detach(struct pevb_surface *s)
 	if (s->dead) {
 		spin_unlock(&s->lock);
 		/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
+		atomic_inc(&s->card->callbacks_awaited);
 		wait_event(s->idle, READ_ONCE(s->freed));
+		atomic_dec(&s->card->callbacks_awaited);
 		return;
 	}
 	if (s->detached) {
@@ -216,6 +219,25 @@ void pevb_card_detach_surfaces(struct pevb_card *card)
 		surface_detach(s);
 		surface_put(s);
 	}
+}
+
+/* debugfs state: the surfaces the card records, one line each (cuda.rs's describe). */
+void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m)
+{
+	struct pevb_surface *s;
+	size_t n = 0;
+
+	spin_lock(&card->slock);
+	list_for_each_entry(s, &card->surfaces, node)
+		n++;
+	seq_printf(m, "surfaces %zu\n", n);
+	list_for_each_entry(s, &card->surfaces, node) {
+		spin_lock(&s->lock);
+		seq_printf(m, "surface %#llx-%#llx len %llu users %u dead %d unpinning %d detached %d freed %d\n",
+			   s->first, s->end, s->len, s->users, s->dead, s->unpinning, s->detached, s->freed);
+		spin_unlock(&s->lock);
+	}
+	spin_unlock(&card->slock);
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -5,6 +5,7 @@
  * Rust source files, linked in as one object (rust/, see Kbuild), and this C is only the glue 5.10 needs.
  * Probe and removal follow kmod/picoevb/picoevb_main.rs and card.rs step by step.
  */
+#include <linux/debugfs.h>
 #include <linux/idr.h>
 #include <linux/interrupt.h>
 #include <linux/module.h>
@@ -168,6 +169,7 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_irq;
 	pci_set_drvdata(pdev, card);
+	pevb_card_debugfs_add(card);
 	if (card->facts.id_block)
 		dev_info(&pdev->dev, "/dev/%s: gdr design %u.%u.%u (build %08x), %s interrupts, %llu KiB FPGA RAM (5.10 build)\n",
 			 card->name, card->facts.design_version >> 24, (card->facts.design_version >> 16) & 0xff,
@@ -225,6 +227,7 @@ static void pevb_remove(struct pci_dev *pdev)
 	mutex_unlock(&card->qlock);
 	free_tables(card);
 	pevb_card_detach_surfaces(card);
+	debugfs_remove_recursive(card->debugfs);
 	misc_deregister(&card->misc);
 	free_irq(pci_irq_vector(pdev, 0), card);
 	pci_free_irq_vectors(pdev);

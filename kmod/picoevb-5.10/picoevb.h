@@ -49,6 +49,8 @@ struct pevb_card {
 	struct mutex pinlock;		/* one PIN_CUDA at a time checks for overlaps and pins */
 	spinlock_t slock;		/* surfaces */
 	struct list_head surfaces;	/* GPU surfaces mapped for this device, to unmap at removal */
+	atomic_t callbacks_awaited;	/* free callbacks removal waits for now (debugfs state) */
+	struct dentry *debugfs;		/* /sys/kernel/debug/picoevbN: the state file */
 };
 
 /* The GPU surfaces of one open file, by handle. */
@@ -66,6 +68,7 @@ void pevb_card_wedge(struct pevb_card *card);
 bool pevb_card_vanished(struct pevb_card *card);
 void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p);
 void pevb_card_put(struct pevb_card *card);
+void pevb_card_debugfs_add(struct pevb_card *card);
 
 static inline u32 pevb_rd(struct pevb_card *card, u32 off)
 {
@@ -120,6 +123,8 @@ int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_de
 const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n);
 void pevb_use_end(struct pevb_use *u);
 void pevb_card_detach_surfaces(struct pevb_card *card);
+struct seq_file;
+void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m);
 bool pevb_provider_available(void);
 
 /* p2p.c: the 6.18 module's nvidia_p2p shim, compiled as is (its contract is at the top of that file). */
