@@ -18,11 +18,11 @@ case ${GDR_KSERIES:-6.18} in
     KMOD=$("$REPO/bench/kmod.sh" "$KDIR" jetson)
     P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU=$KMOD_DGPU/picoevb.ko P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko ;;
   5.10)
-    # Xavier's kernel series (docs/driver.md, "Two builds"): the 5.10 module, no nvidia_p2p provider yet.
+    # Xavier's kernel series (docs/driver.md, "Two builds"): the 5.10 modules, Jetson nvidia_p2p only.
     KDIR=$(ARCH=$ARCH "$REPO/bench/kernel510.sh")
     log "5.10 kernel ready ($((SECONDS - t0)) s)"
     KMOD=$("$REPO/bench/kmod510.sh" "$KDIR")
-    P2P= KO_DGPU= P2P_DGPU= ;;
+    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU= P2P_DGPU= ;;
   *) die "GDR_KSERIES must be 6.18 (default) or 5.10, not '$GDR_KSERIES'" ;;
 esac
 log "kernel modules built ($((SECONDS - t0)) s)"

@@ -5,7 +5,10 @@
  * lock and waits for active to drop to 0 (a hand-made wait that lockdep cannot see: it is bounded because
  * every request's engine wait has a timeout and removal wakes them first).
  */
+#include <linux/debugfs.h>
 #include <linux/delay.h>
+#include <linux/list.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include "picoevb.h"
 
@@ -102,4 +105,31 @@ static void pevb_card_free(struct kref *ref)
 void pevb_card_put(struct pevb_card *card)
 {
 	kref_put(&card->ref, pevb_card_free);
+}
+
+/* The debugfs state file, as 6.18's Card::write_state: what the card holds for DMA, why removal may wait. */
+static int pevb_state_show(struct seq_file *m, void *unused)
+{
+	struct pevb_card *card = m->private;
+	struct list_head *pos;
+	size_t quarantined = 0;
+
+	seq_printf(m, "gone %d\nwedged %d\n", pevb_card_gone(card), pevb_card_wedged(card));
+	pevb_card_describe_surfaces(card, m);
+	seq_printf(m, "callbacks_awaited %d\n", atomic_read(&card->callbacks_awaited));
+	seq_puts(m, "caches 0 cached_buffers 0\n");	/* no registration cache in this build */
+	mutex_lock(&card->qlock);
+	list_for_each(pos, &card->quarantine)
+		quarantined++;
+	mutex_unlock(&card->qlock);
+	seq_printf(m, "quarantined_pins %zu\n", quarantined);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(pevb_state);
+
+/* /sys/kernel/debug/picoevbN/state; removed at unbind, after everything it reports is released. */
+void pevb_card_debugfs_add(struct pevb_card *card)
+{
+	card->debugfs = debugfs_create_dir(card->name, NULL);
+	debugfs_create_file("state", 0444, card->debugfs, card, &pevb_state_fops);
 }

@@ -2,8 +2,9 @@
 /*
  * One XDMA engine: runs the chains the Rust logic builds (pevb_chain_build) with a timeout, judges the end
  * with the logic's status decoding, and always stops the engine and shows it idle before the caller may
- * unpin or rewrite the table. The register sequence is kmod/picoevb/engine.rs's, register by register;
- * offsets and bits come from PEVB_REGS (crates/picoevb-regs).
+ * unpin or rewrite the table. The register sequence is kmod/picoevb/engine.rs's and run.rs's, register by
+ * register; offsets and bits come from PEVB_REGS (crates/picoevb-regs). A run is woken by its interrupt,
+ * or polled (the pipeline's H2C, duplex.c) and armed only if still busy after POLL_READS status reads.
  */
 #include <linux/dma-mapping.h>
 #include <linux/iopoll.h>
@@ -14,6 +15,9 @@
 #define ER(e) (PEVB_REGS.engine[(e)->idx])
 
 static const char *const engine_name[2] = { "H2c", "C2h" };
+
+/* Status reads a polled run gets before its interrupt is armed (run.rs): about 32 us over Gen2 x1. */
+#define POLL_READS 32
 
 int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx)
 {
@@ -82,8 +86,11 @@ static bool clear_run(struct pevb_card *card, struct pevb_engine *e)
 	return !(pevb_rd(card, ch + REGS.ch_status) & REGS.stat_busy);
 }
 
-/* Programs the chain and sets Run, last, under the gate: removal either sees it started or prevents it. */
-static int start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_chain *c)
+/*
+ * Programs the chain and sets Run, last, under the gate: removal either sees it started or prevents it.
+ * With @irq its interrupt is armed.
+ */
+static int start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_chain *c, bool irq)
 {
 	u32 ch = ER(e).channel, sg = ER(e).sgdma;
 	int ret = 0;
@@ -98,13 +105,20 @@ static int start(struct pevb_card *card, struct pevb_engine *e, const struct pev
 		pevb_wr(card, sg + REGS.sg_desc_hi, upper_32_bits(c->first));
 		pevb_wr(card, sg + REGS.sg_desc_adj, c->first_adj);
 		pevb_rd(card, ch + REGS.ch_status_rc);
-		pevb_wr(card, ch + REGS.ch_int_mask, REGS.int_mask);
-		pevb_wr(card, REGS.irq_chan_en_w1s, ER(e).irq_bit);
+		pevb_wr(card, ch + REGS.ch_int_mask, irq ? REGS.int_mask : 0);
+		if (irq)
+			pevb_wr(card, REGS.irq_chan_en_w1s, ER(e).irq_bit);
 		/* iowrite32 orders the descriptor writes in coherent memory before this MMIO write. */
 		pevb_wr(card, ch + REGS.ch_control, REGS.ctrl_start);
 	}
 	spin_unlock(&card->gate);
 	return ret;
+}
+
+/* @err, unless the card has left the bus: then ENODEV (an engine of a vanished card reads busy, all ones). */
+static int removal_or(struct pevb_card *card, int err)
+{
+	return pevb_card_gone(card) || pevb_card_vanished(card) ? -ENODEV : err;
 }
 
 /* What the run came to, judged before the engine is stopped. */
@@ -130,6 +144,11 @@ static int outcome(struct pevb_card *card, struct pevb_engine *e, const struct p
 	st = atomic_read(&e->status);
 	ret = pevb_status_outcome(st);
 	if (ret) {
+		/* A card that left the bus mid-run reads all ones, error bits included: that is removal. */
+		if (pevb_card_vanished(card)) {
+			dev_err(&card->pdev->dev, "card stopped answering (surprise removal?)\n");
+			return -ENODEV;
+		}
 		why = pevb_status_describe(st, &len);
 		dev_err(&card->pdev->dev, "%s engine: %.*s (status %#010x)\n", engine_name[e->idx],
 			(int)len, why, st);
@@ -139,7 +158,7 @@ static int outcome(struct pevb_card *card, struct pevb_engine *e, const struct p
 	if (n != c->count) {
 		dev_err(&card->pdev->dev, "%s engine: completed %u of %u descriptors\n",
 			engine_name[e->idx], n, c->count);
-		return -EIO;
+		return removal_or(card, -EIO);
 	}
 	return 0;
 }
@@ -153,22 +172,90 @@ static int finish(struct pevb_card *card, struct pevb_engine *e, int result)
 	if (idle)
 		return result;
 	pevb_card_wedge(card);
-	return result == -ENODEV ? -ENODEV : -EIO;
+	return result == -ENODEV ? -ENODEV : removal_or(card, -EIO);
 }
 
-static int run(struct pevb_card *card, struct pevb_engine *e, const struct pevb_chain *c)
+/*
+ * Builds a chain of up to @len bytes of the host buffer @segs (from byte @host_off) to or from FPGA RAM at
+ * @fpga (as many as the table holds: r->c.bytes) and starts it. The caller holds e->lock; the run holds the
+ * table until pevb_run_finish or pevb_run_cancel, so nothing rewrites descriptors the engine may fetch.
+ */
+int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
+		   u64 host_off, u64 fpga, u64 len, bool poll, struct pevb_run *r)
 {
-	bool completed;
 	int ret;
 
-	atomic_set(&e->status, 0);
-	reinit_completion(&e->done);
-	ret = start(card, e, c);
+	lockdep_assert_held(&e->lock);
+	if (!e->table)
+		return -ENODEV;
+	/* A wedged engine may still fetch descriptors: its table is never written again. */
+	if (pevb_card_wedged(card))
+		return -EIO;
+	ret = pevb_chain_build(e->idx == 1, segs, nsegs, host_off, fpga, len, e->table, PEVB_TABLE_LEN,
+			       e->table_dma, &r->c);
 	if (ret)
 		return ret;
-	/* Uninterruptible: a signal must not abandon a running engine. */
-	completed = wait_for_completion_timeout(&e->done, msecs_to_jiffies(timeout_ms(c->bytes))) > 0;
-	return finish(card, e, outcome(card, e, c, completed, c->bytes));
+	r->e = e;
+	r->poll = poll;
+	r->completed = false;
+	atomic_set(&e->status, 0);
+	reinit_completion(&e->done);
+	return start(card, e, &r->c, !poll);
+}
+
+/* Reads the status of an unarmed run up to POLL_READS times: whether it ended, its bits kept in e->status. */
+static bool poll_status(struct pevb_card *card, struct pevb_engine *e)
+{
+	u32 st;
+	int i;
+
+	for (i = 0; i < POLL_READS; i++) {
+		st = pevb_rd(card, ER(e).channel + REGS.ch_status_rc);
+		if (st == U32_MAX)	/* the card may be gone: the armed wait and its timeout decide */
+			return false;
+		atomic_or(st & ~REGS.stat_busy, &e->status);
+		if (pevb_status_ended(st)) {
+			/* Busy as last read: finish needs it to tell whether the engine is idle. */
+			atomic_or(st & REGS.stat_busy, &e->status);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Waits until the chain ended or its timeout passed (or removal woke us). A polled run still busy gets its
+ * interrupt armed; the channel interrupt is status & mask, so a run that ends meanwhile still interrupts.
+ * Uninterruptible: a signal must not abandon a running engine.
+ */
+void pevb_run_wait(struct pevb_card *card, struct pevb_run *r)
+{
+	struct pevb_engine *e = r->e;
+
+	if (r->poll) {
+		if (poll_status(card, e)) {
+			r->completed = true;
+			return;
+		}
+		pevb_wr(card, ER(e).channel + REGS.ch_int_mask, REGS.int_mask);
+		pevb_wr(card, REGS.irq_chan_en_w1s, ER(e).irq_bit);
+	}
+	r->completed = wait_for_completion_timeout(&e->done, msecs_to_jiffies(timeout_ms(r->c.bytes))) > 0;
+}
+
+/* Judges the run (after pevb_run_wait) and ends it: 0 (r->c.bytes moved) or why not. */
+int pevb_run_finish(struct pevb_card *card, struct pevb_run *r)
+{
+	return finish(card, r->e, outcome(card, r->e, &r->c, r->completed, r->c.bytes));
+}
+
+/* Stops a run nobody judges (the request failed elsewhere): 0 if shown idle, else the card is wedged. */
+int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r)
+{
+	if (pevb_engine_stop(card, r->e))
+		return 0;
+	pevb_card_wedge(card);
+	return removal_or(card, -EIO);
 }
 
 /*
@@ -178,25 +265,19 @@ static int run(struct pevb_card *card, struct pevb_engine *e, const struct pevb_
 int pevb_engine_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
 			 size_t nsegs, u64 host_off, u64 fpga, u64 len)
 {
-	struct pevb_chain c;
+	struct pevb_run r;
 	u64 done = 0;
 	int ret;
 
-	lockdep_assert_held(&e->lock);
-	if (!e->table)
-		return -ENODEV;
 	while (done < len) {
-		/* A wedged engine may still fetch descriptors: its table is never written again. */
-		if (pevb_card_wedged(card))
-			return -EIO;
-		ret = pevb_chain_build(e->idx == 1, segs, nsegs, host_off + done, fpga + done, len - done,
-				       e->table, PEVB_TABLE_LEN, e->table_dma, &c);
+		ret = pevb_run_start(card, e, segs, nsegs, host_off + done, fpga + done, len - done, false, &r);
 		if (ret)
 			return ret;
-		ret = run(card, e, &c);
+		pevb_run_wait(card, &r);
+		ret = pevb_run_finish(card, &r);
 		if (ret)
 			return ret;
-		done += c.bytes;
+		done += r.c.bytes;
 	}
 	return 0;
 }

@@ -13,6 +13,7 @@
 
 struct pevb_file {
 	struct pevb_card *card;
+	struct pevb_surfaces surfaces;	/* GPU surfaces pinned through this file */
 };
 
 static int pevb_open(struct inode *inode, struct file *file)
@@ -25,6 +26,7 @@ static int pevb_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	kref_get(&card->ref);
 	pf->card = card;
+	pevb_surfaces_init(&pf->surfaces);
 	file->private_data = pf;
 	return 0;
 }
@@ -33,98 +35,120 @@ static int pevb_release(struct inode *inode, struct file *file)
 {
 	struct pevb_file *pf = file->private_data;
 
+	pevb_surfaces_unpin_all(&pf->surfaces);
 	pevb_card_put(pf->card);
 	kfree(pf);
 	return 0;
 }
 
-/* Lets go of one side of a finished request; a wedged card keeps a failed request's pages (file.rs). */
-static void release_pin(struct pevb_card *card, struct pevb_pin *p, int result)
+/* One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface. */
+struct held {
+	struct pevb_pin *pin;
+	struct pevb_use *use;
+};
+
+/*
+ * Pins user memory now; GPU surfaces are entered by take_gpu once every user pin of the request is done,
+ * so pinning can never wait on a surface this very request holds (file.rs).
+ */
+static int take_user(struct pevb_card *card, const struct pevb_side *s, u64 len, bool to_device,
+		     struct held *h)
 {
-	if (result && pevb_card_wedged(card))
-		pevb_card_quarantine(card, p);
-	else
-		pevb_unpin_user(p);
+	return s->cuda ? 0 : pevb_pin_user(&card->pdev->dev, s->addr, len, to_device, &h->pin);
 }
 
-/* GPU surfaces need a provider this build does not attach yet: an unknown handle, as on 6.18. */
-static int host_side(const struct pevb_side *s)
+static int take_gpu(struct pevb_file *pf, const struct pevb_side *s, u64 len, bool to_device,
+		    struct held *h)
 {
-	return s->cuda ? -EINVAL : 0;
+	return s->cuda ? pevb_surfaces_enter(&pf->surfaces, s->handle, len, to_device, &h->use) : 0;
 }
 
-static int one_way(struct pevb_card *card, const struct pevb_req *r, u64 *ns)
+static const struct pevb_seg *segments(struct held *h, size_t *n)
 {
+	return h->use ? pevb_use_segments(h->use, n) : pevb_pin_segments(h->pin, n);
+}
+
+/*
+ * Lets go of one side of a finished request. A wedged card keeps a failed request's host pages until
+ * unbind; a surface use is released, since its provider callback must not wait until unbind (file.rs).
+ */
+static void release(struct pevb_card *card, struct held *h, int result)
+{
+	if (h->use)
+		pevb_use_end(h->use);
+	else if (h->pin && result && pevb_card_wedged(card))
+		pevb_card_quarantine(card, h->pin);
+	else if (h->pin)
+		pevb_unpin_user(h->pin);
+	h->use = NULL;
+	h->pin = NULL;
+}
+
+static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
+{
+	struct pevb_card *card = pf->card;
 	bool h2c = r->op == PEVB_OP_H2C;
 	const struct pevb_side *host = h2c ? &r->src : &r->dst;
 	struct pevb_engine *e = &card->eng[h2c ? 0 : 1];
 	const struct pevb_seg *segs;
-	struct pevb_pin *p;
+	struct held h = {};
 	size_t n;
 	u64 t0;
 	int ret;
 
-	ret = host_side(host);
-	if (ret)
-		return ret;
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
-	ret = pevb_pin_user(&card->pdev->dev, host->addr, r->len, h2c, &p);
+	ret = take_user(card, host, r->len, h2c, &h) ?: take_gpu(pf, host, r->len, h2c, &h);
 	if (ret)
 		goto out;
-	segs = pevb_pin_segments(p, &n);
+	segs = segments(&h, &n);
 	mutex_lock(&e->lock);
 	t0 = ktime_get_ns();
 	ret = pevb_engine_transfer(card, e, segs, n, 0, r->fpga, r->len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&e->lock);
-	release_pin(card, p, ret);
 out:
+	release(card, &h, ret);
 	pevb_card_end(card);
 	return ret;
 }
 
-/* Host memory -> FPGA RAM -> host memory, in RAM-sized windows, both engines locked H2C first. */
-static int round_trip(struct pevb_card *card, const struct pevb_req *r, u64 *ns)
+/* Host or GPU memory -> FPGA RAM -> host or GPU memory, pipelined (duplex.c), both engines locked H2C first. */
+static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 {
+	struct pevb_card *card = pf->card;
 	const struct pevb_seg *src_segs, *dst_segs;
-	struct pevb_pin *src, *dst;
+	struct held src = {}, dst = {};
 	size_t ns_src, ns_dst;
-	u64 done = 0, n, t0;
+	u64 t0;
 	int ret;
 
-	ret = host_side(&r->src) ?: host_side(&r->dst);
-	if (ret)
-		return ret;
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
-	ret = pevb_pin_user(&card->pdev->dev, r->src.addr, r->len, true, &src);
+	ret = take_user(card, &r->src, r->len, true, &src) ?: take_user(card, &r->dst, r->len, false, &dst) ?:
+	      take_gpu(pf, &r->src, r->len, true, &src) ?: take_gpu(pf, &r->dst, r->len, false, &dst);
 	if (ret)
 		goto out;
-	ret = pevb_pin_user(&card->pdev->dev, r->dst.addr, r->len, false, &dst);
-	if (ret) {
-		pevb_unpin_user(src);
-		goto out;
-	}
-	src_segs = pevb_pin_segments(src, &ns_src);
-	dst_segs = pevb_pin_segments(dst, &ns_dst);
+	src_segs = segments(&src, &ns_src);
+	dst_segs = segments(&dst, &ns_dst);
 	mutex_lock(&card->eng[0].lock);
 	mutex_lock(&card->eng[1].lock);
 	t0 = ktime_get_ns();
-	while (!ret && done < r->len) {
-		n = min(r->len - done, card->facts.ram_size);
-		ret = pevb_engine_transfer(card, &card->eng[0], src_segs, ns_src, done, 0, n) ?:
-		      pevb_engine_transfer(card, &card->eng[1], dst_segs, ns_dst, done, 0, n);
-		done += n;
-	}
+	ret = pevb_round_trip(card, src_segs, ns_src, dst_segs, ns_dst, r->len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&card->eng[1].lock);
 	mutex_unlock(&card->eng[0].lock);
-	release_pin(card, dst, ret);
-	release_pin(card, src, ret);
 out:
+	/* Surface uses first: a provider callback may be waiting for them (cuda.c). */
+	if (src.use) {
+		release(card, &src, ret);
+		release(card, &dst, ret);
+	} else {
+		release(card, &dst, ret);
+		release(card, &src, ret);
+	}
 	pevb_card_end(card);
 	return ret;
 }
@@ -144,7 +168,9 @@ static int set_leds(struct pevb_card *card, u32 value)
 
 static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	struct pevb_card *card = ((struct pevb_file *)file->private_data)->card;
+	struct pevb_file *pf = file->private_data;
+	struct pevb_card *card = pf->card;
+	struct pevb_facts facts;
 	void __user *uarg = (void __user *)arg;
 	size_t size = _IOC_SIZE(cmd);
 	u64 buf[16], ns = 0;	/* the largest argument (REG_CACHE) is 104 bytes */
@@ -168,19 +194,25 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return set_leds(card, req.value);
 	case PEVB_OP_CARD_INFO:
 	case PEVB_OP_ABI_INFO:
-		ret = pevb_ioctl_info(op, buf, size, &card->facts);
+		facts = card->facts;
+		facts.provider = pevb_provider_available();
+		ret = pevb_ioctl_info(op, buf, size, &facts);
 		break;
 	case PEVB_OP_H2C:
 	case PEVB_OP_C2H:
-		ret = one_way(card, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
+		ret = one_way(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
 		break;
 	case PEVB_OP_H2C2H:
-		ret = round_trip(card, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
+		ret = round_trip(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
 		break;
 	case PEVB_OP_PIN_CUDA:
-		return -EOPNOTSUPP;	/* no GPU-memory provider attached in this build yet */
+		ret = pevb_surfaces_pin(&pf->surfaces, card, req.src.addr, req.len);
+		if (ret < 0)
+			return ret;
+		ret = pevb_ioctl_done(op, buf, size, 0, ret);
+		break;
 	case PEVB_OP_UNPIN_CUDA:
-		return -EINVAL;		/* no handle was ever given out */
+		return pevb_surfaces_unpin(&pf->surfaces, req.value);
 	default:
 		return -ENOTTY;		/* REG_CACHE: no registration cache in this build (no CAP_REG_CACHE) */
 	}

@@ -104,6 +104,18 @@ struct pevb_regs {
 	u32 desc_size;
 };
 
+/* pipeline::Move of a step; len 0: that engine does not run in the step. */
+struct pevb_move {
+	u64 offset;
+	u64 len;
+	u64 ram;
+};
+
+struct pevb_step {
+	struct pevb_move h2c;
+	struct pevb_move c2h;
+};
+
 struct pevb_layout {
 	u32 req;
 	u32 facts;
@@ -111,6 +123,7 @@ struct pevb_layout {
 	u32 segment;
 	u32 descriptor;
 	u32 regs;
+	u32 step;
 };
 
 /* XDMA descriptor: eight u32 (xdma::Descriptor); only its size matters to C. */
@@ -125,6 +138,10 @@ int pevb_ioctl_check(int op, unsigned long arg, const void *buf, size_t len, u64
 int pevb_ioctl_done(int op, void *buf, size_t len, u64 dma_time_ns, u32 handle);
 int pevb_ioctl_info(int op, void *buf, size_t len, const struct pevb_facts *facts);
 size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
+int pevb_pipeline_step(u64 len, u64 ram, u64 align, u64 s, struct pevb_step *out);
+u32 pevb_pipeline_polled(bool h2c, bool c2h);
+bool pevb_status_ended(u32 status);
+bool pevb_share_page_frames(const u64 *a, size_t na, const u64 *b, size_t nb);
 int pevb_chain_build(bool c2h, const struct pevb_seg *segs, size_t nsegs, u64 host_off, u64 fpga,
 		     u64 len, void *descs, size_t ndescs, u64 base, struct pevb_chain *out);
 int pevb_status_outcome(u32 status);
@@ -143,7 +160,8 @@ static inline bool pevb_layout_ok(void)
 	       PEVB_LAYOUT.chain == sizeof(struct pevb_chain) &&
 	       PEVB_LAYOUT.segment == sizeof(struct pevb_seg) &&
 	       PEVB_LAYOUT.descriptor == PEVB_DESC_SIZE &&
-	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs);
+	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs) &&
+	       PEVB_LAYOUT.step == sizeof(struct pevb_step);
 }
 
 #endif

@@ -5,6 +5,7 @@
  * Rust source files, linked in as one object (rust/, see Kbuild), and this C is only the glue 5.10 needs.
  * Probe and removal follow kmod/picoevb/picoevb_main.rs and card.rs step by step.
  */
+#include <linux/debugfs.h>
 #include <linux/idr.h>
 #include <linux/interrupt.h>
 #include <linux/module.h>
@@ -135,6 +136,9 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	init_waitqueue_head(&card->drained);
 	mutex_init(&card->qlock);
 	INIT_LIST_HEAD(&card->quarantine);
+	mutex_init(&card->pinlock);
+	spin_lock_init(&card->slock);
+	INIT_LIST_HEAD(&card->surfaces);
 	/* Two init sites, two lock classes: H2C2H holds both engines, H2C first. */
 	mutex_init(&card->eng[0].lock);
 	mutex_init(&card->eng[1].lock);
@@ -165,6 +169,7 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_irq;
 	pci_set_drvdata(pdev, card);
+	pevb_card_debugfs_add(card);
 	if (card->facts.id_block)
 		dev_info(&pdev->dev, "/dev/%s: gdr design %u.%u.%u (build %08x), %s interrupts, %llu KiB FPGA RAM (5.10 build)\n",
 			 card->name, card->facts.design_version >> 24, (card->facts.design_version >> 16) & 0xff,
@@ -221,6 +226,8 @@ static void pevb_remove(struct pci_dev *pdev)
 	pevb_pin_release_all(&card->quarantine);
 	mutex_unlock(&card->qlock);
 	free_tables(card);
+	pevb_card_detach_surfaces(card);
+	debugfs_remove_recursive(card->debugfs);
 	misc_deregister(&card->misc);
 	free_irq(pci_irq_vector(pdev, 0), card);
 	pci_free_irq_vectors(pdev);
@@ -242,7 +249,28 @@ static struct pci_driver pevb_driver = {
 	.probe = pevb_probe,
 	.remove = pevb_remove,
 };
-module_pci_driver(pevb_driver);
+
+/* The shim's work queue for deferred frees of GPU pins: drained at exit, after the last pin is gone. */
+static int __init pevb_init(void)
+{
+	int ret = pevb_p2p_init();
+
+	if (ret)
+		return ret;
+	ret = pci_register_driver(&pevb_driver);
+	if (ret)
+		pevb_p2p_exit();
+	return ret;
+}
+
+static void __exit pevb_exit(void)
+{
+	pci_unregister_driver(&pevb_driver);
+	pevb_p2p_exit();
+}
+
+module_init(pevb_init);
+module_exit(pevb_exit);
 
 MODULE_AUTHOR("gdr developers");
 MODULE_DESCRIPTION("PicoEVB FPGA card: XDMA scatter-gather DMA between user memory and FPGA RAM (Linux 5.10 build)");

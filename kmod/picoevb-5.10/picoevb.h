@@ -4,6 +4,7 @@
 #define PEVB_PICOEVB_H
 
 #include <linux/completion.h>
+#include <linux/idr.h>
 #include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
@@ -45,6 +46,17 @@ struct pevb_card {
 	wait_queue_head_t drained;	/* active dropped to 0 while gone */
 	struct mutex qlock;		/* quarantine */
 	struct list_head quarantine;	/* pins of requests a wedged engine may still touch, until unbind */
+	struct mutex pinlock;		/* one PIN_CUDA at a time checks for overlaps and pins */
+	spinlock_t slock;		/* surfaces */
+	struct list_head surfaces;	/* GPU surfaces mapped for this device, to unmap at removal */
+	atomic_t callbacks_awaited;	/* free callbacks removal waits for now (debugfs state) */
+	struct dentry *debugfs;		/* /sys/kernel/debug/picoevbN: the state file */
+};
+
+/* The GPU surfaces of one open file, by handle. */
+struct pevb_surfaces {
+	struct mutex lock;
+	struct idr idr;
 };
 
 /* card.c */
@@ -56,6 +68,7 @@ void pevb_card_wedge(struct pevb_card *card);
 bool pevb_card_vanished(struct pevb_card *card);
 void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p);
 void pevb_card_put(struct pevb_card *card);
+void pevb_card_debugfs_add(struct pevb_card *card);
 
 static inline u32 pevb_rd(struct pevb_card *card, u32 off)
 {
@@ -67,13 +80,30 @@ static inline void pevb_wr(struct pevb_card *card, u32 off, u32 v)
 	iowrite32(v, card->bar_dma + off);
 }
 
+/* A chain started on an engine (run.rs's Run): it ends through pevb_run_finish or pevb_run_cancel. */
+struct pevb_run {
+	struct pevb_engine *e;
+	struct pevb_chain c;
+	bool poll;		/* no interrupt armed at start: polled, armed if still busy */
+	bool completed;
+};
+
 /* engine.c */
+int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
+		   u64 host_off, u64 fpga, u64 len, bool poll, struct pevb_run *r);
+void pevb_run_wait(struct pevb_card *card, struct pevb_run *r);
+int pevb_run_finish(struct pevb_card *card, struct pevb_run *r);
+int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r);
 int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx);
 void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
 bool pevb_engine_stop(struct pevb_card *card, struct pevb_engine *e);
 void pevb_engine_signal(struct pevb_engine *e, u32 status);
 int pevb_engine_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
 			 size_t nsegs, u64 host_off, u64 fpga, u64 len);
+
+/* duplex.c */
+int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, const struct pevb_seg *dst,
+		    size_t ndst, u64 len);
 
 /* pin.c */
 struct pevb_pin;
@@ -82,6 +112,35 @@ const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n);
 void pevb_unpin_user(struct pevb_pin *p);
 void pevb_pin_park(struct list_head *q, struct pevb_pin *p);
 void pevb_pin_release_all(struct list_head *q);
+
+/* cuda.c */
+struct pevb_use;
+void pevb_surfaces_init(struct pevb_surfaces *t);
+int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len);
+int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle);
+void pevb_surfaces_unpin_all(struct pevb_surfaces *t);
+int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use **out);
+const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n);
+void pevb_use_end(struct pevb_use *u);
+void pevb_card_detach_surfaces(struct pevb_card *card);
+struct seq_file;
+void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m);
+bool pevb_provider_available(void);
+
+/* p2p.c: the 6.18 module's nvidia_p2p shim, compiled as is (its contract is at the top of that file). */
+struct pevb_p2p;
+int pevb_p2p_init(void);
+void pevb_p2p_exit(void);
+int pevb_p2p_get(void);
+void pevb_p2p_put(void);
+int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		 struct pevb_p2p **out);
+u32 pevb_p2p_nr_segments(struct pevb_p2p *p);
+void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
+void pevb_p2p_unpin(struct pevb_p2p *p);
+void pevb_p2p_free_from_callback(struct pevb_p2p *p);
+void pevb_p2p_unmap_device(struct pevb_p2p *p);
+void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
 
 /* file.c */
 extern const struct file_operations pevb_fops;

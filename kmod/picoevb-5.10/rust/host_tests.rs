@@ -223,3 +223,34 @@ fn register_map_is_the_shared_one() {
     assert_eq!(PEVB_LAYOUT.segment, 16);
     assert_eq!(PEVB_LAYOUT.descriptor as usize, xdma::DESC_SIZE);
 }
+
+/// The pipeline adapter walks the shared schedule: 64 KiB through 64 KiB of RAM is two 32 KiB chunks in
+/// three steps, alternating halves; past the last step it answers 1, a zero length EINVAL.
+#[test]
+fn pipeline_steps() {
+    let mut st = PevbStep::default();
+    let ram = 64 << 10;
+    // SAFETY: `st` is writable.
+    let step = |s, st: &mut PevbStep| unsafe { pevb_pipeline_step(64 << 10, ram, 4096, s, st) };
+    assert_eq!(step(0, &mut st), 0);
+    assert_eq!(
+        (st.h2c.offset, st.h2c.len, st.h2c.ram, st.c2h.len),
+        (0, 32 << 10, 0, 0)
+    );
+    assert_eq!(step(1, &mut st), 0);
+    assert_eq!((st.h2c.offset, st.h2c.ram), (32 << 10, 32 << 10));
+    assert_eq!((st.c2h.offset, st.c2h.len, st.c2h.ram), (0, 32 << 10, 0));
+    assert_eq!(step(2, &mut st), 0);
+    assert_eq!(
+        (st.h2c.len, st.c2h.offset, st.c2h.ram),
+        (0, 32 << 10, 32 << 10)
+    );
+    assert_eq!(step(3, &mut st), 1);
+    // SAFETY: as above.
+    assert_eq!(unsafe { pevb_pipeline_step(0, ram, 4096, 0, &mut st) }, -22);
+    assert_eq!(pevb_pipeline_polled(true, true), 1);
+    assert_eq!(pevb_pipeline_polled(true, false), 0);
+    assert!(
+        pevb_status_ended(0) && !pevb_status_ended(1) && pevb_status_ended(xdma::STAT_ERRORS | 1)
+    );
+}

@@ -7,7 +7,10 @@
 
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
-use crate::{abi, chain, errno::Errno, gpio, idblock, ids, neg, request, status};
+use crate::{
+    abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, request,
+    status,
+};
 use core::ffi::{c_char, c_int};
 use core::mem::size_of;
 use core::ptr;
@@ -67,6 +70,25 @@ pub struct PevbChain {
     pub bytes: u64,
 }
 
+/// One chain of a pipeline step (`pipeline::Move`); `len` 0: that engine does not run in the step.
+#[repr(C)]
+#[derive(Default)]
+pub struct PevbMove {
+    /// Offset in the source (H2C) or destination (C2H) buffer.
+    pub offset: u64,
+    pub len: u64,
+    /// FPGA RAM address of the half it goes through.
+    pub ram: u64,
+}
+
+/// What runs at once in a step of the round trip (`pipeline::Step`).
+#[repr(C)]
+#[derive(Default)]
+pub struct PevbStep {
+    pub h2c: PevbMove,
+    pub c2h: PevbMove,
+}
+
 /// Sizes of the structs above and of the shared ones the glue handles, as Rust lays them out.
 #[repr(C)]
 pub struct PevbLayout {
@@ -76,6 +98,7 @@ pub struct PevbLayout {
     pub segment: u32,
     pub descriptor: u32,
     pub regs: u32,
+    pub step: u32,
 }
 
 #[no_mangle]
@@ -86,6 +109,7 @@ pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
     segment: size_of::<Segment>() as u32,
     descriptor: size_of::<Descriptor>() as u32,
     regs: size_of::<PevbRegs>() as u32,
+    step: size_of::<PevbStep>() as u32,
 };
 
 /// The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
@@ -333,6 +357,83 @@ pub unsafe extern "C" fn pevb_segments_coalesce(segs: *mut Segment, n: usize) ->
     }
     // SAFETY: caller's contract.
     segments::coalesce(unsafe { core::slice::from_raw_parts_mut(segs, n) })
+}
+
+/// Step `s` of the full-duplex round trip of `len` bytes through `ram` bytes of card RAM in `align`-byte
+/// chunks (`pipeline::Pipeline`): 0 and `*out`, 1 when `s` is past the last step, or a negative errno.
+///
+/// # Safety
+/// `out` is valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_pipeline_step(
+    len: u64,
+    ram: u64,
+    align: u64,
+    s: u64,
+    out: *mut PevbStep,
+) -> c_int {
+    let plan = match pipeline::Pipeline::new(len, ram, align) {
+        Ok(p) => p,
+        Err(e) => return neg(e),
+    };
+    if s >= plan.steps() {
+        return 1;
+    }
+    let mv = |m: Option<pipeline::Move>| {
+        m.map_or(PevbMove::default(), |m| PevbMove {
+            offset: m.offset,
+            len: m.len,
+            ram: m.ram_addr,
+        })
+    };
+    let step = plan.step(s);
+    // SAFETY: caller's contract.
+    unsafe {
+        out.write(PevbStep {
+            h2c: mv(step.h2c),
+            c2h: mv(step.c2h),
+        })
+    };
+    0
+}
+
+/// How the H2C and C2H runs started together learn they ended (`pipeline::wakes`): bit 0 set if H2C is
+/// polled, bit 1 if C2H is; a clear bit means its interrupt is armed.
+#[no_mangle]
+pub extern "C" fn pevb_pipeline_polled(h2c: bool, c2h: bool) -> u32 {
+    let (h, c) = pipeline::wakes(h2c, c2h);
+    u32::from(h == pipeline::Wake::Poll) | (u32::from(c == pipeline::Wake::Poll) << 1)
+}
+
+/// Whether a status read says the run is over (`channel::Status::ended`): idle, or an error bit.
+#[no_mangle]
+pub extern "C" fn pevb_status_ended(st: u32) -> bool {
+    channel::Status(st).ended()
+}
+
+/// Whether the sorted page-frame lists `a[..na]` and `b[..nb]` share a frame (the overlap rule of GPU
+/// surfaces: one memory pinned under two addresses is one surface). Either may be empty.
+///
+/// # Safety
+/// `a` is valid for reading `na` frames and `b` for `nb` (either may be null when its length is 0).
+#[no_mangle]
+pub unsafe extern "C" fn pevb_share_page_frames(
+    a: *const u64,
+    na: usize,
+    b: *const u64,
+    nb: usize,
+) -> bool {
+    if a.is_null() || b.is_null() || na == 0 || nb == 0 {
+        return false;
+    }
+    // SAFETY: caller's contract.
+    let (a, b) = unsafe {
+        (
+            core::slice::from_raw_parts(a, na),
+            core::slice::from_raw_parts(b, nb),
+        )
+    };
+    cache_policy::share_page_frames(a, b)
 }
 
 /// Builds one chain into `descs[..ndescs]` (at bus address `base`) for up to `len` bytes of the host buffer

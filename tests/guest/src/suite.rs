@@ -66,6 +66,7 @@ pub fn run(opts: &Options) -> i32 {
                 Needs::RegCache => " (needs the registration cache)",
                 Needs::JetsonRegCache => " (needs the Jetson provider and the registration cache)",
                 Needs::JetsonProvider => " (needs the Jetson provider)",
+                Needs::JetsonReaper => " (needs the Jetson provider and process_mrelease)",
                 Needs::Iommu => " (needs an IOMMU)",
             };
             let ext = if t.extended { " (extended)" } else { "" };

@@ -51,6 +51,13 @@ pub fn register(v: &mut Vec<Test>) {
         )
         .needs(Needs::JetsonRegCache),
     );
+    v.push(
+        test(
+            "hardening::munmap_waits_for_surface_dma",
+            munmap_waits_for_dma,
+        )
+        .needs(Needs::JetsonProvider),
+    );
 }
 
 /// `delete_module(name, O_NONBLOCK)`, what `rmmod` does.
@@ -183,6 +190,51 @@ fn munmap_mid_dma(ctx: &mut Ctx) -> TestResult {
         }
     }
     ctx.rpc.get()?.clear()?;
+    expect_errno(
+        "DMA with the unmapped surface's handle",
+        dev.h2c_cuda(h, 0, 4096),
+        libc::EINVAL,
+    )?;
+    sanity(ctx)
+}
+
+/// The surface's free callback (run by a munmap) waits for the DMA using the surface: a munmap begun while
+/// a slowed H2C from the surface runs returns only after that H2C (slowed by `SLOW`) ended. Fails on a
+/// driver whose callback frees the pin at once (the munmap returns in milliseconds while the engine still
+/// reads the pages), which no other test without the registration cache sees.
+fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
+    const SLOW: u64 = 1500;
+    let dev = std::sync::Arc::new(open(ctx)?);
+    let m = ctx_err(
+        "mmap",
+        Mapping::new(RAM, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let h = u64::from(pin_range(&dev, m.addr(), RAM)?);
+    let rpc = ctx.rpc.get()?;
+    let runs = rpc.state()?.h2c.runs;
+    rpc.inject_slow(1, SLOW)?;
+    let d = dev.clone();
+    let dma = thread::spawn(move || d.h2c_cuda(h, 0, RAM as u64));
+    let until = Instant::now() + HUNG;
+    while rpc.state()?.h2c.runs == runs {
+        ensure!(Instant::now() < until, "the H2C never started");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let (addr, len) = (m.addr() as usize, m.len());
+    std::mem::forget(m);
+    let t0 = Instant::now();
+    // SAFETY: our own mapping (forgotten above, so unmapped once); no Rust reference points into it.
+    let rc = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+    let took = t0.elapsed();
+    ensure!(rc == 0, "munmap: {}", io::Error::last_os_error());
+    let r = dma.join().map_err(|_| "DMA thread panicked".to_string())?;
+    ctx.rpc.get()?.clear()?;
+    ctx_err("H2C from the surface during the munmap", r)?;
+    ensure!(
+        took >= Duration::from_millis(SLOW / 2),
+        "munmap returned after {took:?} while an H2C slowed by {SLOW} ms still used the surface: the free \
+         callback did not wait for the DMA"
+    );
     expect_errno(
         "DMA with the unmapped surface's handle",
         dev.h2c_cuda(h, 0, 4096),

@@ -90,6 +90,8 @@ pub enum Needs {
     JetsonRegCache,
     /// The Jetson provider: GPU memory is host memory, in the process's address space (mmu notifiers).
     JetsonProvider,
+    /// The Jetson provider, and process_mrelease(2) (Linux 5.15+: the OOM reaper's walk on demand; Xavier's 5.10 has none).
+    JetsonReaper,
     /// An IOMMU translates the card's DMA (the card has an iommu_group).
     Iommu,
 }
@@ -108,6 +110,9 @@ impl Needs {
             return (!std::path::Path::new(cards::SECOND).exists())
                 .then(|| format!("no {}: one card only", cards::SECOND));
         }
+        if self == Needs::JetsonReaper && !has_process_mrelease() {
+            return Some("no process_mrelease(2) in this kernel (Linux 5.15+)".into());
+        }
         let info = dev.abi_info().ok()?;
         let caps = info.caps;
         if self == Needs::RegCache {
@@ -119,9 +124,9 @@ impl Needs {
             });
         }
         match (self, Flavour::from_caps(caps)) {
-            (Needs::JetsonProvider, f) if f != Some(Flavour::Jetson) => Some(format!(
-                "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"
-            )),
+            (Needs::JetsonProvider | Needs::JetsonReaper, f) if f != Some(Flavour::Jetson) => Some(
+                format!("no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"),
+            ),
             (Needs::JetsonRegCache, f) if f != Some(Flavour::Jetson) => Some(format!(
                 "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x}): only there is GPU memory host memory"
             )),
@@ -138,6 +143,13 @@ impl Needs {
             _ => None,
         }
     }
+}
+
+/// Whether the kernel has process_mrelease(2): on a bad pidfd it answers EBADF, without it ENOSYS.
+fn has_process_mrelease() -> bool {
+    // SAFETY: a plain syscall on an invalid descriptor; it touches no memory.
+    let r = unsafe { libc::syscall(libc::SYS_process_mrelease, -1, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
 /// The first real failure among threads' results, not the "stopped by another thread" ones it caused.

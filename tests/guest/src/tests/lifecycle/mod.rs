@@ -75,7 +75,7 @@ pub fn register(v: &mut Vec<Test>) {
         cuda("lifecycle::reaper_mid_dma", |ctx| {
             kill::reaper_mid_dma(ctx, 6)
         })
-        .needs(Needs::JetsonProvider),
+        .needs(Needs::JetsonReaper),
     );
     v.push(
         cuda("lifecycle::kill9_loop_long", |ctx| {

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: GPL-2.0
+# Building core-only Rust into a Linux 5.10 module (no Rust support in that kernel), shared by picoevb.ko
+# (kmod/picoevb-5.10/Kbuild) and the 5.10 gdr_nv_p2p.ko (kmod/nvidia-p2p-5.10/Kbuild). It is built the way
+# Rust-for-Linux builds it: `core` from rust-src by the same rustc (RUSTC, RUST_LIB_SRC), the kernel's target
+# without FP/SIMD (soft-float, no red zone, kernel code model on x86_64), panic = abort, and linked with
+# `ld -r --gc-sections`, keeping only what the crate's exported symbols reach.
+#
+# The including Kbuild sets, before `include`:
+#   rs_root   the crate root (a .rs file), rs_crate its crate name, rs_roots an awk regex of the symbols the
+#             C glue calls (the link's roots), rs_obj the object to produce (a member of the module).
+# It gets $(obj)/$(rs_obj), and the dep-info $(obj)/rust/logic.d (every .rs file the crate compiled).
+
+RUSTC ?= rustc
+RUST_LIB_SRC ?= $(firstword $(wildcard /usr/src/rustc-*/library))
+rs_here := $(dir $(lastword $(MAKEFILE_LIST)))
+
+rs_target-x86 := --target=x86_64-unknown-none -Ccode-model=kernel -Cno-redzone=y \
+	-Ctarget-cpu=x86-64 -Ctarget-feature=-sse,-sse2,-sse3,-ssse3,-sse4.1,-sse4.2,-avx,-avx2
+rs_target-arm64 := --target=aarch64-unknown-none-softfloat
+rs_target := $(rs_target-$(SRCARCH))
+ifeq ($(rs_target),)
+$(error $(rs_crate): no Rust target for ARCH=$(SRCARCH) (x86 and arm64 are supported))
+endif
+
+# RUSTC_BOOTSTRAP: `core` and `compiler_builtins` use unstable features, as in the kernel's own rust/ build.
+# -Zplt=y: calls to functions outside the object (memcmp from a slice comparison) go through R_X86_64_PLT32,
+# which the module loader resolves, not a GOT load (R_X86_64_GOTPCREL: "Unknown rela relocation: 9").
+rs_rustc = RUSTC_BOOTSTRAP=1 $(RUSTC) --edition=2021 $(rs_target) -Cpanic=abort -Zplt=y \
+	-Cembed-bitcode=n -Clto=n -Cforce-unwind-tables=n -Ccodegen-units=1 -Csymbol-mangling-version=v0 \
+	-Crelocation-model=static -Copt-level=2 -Cdebug-assertions=n -Coverflow-checks=y \
+	-Cforce-frame-pointers=y -Zfunction-sections=y --sysroot=/dev/null -L$(obj)/rust
+
+quiet_cmd_rs_core = RUSTC   $@
+      cmd_rs_core = $(rs_rustc) --cfg no_fp_fmt_parse --crate-type rlib --crate-name core \
+	--emit=obj=$@ --emit=metadata=$(obj)/rust/libcore.rmeta $(RUST_LIB_SRC)/core/src/lib.rs
+# Rebuilt when the compiler changes: a `core` from another rustc would not link with the logic.
+rs_rustc_version := $(shell $(RUSTC) --version 2>/dev/null)
+$(obj)/rust/rustc-version: FORCE
+	@mkdir -p $(dir $@); echo '$(rs_rustc_version)' | cmp -s - $@ || echo '$(rs_rustc_version)' >$@
+$(obj)/rust/core.o: $(RUST_LIB_SRC)/core/src/lib.rs $(obj)/rust/rustc-version FORCE
+	@test -n "$(RUST_LIB_SRC)" || { echo "$(rs_crate): set RUST_LIB_SRC to rust-src's library/ of $(RUSTC)" >&2; exit 1; }
+	$(call if_changed,rs_core)
+
+quiet_cmd_rs_builtins = RUSTC   $@
+      cmd_rs_builtins = $(rs_rustc) --crate-type rlib --crate-name compiler_builtins \
+	--emit=obj=$@ --emit=metadata=$(obj)/rust/libcompiler_builtins.rmeta $<
+$(obj)/rust/compiler_builtins.o: $(rs_here)rust/compiler_builtins.rs $(obj)/rust/core.o FORCE
+	$(call if_changed,rs_builtins)
+
+# The dep-info lists every source file the crate compiles (shared files included by #[path]): it makes
+# rebuilds follow those files, and bench/same-logic.sh compares it with the 6.18 module's.
+quiet_cmd_rs_logic = RUSTC   $@
+      cmd_rs_logic = $(rs_rustc) -Dwarnings --crate-type rlib --crate-name $(rs_crate) \
+	--emit=obj=$@ --emit=dep-info=$(obj)/rust/logic.d $<
+$(obj)/rust/logic.o: $(rs_root) $(obj)/rust/compiler_builtins.o FORCE
+	$(call if_changed,rs_logic)
+-include $(obj)/rust/logic.d
+
+# One object: roots are the crate's exported symbols named by rs_roots; anything else of core that they do
+# not reach is dropped, so a helper the logic really needs but the kernel lacks stays undefined for modpost.
+quiet_cmd_rs_link = LD      $@
+      cmd_rs_link = $(LD) -r --gc-sections \
+	$$($(NM) -g --defined-only $(obj)/rust/logic.o | awk '$$3 ~ /$(rs_roots)/ { printf " -u %s", $$3 }') \
+	-o $@ $(obj)/rust/core.o $(obj)/rust/compiler_builtins.o $(obj)/rust/logic.o
+$(obj)/$(rs_obj): $(obj)/rust/core.o $(obj)/rust/compiler_builtins.o $(obj)/rust/logic.o FORCE
+	$(call if_changed,rs_link)
+# if_changed: a change of flags (this file) rebuilds, not only a change of sources.
+targets += rust/core.o rust/compiler_builtins.o rust/logic.o $(rs_obj)
+
+clean-files += rust/*.o rust/*.rmeta rust/logic.d rust/rustc-version rust/.*.cmd
