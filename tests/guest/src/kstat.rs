@@ -28,7 +28,8 @@ impl KernelCounters {
     }
 }
 
-fn read_u64(path: &str) -> Result<u64, String> {
+/// A number read from a sysfs or debugfs file (one value, trailing newline allowed).
+pub fn read_u64(path: &str) -> Result<u64, String> {
     let text = fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
     text.trim()
         .parse()

@@ -15,6 +15,7 @@ use super::cuda::{cuda, flavour, open, pin_range, surface};
 use super::regcache::{open_uncached, quiesce, used_once};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
 use crate::dev::{Device, Mapping};
+use crate::rpc::{ModelState, Rpc};
 
 const RAM: usize = FPGA_RAM_SIZE as usize;
 /// The driver's largest PIN_CUDA (`kmod/logic` MAX_PIN_CUDA_LEN: an H2C2H's most).
@@ -58,6 +59,16 @@ pub fn register(v: &mut Vec<Test>) {
         )
         .needs(Needs::JetsonProvider),
     );
+}
+
+/// Waits (up to `HUNG`) until the model's state says the slowed `engine` has started its run.
+fn started(rpc: &mut Rpc, engine: &str, run: impl Fn(&ModelState) -> bool) -> TestResult {
+    let until = Instant::now() + HUNG;
+    while !run(&rpc.state()?) {
+        ensure!(Instant::now() < until, "the {engine} never started");
+        thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
 }
 
 /// `delete_module(name, O_NONBLOCK)`, what `rmmod` does.
@@ -158,11 +169,7 @@ fn munmap_mid_dma(ctx: &mut Ctx) -> TestResult {
         let _ = dma_tx.send(("dma", r.map(|_| ())));
     });
     // The slow transfer has started: the request holds the surface and the cached buffer.
-    let until = Instant::now() + HUNG;
-    while rpc.state()?.h2c.runs == runs {
-        ensure!(Instant::now() < until, "the H2C never started");
-        thread::sleep(Duration::from_millis(20));
-    }
+    started(rpc, "H2C", |m| m.h2c.runs != runs)?;
     let (addr, len) = (m.addr() as usize, m.len());
     std::mem::forget(m);
     thread::spawn(move || {
@@ -215,11 +222,7 @@ fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
     rpc.inject_slow(1, SLOW)?;
     let d = dev.clone();
     let dma = thread::spawn(move || d.h2c_cuda(h, 0, RAM as u64));
-    let until = Instant::now() + HUNG;
-    while rpc.state()?.h2c.runs == runs {
-        ensure!(Instant::now() < until, "the H2C never started");
-        thread::sleep(Duration::from_millis(5));
-    }
+    started(rpc, "H2C", |m| m.h2c.runs != runs)?;
     let (addr, len) = (m.addr() as usize, m.len());
     std::mem::forget(m);
     let t0 = Instant::now();
@@ -385,11 +388,7 @@ fn c2h_keeps_neighbour(ctx: &mut Ctx) -> TestResult {
         // SAFETY: `a` is the first half of our mapping; no Rust reference into it is live meanwhile.
         unsafe { d.c2h_at(a, HALF as u64, 0) }
     });
-    let until = Instant::now() + HUNG;
-    while rpc.state()?.c2h.runs == runs {
-        ensure!(Instant::now() < until, "the C2H never started");
-        thread::sleep(Duration::from_millis(20));
-    }
+    started(rpc, "C2H", |m| m.c2h.runs != runs)?;
     let mut want_b = vec![0u8; HALF];
     ctx.rng.fill(&mut want_b);
     // SAFETY: the second half of our mapping, which the DMA does not touch.

@@ -52,9 +52,8 @@ impl Drop for Hold {
     }
 }
 
-fn held() -> Result<u32, String> {
-    let s = fs::read_to_string(HELD).map_err(|e| format!("{HELD}: {e}"))?;
-    s.trim().parse().map_err(|e| format!("{HELD}: {s:?}: {e}"))
+fn held() -> Result<u64, String> {
+    kstat::read_u64(HELD)
 }
 
 /// Watches removal until it either returns (`done`: an error, the callback is still held) or waits for the
@@ -84,9 +83,7 @@ fn watch_removal(done: &AtomicBool, state: &str) -> Result<Duration, String> {
 }
 
 fn dma_api_errors() -> Result<u64, String> {
-    let path = format!("{}/error_count", kstat::DMA_API_DIR);
-    let s = fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-    s.trim().parse().map_err(|e| format!("{path}: {s:?}: {e}"))
+    kstat::read_u64(&format!("{}/error_count", kstat::DMA_API_DIR))
 }
 
 /// The child: pins a surface on a file of its own and unmaps it. Its exit status says where it failed.

@@ -29,8 +29,7 @@ impl Drop for Revoke {
 }
 
 fn revokes_done() -> Result<u64, String> {
-    let s = fs::read_to_string(DONE).map_err(|e| format!("{DONE}: {e}"))?;
-    s.trim().parse().map_err(|e| format!("{DONE}: {s:?}: {e}"))
+    kstat::read_u64(DONE)
 }
 
 /// The card's recorded surfaces (debugfs `state`), and the whole text for messages.
