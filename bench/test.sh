@@ -18,7 +18,8 @@
 #   7. arm64: the suite with the Jetson provider on qemu-system-aarch64 -M virt behind virtio-iommu (the
 #      short form of bench/arm64.sh --full; GDR_ARM64_TESTS=0 leaves it out)
 #   8. the 5.10 modules (kmod/picoevb-5.10, kmod/nvidia-p2p-5.10) on Linux 5.10:
-#      same-logic check and the suite with the Jetson provider (GDR_BENCH_510=0 leaves it out)
+#      same-logic check, the suite with the Jetson provider, and the tests that want two cards and no
+#      provider (GDR_BENCH_510=0 leaves it out)
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -112,6 +113,10 @@ if [ "${GDR_BENCH_510:-1}" = 1 ]; then
     eval "$vars"
     check "5.10: the same Rust logic files as the 6.18 module" "$REPO/bench/same-logic.sh"
     counted "bench 5.10: suite, Jetson nvidia_p2p" "$LOGS/last-suite-510.log" harness "$GDR_P2P" "$GDR_KO" -- --mode suite
+    # What the Jetson boot skips for want of its setup: two cards, and the tests that need no provider loaded
+    # (picoevb.ko without nvidia_p2p: PIN_CUDA answers EOPNOTSUPP).
+    counted "bench 5.10: two cards, no GPU-memory provider" "$LOGS/last-suite-510-plain.log" \
+      harness "$GDR_KO" -- --mode suite --cards 2 --guest-args "--filter errors::,cards::,cuda::no_provider"
   else
     count "bench build (5.10)" 0 1
   fi
