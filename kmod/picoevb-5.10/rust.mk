@@ -27,12 +27,13 @@ endif
 # LLVM rejects (6.18's rustc-param drops it the same way). Not asan-kernel-mem-intrinsic-prefix: 5.10 has no
 # __asan_mem*, but its memcpy/memset/memmove (mm/kasan/common.c) check the ranges, and kernel ASan calls
 # those plain names. Globals are registered by a module constructor (.init_array), which 5.10 runs.
+# CONFIG_KASAN_STACK is 0/1 in 5.10 (an int) and y in later kernels.
 ifdef CONFIG_KASAN_GENERIC
 rs_kasan_offset := $(or $(patsubst -fasan-shadow-offset=%,%,$(filter -fasan-shadow-offset=%,$(CFLAGS_KASAN))),$(CONFIG_KASAN_SHADOW_OFFSET))
 rs_kasan := -Zsanitizer=kernel-address -Zsanitizer-recover=kernel-address \
 	-Cllvm-args=-asan-mapping-offset=$(rs_kasan_offset) \
 	-Cllvm-args=-asan-instrumentation-with-call-threshold=$(if $(CONFIG_KASAN_INLINE),10000,0) \
-	-Cllvm-args=-asan-stack=$(or $(CONFIG_KASAN_STACK),0) -Cllvm-args=-asan-globals=1
+	-Cllvm-args=-asan-stack=$(if $(filter-out 0,$(CONFIG_KASAN_STACK)),1,0) -Cllvm-args=-asan-globals=1
 else ifdef CONFIG_KASAN
 $(warning $(rs_crate): the Rust objects get no KASAN instrumentation (only generic KASAN is supported))
 endif
