@@ -16,4 +16,14 @@ for m in nvidia-p2p-5.10 picoevb-5.10; do
     die "kernel module build failed: kmod/$m"
   cp "$REPO"/kmod/$m/*.ko "$OUT/"
 done
+# Under a KASAN kernel the Rust objects must be instrumented as the C glue is (rust.mk): their loads and
+# stores call KASAN's checks. An uninstrumented Rust object would pass every test and check nothing.
+if grep -qx 'CONFIG_KASAN_GENERIC=y' "$KDIR/.config"; then
+  for o in picoevb-5.10/picoevb_rust.o nvidia-p2p-5.10/gdr_nv_p2p_rust.o; do
+    undefined=$(in_root "$ROOT" bash -c ". '$KDIR/env.sh' && \${CROSS_COMPILE}nm -u '$REPO/kmod/$o'") ||
+      die "nm failed on kmod/$o"
+    grep -q ' __asan_load8_noabort$' <<<"$undefined" ||
+      die "kmod/$o calls no KASAN check (__asan_load8_noabort), though $KDIR has CONFIG_KASAN_GENERIC"
+  done
+fi
 echo "$OUT"

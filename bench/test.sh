@@ -20,6 +20,8 @@
 #   8. the 5.10 modules (kmod/picoevb-5.10, kmod/nvidia-p2p-5.10) on Linux 5.10:
 #      same-logic check, the suite with the Jetson provider, and the tests that want two cards and no
 #      provider (GDR_BENCH_510=0 leaves it out)
+#   9. the same 5.10 modules for arm64 on an arm64 Linux 5.10, the suite with the Jetson provider behind
+#      virtio-iommu (GDR_BENCH_510=0 or GDR_ARM64_TESTS=0 leaves it out)
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
 # The long version of 3 is bench/soak.sh.
 . "$(dirname "$0")/lib.sh"
@@ -122,6 +124,20 @@ if [ "${GDR_BENCH_510:-1}" = 1 ]; then
   fi
 else
   log "5.10 bench left out (GDR_BENCH_510=0)"
+fi
+
+# Xavier's kernel series on Xavier's architecture: the 5.10 modules built for arm64 (KASAN in their Rust
+# objects too) on Linux 5.10 for arm64 (bench/kernel/arm64-5.10.config), behind virtio-iommu as in step 7.
+if [ "${GDR_BENCH_510:-1}" = 1 ] && [ "${GDR_ARM64_TESTS:-1}" = 1 ]; then
+  if vars=$(ARCH=arm64 GDR_KSERIES=5.10 "$REPO/bench/build.sh"); then
+    eval "$vars"
+    counted "arm64 5.10: suite behind virtio-iommu, Jetson nvidia_p2p" "$LOGS/last-arm64-suite-510.log" \
+      harness "$GDR_P2P" "$GDR_KO" -- --mode suite --iommu virtio --timeout 5400
+  else
+    count "arm64 build (5.10)" 0 1
+  fi
+else
+  log "arm64 5.10: left out (GDR_BENCH_510=0 or GDR_ARM64_TESTS=0)"
 fi
 
 finish

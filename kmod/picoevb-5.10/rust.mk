@@ -22,13 +22,29 @@ ifeq ($(rs_target),)
 $(error $(rs_crate): no Rust target for ARCH=$(SRCARCH) (x86 and arm64 are supported))
 endif
 
+# Generic KASAN, when the kernel has it, for every Rust object (`core` too), with 6.18's RUSTFLAGS_KASAN
+# (scripts/Makefile.kasan) and the C glue's shadow offset; less asan-instrument-allocas, a GCC name that
+# LLVM rejects (6.18's rustc-param drops it the same way). Not asan-kernel-mem-intrinsic-prefix: 5.10 has no
+# __asan_mem*, but its memcpy/memset/memmove (mm/kasan/common.c) check the ranges, and kernel ASan calls
+# those plain names. Globals are registered by a module constructor (.init_array), which 5.10 runs.
+# CONFIG_KASAN_STACK is 0/1 in 5.10 (an int) and y in later kernels.
+ifdef CONFIG_KASAN_GENERIC
+rs_kasan_offset := $(or $(patsubst -fasan-shadow-offset=%,%,$(filter -fasan-shadow-offset=%,$(CFLAGS_KASAN))),$(CONFIG_KASAN_SHADOW_OFFSET))
+rs_kasan := -Zsanitizer=kernel-address -Zsanitizer-recover=kernel-address \
+	-Cllvm-args=-asan-mapping-offset=$(rs_kasan_offset) \
+	-Cllvm-args=-asan-instrumentation-with-call-threshold=$(if $(CONFIG_KASAN_INLINE),10000,0) \
+	-Cllvm-args=-asan-stack=$(if $(filter-out 0,$(CONFIG_KASAN_STACK)),1,0) -Cllvm-args=-asan-globals=1
+else ifdef CONFIG_KASAN
+$(warning $(rs_crate): the Rust objects get no KASAN instrumentation (only generic KASAN is supported))
+endif
+
 # RUSTC_BOOTSTRAP: `core` and `compiler_builtins` use unstable features, as in the kernel's own rust/ build.
 # -Zplt=y: calls to functions outside the object (memcmp from a slice comparison) go through R_X86_64_PLT32,
 # which the module loader resolves, not a GOT load (R_X86_64_GOTPCREL: "Unknown rela relocation: 9").
 rs_rustc = RUSTC_BOOTSTRAP=1 $(RUSTC) --edition=2021 $(rs_target) -Cpanic=abort -Zplt=y \
 	-Cembed-bitcode=n -Clto=n -Cforce-unwind-tables=n -Ccodegen-units=1 -Csymbol-mangling-version=v0 \
 	-Crelocation-model=static -Copt-level=2 -Cdebug-assertions=n -Coverflow-checks=y \
-	-Cforce-frame-pointers=y -Zfunction-sections=y --sysroot=/dev/null -L$(obj)/rust
+	-Cforce-frame-pointers=y -Zfunction-sections=y --sysroot=/dev/null -L$(obj)/rust $(rs_kasan)
 
 quiet_cmd_rs_core = RUSTC   $@
       cmd_rs_core = $(rs_rustc) --cfg no_fp_fmt_parse --crate-type rlib --crate-name core \
