@@ -125,7 +125,6 @@ int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
 
 /* regcache.c */
 struct pevb_cache;
-bool pevb_cache_supported(void);
 int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out);
 void pevb_cache_release(struct pevb_card *card, struct pevb_cache *c);
 int pevb_cache_get(struct pevb_cache *c, struct pevb_card *card, u64 addr, u64 len, bool to_device,

@@ -26,6 +26,7 @@
  * dlock, and releasing a pin waits at most for an invalidation in progress, whose provider callback waits
  * only for requests holding a surface; those took their host pins first and wait for none of our locks);
  * mmu_interval_read_begin() while pinning (waits for an invalidation in progress, which takes none of ours).
+ * The module needs CONFIG_MMU_NOTIFIER anyway (p2p.c's guard), so the cache is always there.
  */
 #include <linux/capability.h>
 #include <linux/mm.h>
@@ -82,21 +83,14 @@ static struct pevb_policy *policy(struct pevb_cache *c)
 	return (struct pevb_policy *)c->policy;
 }
 
-bool pevb_cache_supported(void)
-{
-	return IS_ENABLED(CONFIG_MMU_NOTIFIER);
-}
-
 /* ---- one cached pin ---- */
 
 /* Stops watching, unmaps and unpins. Only from the work item, close or the cache's free (see the top). */
 static void cpin_release(struct pevb_cpin *p)
 {
-#ifdef CONFIG_MMU_NOTIFIER
 	/* The notifier holds the mm (mmgrab) until it is removed. */
 	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
-#endif
 	pevb_pin_drop(p->pin, READ_ONCE(p->written));
 	kvfree(p->frames);
 	kfree(p);
@@ -152,7 +146,6 @@ static void cpin_put(struct pevb_cpin *p)
 	kref_put(&p->ref, cpin_last);
 }
 
-#ifdef CONFIG_MMU_NOTIFIER
 /* May run where sleeping is not allowed, and must not remove its own notifier: it only marks and queues. */
 static bool cpin_invalidate(struct mmu_interval_notifier *mn, const struct mmu_notifier_range *range,
 			    unsigned long cur_seq)
@@ -244,18 +237,6 @@ err_free:
 	kfree(p);
 	return ret;
 }
-#else
-static bool cpin_stale(struct pevb_cpin *p)
-{
-	return true;
-}
-
-static int cpin_new(struct device *dev, const struct pevb_range *want, struct pevb_cache *c,
-		    struct pevb_cpin **out)
-{
-	return -EOPNOTSUPP;
-}
-#endif
 
 /* ---- a request's use ---- */
 
@@ -518,11 +499,9 @@ int pevb_cache_get(struct pevb_cache *c, struct pevb_card *card, u64 addr, u64 l
 
 	*cuse = NULL;
 	*pin = NULL;
-	if (pevb_cache_supported()) {
-		ret = cached(c, card, &r, to_device, cuse);
-		if (ret || *cuse)
-			return ret;
-	}
+	ret = cached(c, card, &r, to_device, cuse);
+	if (ret || *cuse)
+		return ret;
 	ret = pevb_pin_user(&card->pdev->dev, addr, len, to_device, pin);
 	if (ret)
 		return ret;
