@@ -17,15 +17,16 @@
  * mmu_interval_notifier_remove() waits for an invalidation in progress, and that invalidation may be
  * waiting (in the GPU provider's free callback) for a surface this very request holds. A cache is held by
  * its file, by the card's list and by each pin not yet handed over (a pin quarantined on a wedged card may
- * outlive its file); its last holder cancels the work item, releases what is left and frees it.
+ * outlive its file); its last holder releases what is left, cancels the work item and frees it.
  *
  * Locks, outermost first: card->pinlock (one PIN_CUDA or cached pin at a time checks the per-card rules and
  * pins), card->cachelock (the card's list of caches), cache->lock (the table), cache->dlock (the dead list,
- * a spinlock taken with nothing else). The notifier takes none of them. Hand-made waits, which lockdep does
- * not see: flush_work() in close and in PIN_CUDA's eviction (the work item takes only cache->lock and
- * dlock, and releasing a pin waits at most for an invalidation in progress, whose provider callback waits
- * only for requests holding a surface; those took their host pins first and wait for none of our locks);
- * mmu_interval_read_begin() while pinning (waits for an invalidation in progress, which takes none of ours).
+ * a spinlock taken with nothing else). The notifier takes none of them. Waits: flush_work() in close and
+ * in PIN_CUDA's eviction, and mmu_interval_read_begin() while pinning, are lockdep-annotated, but what
+ * they wait for is not all visible to it: the work item takes only cache->lock and dlock, and releasing a
+ * pin (mmu_interval_notifier_remove) waits for an invalidation in progress, whose provider free callback
+ * waits by hand (wait_event, cuda.c) for the requests holding that surface; those took their host pins
+ * before entering the surface and then wait for none of our locks, and their engine waits time out.
  * The module needs CONFIG_MMU_NOTIFIER anyway (p2p.c's guard), so the cache is always there.
  */
 #include <linux/capability.h>
