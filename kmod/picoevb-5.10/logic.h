@@ -155,10 +155,8 @@ enum pevb_removal {
 	PEVB_FLUSHED = 2,
 };
 
-enum {
-	PEVB_CONTROL_TRIM = 1,		/* REG_CACHE SET_LIMITS: evict pevb_policy_over_limits() slots */
-	PEVB_CONTROL_FLUSH = 2,		/* REG_CACHE FLUSH: drop every slot */
-};
+/* Told each slot pevb_policy_control/_flush removed from the policy: the glue drops that slot's pin. */
+typedef void (*pevb_dropped_fn)(void *ctx, u32 slot);
 
 /* XDMA descriptor: eight u32 (xdma::Descriptor); only its size matters to C. */
 #define PEVB_DESC_SIZE 32
@@ -195,9 +193,8 @@ void pevb_policy_remove(struct pevb_policy *p, u32 slot, u32 why);
 void pevb_policy_note_uncached(struct pevb_policy *p);
 int pevb_policy_sharing(struct pevb_policy *p, const struct pevb_range *r);
 bool pevb_policy_slot_shares_page(struct pevb_policy *p, u32 slot, const struct pevb_range *r);
-int pevb_policy_over_limits(struct pevb_policy *p);
-int pevb_policy_control(struct pevb_policy *p, const void *buf, size_t len);
-int pevb_policy_report(struct pevb_policy *p, void *buf, size_t len);
+int pevb_policy_control(struct pevb_policy *p, void *buf, size_t len, pevb_dropped_fn dropped, void *ctx);
+void pevb_policy_flush(struct pevb_policy *p, pevb_dropped_fn dropped, void *ctx);
 u32 pevb_policy_entries(struct pevb_policy *p);
 bool pevb_ids_ok(u16 vendor, u16 device, u16 subvendor, u16 subdevice);
 

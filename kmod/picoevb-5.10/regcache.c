@@ -324,13 +324,15 @@ static void table_remove(struct pevb_cache *c, int slot, enum pevb_removal why)
 		cpin_put(p);
 }
 
-static void table_clear(struct pevb_cache *c)
+/* The policy removed @slot (pevb_policy_control, pevb_policy_flush): drops the table's hold on its pin. */
+static void dropped(void *ctx, u32 slot)
 {
-	int slot;
+	struct pevb_cache *c = ctx;
+	struct pevb_cpin *p = c->pins[slot];
 
-	for (slot = 0; slot < PEVB_CACHE_SLOTS; slot++)
-		if (c->pins[slot])
-			table_remove(c, slot, PEVB_FLUSHED);
+	c->pins[slot] = NULL;
+	if (p)
+		cpin_put(p);
 }
 
 /* The work item: releases what was handed over, drops the stale buffers, releases what that dropped. */
@@ -544,7 +546,7 @@ static void cache_close(struct pevb_cache *c)
 {
 	mutex_lock(&c->lock);
 	c->closed = true;
-	table_clear(c);
+	pevb_policy_flush(policy(c), dropped, c);
 	mutex_unlock(&c->lock);
 	release_dead(c);
 	flush_work(&c->work);
@@ -629,17 +631,10 @@ void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first,
  */
 int pevb_cache_control(struct pevb_cache *c, void *buf, size_t size)
 {
-	int ret, slot;
+	int ret;
 
 	mutex_lock(&c->lock);
-	ret = pevb_policy_control(policy(c), buf, size);
-	if (ret == PEVB_CONTROL_TRIM)
-		while ((slot = pevb_policy_over_limits(policy(c))) >= 0)
-			table_remove(c, slot, PEVB_EVICTED);
-	else if (ret == PEVB_CONTROL_FLUSH)
-		table_clear(c);
-	if (ret >= 0)
-		ret = pevb_policy_report(policy(c), buf, size);
+	ret = pevb_policy_control(policy(c), buf, size, dropped, c);
 	mutex_unlock(&c->lock);
 	return ret;
 }

@@ -3,6 +3,7 @@
 
 use super::surface::*;
 use super::{abi, chain, segments::Cursor, segments::Segment, xdma};
+use core::ffi::c_void;
 use core::mem::size_of;
 
 fn bytes<T: Copy>(v: &T) -> Vec<u8> {
@@ -268,6 +269,12 @@ fn pipeline_steps() {
     );
 }
 
+/// The glue's `dropped` callback: records the slot in the `Vec<u32>` at `ctx`.
+unsafe extern "C" fn record(ctx: *mut c_void, slot: u32) {
+    // SAFETY: every caller passes a `&mut Vec<u32>` as `ctx`.
+    unsafe { &mut *ctx.cast::<Vec<u32>>() }.push(slot);
+}
+
 /// A policy in C-owned storage, as regcache.c keeps it (`PEVB_LAYOUT.policy` bytes, u64-aligned).
 struct CPolicy(Vec<u64>);
 
@@ -290,18 +297,15 @@ impl CPolicy {
         (unsafe { pevb_policy_lookup(self.p(), &r, &mut off) }, off)
     }
 
-    fn reg_cache(&mut self, req: abi::RegCache) -> Result<abi::RegCache, i32> {
+    /// REG_CACHE through the glue's adapter: the answer, or the errno; the slots it dropped go to `gone`.
+    fn reg_cache(&mut self, req: abi::RegCache, gone: &mut Vec<u32>) -> Result<abi::RegCache, i32> {
         let mut buf = bytes(&req);
-        // SAFETY: an initialised policy; `buf` holds a `RegCache`.
-        let r = unsafe { pevb_policy_control(self.p(), buf.as_ptr(), buf.len()) };
+        let ctx = core::ptr::from_mut(gone).cast::<c_void>();
+        // SAFETY: an initialised policy; `buf` holds a `RegCache`; `record` takes this `ctx`.
+        let r = unsafe { pevb_policy_control(self.p(), buf.as_mut_ptr(), buf.len(), record, ctx) };
         if r < 0 {
             return Err(r);
         }
-        assert_eq!(
-            // SAFETY: as above.
-            unsafe { pevb_policy_report(self.p(), buf.as_mut_ptr(), buf.len()) },
-            0
-        );
         // SAFETY: `buf` holds a `RegCache`.
         Ok(unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) })
     }
@@ -339,47 +343,44 @@ fn the_cache_glue_walks_the_policy() {
     assert!(unsafe { pevb_policy_slot_shares_page(c.p(), slot as u32, &page) });
     // SAFETY: as above.
     assert_eq!(unsafe { pevb_policy_entries(c.p()) }, 1);
-    let q = c.reg_cache(abi::RegCache::default()).unwrap();
+    let mut gone = Vec::new();
+    let q = c.reg_cache(abi::RegCache::default(), &mut gone).unwrap();
     assert_eq!((q.entries, q.hits, q.misses, q.capacity), (1, 1, 1, 64));
-    // SET_LIMITS to no entries: the glue evicts what over_limits names; FLUSH is for the glue to do.
+    // SET_LIMITS to no entries evicts the buffer: the glue is told its slot, to drop the pin.
     let mut set = abi::RegCache {
         op: abi::REG_CACHE_SET_LIMITS,
         max_entries: 0,
         max_bytes: 1 << 20,
         ..Default::default()
     };
-    let mut buf = bytes(&set);
-    assert_eq!(
-        // SAFETY: as above.
-        unsafe { pevb_policy_control(c.p(), buf.as_ptr(), buf.len()) },
-        CONTROL_TRIM
-    );
-    // SAFETY: as above.
-    assert_eq!(unsafe { pevb_policy_over_limits(c.p()) }, slot);
-    // SAFETY: as above.
-    unsafe { pevb_policy_remove(c.p(), slot as u32, 0) };
-    // SAFETY: as above.
-    assert_eq!(unsafe { pevb_policy_over_limits(c.p()) }, -1);
-    assert_eq!(c.lookup(x).0, LOOKUP_BYPASS);
-    let q = c.reg_cache(abi::RegCache::default()).unwrap();
+    let q = c.reg_cache(set, &mut gone).unwrap();
+    assert_eq!(gone, [slot as u32]);
     assert_eq!((q.entries, q.evictions, q.max_entries), (0, 1, 0));
+    assert_eq!(c.lookup(x).0, LOOKUP_BYPASS);
     // The ABI's EINVAL rules are the logic's, both in the ioctl check and in the control.
     set.max_entries = 65;
-    buf = bytes(&set);
-    assert_eq!(check(abi::IOC_REG_CACHE, 0, &buf).err(), Some(-22));
-    assert_eq!(c.reg_cache(set).err(), Some(-22));
+    assert_eq!(check(abi::IOC_REG_CACHE, 0, &bytes(&set)).err(), Some(-22));
+    assert_eq!(c.reg_cache(set, &mut gone).err(), Some(-22));
     let flush = abi::RegCache {
         op: abi::REG_CACHE_FLUSH,
         ..Default::default()
     };
     assert!(check(abi::IOC_REG_CACHE, 0, &bytes(&flush)).is_ok());
-    buf = bytes(&flush);
     assert_eq!(
-        // SAFETY: as above.
-        unsafe { pevb_policy_control(c.p(), buf.as_ptr(), buf.len()) },
-        CONTROL_FLUSH
+        check(abi::IOC_REG_CACHE, 0, &bytes(&flush)[1..]).err(),
+        Some(-22)
     );
-    assert_eq!(check(abi::IOC_REG_CACHE, 0, &buf[1..]).err(), Some(-22));
+    // Close: every slot is dropped, not counted as an eviction.
+    set.max_entries = 8;
+    c.reg_cache(set, &mut gone).unwrap();
+    // SAFETY: an initialised policy; the ranges are valid.
+    let s2 = unsafe { pevb_policy_insert(c.p(), &want) };
+    gone.clear();
+    // SAFETY: as above; `record` takes this `ctx`.
+    unsafe { pevb_policy_flush(c.p(), record, core::ptr::from_mut(&mut gone).cast()) };
+    assert_eq!(gone, [s2 as u32]);
+    let q = c.reg_cache(flush, &mut gone).unwrap();
+    assert_eq!((q.entries, q.evictions), (0, 1));
 }
 
 #[test]

@@ -5,14 +5,14 @@
 //! logic. `../logic.h` declares the same items for C; `PEVB_LAYOUT` lets the glue check at load time that
 //! both sides agree on the structs' sizes.
 
-use crate::cache_policy::{Lookup, Op, Policy, Range, Removal};
+use crate::cache_policy::{Lookup, Policy, Range, Removal};
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
 use crate::{
     abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, request,
     status,
 };
-use core::ffi::{c_char, c_int};
+use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
 use core::ptr;
 
@@ -696,10 +696,8 @@ impl PevbRange {
 /// `pevb_policy_lookup`'s answers besides a hit's slot (`Lookup::Miss`, `Lookup::Bypass`).
 pub const LOOKUP_MISS: c_int = -1;
 pub const LOOKUP_BYPASS: c_int = -2;
-/// What REG_CACHE asks of the glue after `pevb_policy_control`: evict `pevb_policy_over_limits` slots, or
-/// drop every slot (`Removal::Flushed`).
-pub const CONTROL_TRIM: c_int = 1;
-pub const CONTROL_FLUSH: c_int = 2;
+/// Told each slot the policy removed (`Policy::control`, `Policy::flush`): the glue drops that slot's pin.
+pub type PevbDropped = unsafe extern "C" fn(ctx: *mut c_void, slot: u32);
 
 /// A slot or `none`, as C sees it.
 fn slot_or(s: Option<usize>, none: c_int) -> c_int {
@@ -857,45 +855,40 @@ pub unsafe extern "C" fn pevb_policy_slot_shares_page(
     p.slot_shares_page(slot as usize, r)
 }
 
-/// `Policy::over_limits`: the next slot to evict after SET_LIMITS, or -1.
+/// REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): `Policy::control`,
+/// calling `dropped(ctx, slot)` for each slot it removes, then writes the answer back into `buf`. 0 or a
+/// negative errno (nothing done).
 ///
 /// # Safety
-/// As for `policy`.
+/// As for `policy`; `buf` is valid for reading and writing `len` bytes; `dropped` may be called with `ctx`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_policy_over_limits(p: *mut Policy) -> c_int {
-    // SAFETY: caller's contract.
-    slot_or(unsafe { policy(p) }.over_limits(), -1)
-}
-
-/// REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): sets new limits, and
-/// says what the glue must drop: 0 nothing, `CONTROL_TRIM` or `CONTROL_FLUSH`; or a negative errno.
-///
-/// # Safety
-/// As for `policy`; `buf` is valid for reading `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_control(p: *mut Policy, buf: *const u8, len: usize) -> c_int {
+pub unsafe extern "C" fn pevb_policy_control(
+    p: *mut Policy,
+    buf: *mut u8,
+    len: usize,
+    dropped: PevbDropped,
+    ctx: *mut c_void,
+) -> c_int {
     // SAFETY: caller's contract.
     let op = unsafe { read_arg::<abi::RegCache>(buf, len) }.and_then(|a| cache_policy::parse(&a));
     match op {
-        Ok(Op::Query) => 0,
-        Ok(Op::SetLimits(l)) => {
-            // SAFETY: caller's contract.
-            unsafe { policy(p) }.set_limits(l);
-            CONTROL_TRIM
-        }
-        Ok(Op::Flush) => CONTROL_FLUSH,
+        // SAFETY: caller's contract, for `policy`, `dropped` and `put`.
+        Ok(op) => unsafe {
+            let answer = policy(p).control(op, |slot| dropped(ctx, slot as u32));
+            put(buf, len, answer)
+        },
         Err(e) => neg(e),
     }
 }
 
-/// Writes REG_CACHE's answer (`Policy::report`) into the copy-out buffer.
+/// Close or card removal: `Policy::flush`, calling `dropped(ctx, slot)` for each slot it removes.
 ///
 /// # Safety
-/// As for `policy`; `buf` is valid for writing `len` bytes.
+/// As for `policy`; `dropped` may be called with `ctx`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_policy_report(p: *mut Policy, buf: *mut u8, len: usize) -> c_int {
+pub unsafe extern "C" fn pevb_policy_flush(p: *mut Policy, dropped: PevbDropped, ctx: *mut c_void) {
     // SAFETY: caller's contract.
-    unsafe { put(buf, len, policy(p).report()) }
+    unsafe { policy(p).flush(|slot| dropped(ctx, slot as u32)) };
 }
 
 /// Buffers cached now (the debugfs state file).
