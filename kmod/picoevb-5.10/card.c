@@ -97,6 +97,13 @@ void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p)
 	mutex_unlock(&card->qlock);
 }
 
+void pevb_card_quarantine_cached(struct pevb_card *card, struct pevb_cuse *u)
+{
+	mutex_lock(&card->qlock);
+	pevb_cuse_park(&card->cquarantine, u);
+	mutex_unlock(&card->qlock);
+}
+
 static void pevb_card_free(struct kref *ref)
 {
 	kfree(container_of(ref, struct pevb_card, ref));
@@ -117,9 +124,11 @@ static int pevb_state_show(struct seq_file *m, void *unused)
 	seq_printf(m, "gone %d\nwedged %d\n", pevb_card_gone(card), pevb_card_wedged(card));
 	pevb_card_describe_surfaces(card, m);
 	seq_printf(m, "callbacks_awaited %d\n", atomic_read(&card->callbacks_awaited));
-	seq_puts(m, "caches 0 cached_buffers 0\n");	/* no registration cache in this build */
+	pevb_card_describe_caches(card, m);
 	mutex_lock(&card->qlock);
 	list_for_each(pos, &card->quarantine)
+		quarantined++;
+	list_for_each(pos, &card->cquarantine)
 		quarantined++;
 	mutex_unlock(&card->qlock);
 	seq_printf(m, "quarantined_pins %zu\n", quarantined);

@@ -15,7 +15,6 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
-#include <linux/sort.h>
 #include "picoevb.h"
 
 struct pevb_surface {
@@ -94,8 +93,11 @@ static bool surface_dead(struct pevb_surface *s)
 	return dead;
 }
 
-/* Whether a live surface covers pages [first, end) of @mm, or any of @frames (the same memory elsewhere). */
-static bool card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64 end, const u64 *frames,
+/*
+ * Whether a live surface covers pages [first, end) of @mm, or any of @frames (the same memory elsewhere).
+ * With @mm 0 and an empty range: whether a live surface holds any of @frames (card.rs's frames_in_use).
+ */
+bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64 end, const u64 *frames,
 			  size_t n)
 {
 	struct pevb_surface *s;
@@ -240,46 +242,13 @@ void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m)
 	spin_unlock(&card->slock);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The pages [first, end) map now, sorted, or none (*n = 0) where they are not writable struct pages. */
-static int user_frames(u64 first, u64 end, u64 **out, size_t *n)
-{
-	size_t want = (end - first) >> PAGE_SHIFT, i;
-	u64 *f = kvmalloc_array(want, sizeof(*f), GFP_KERNEL);
-	struct page *pg;
-
-	*out = NULL;
-	*n = 0;
-	if (!f)
-		return -ENOMEM;
-	/* Looked up for writing, as the provider's pin that follows: a COW or zero page is replaced now. */
-	for (i = 0; i < want; i++) {
-		if (get_user_pages_fast(first + (i << PAGE_SHIFT), 1, FOLL_WRITE, &pg) != 1) {
-			kvfree(f);
-			return 0;
-		}
-		f[i] = page_to_pfn(pg);
-		put_page(pg);
-	}
-	sort(f, want, sizeof(*f), cmp_u64, NULL);
-	*out = f;
-	*n = want;
-	return 0;
-}
-
 static bool same_frames(struct pevb_surface *s)
 {
 	size_t n;
 	u64 *f;
 	bool same;
 
-	if (user_frames(s->first, s->end, &f, &n))
+	if (pevb_user_frames(s->first, s->end, &f, &n))
 		return false;
 	same = n == s->nframes && !memcmp(f, s->frames, n * sizeof(*f));
 	kvfree(f);
@@ -354,14 +323,17 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 	/*
 	 * One long-lived mapping per page and card (the DMA API does not support overlapping mappings): checked
 	 * and pinned under one lock so two callers cannot both pass. By the pages too: one memory at two
-	 * addresses is one surface. (No registration cache in this build, so nothing to evict.)
+	 * addresses is one surface. Host buffers cached on these pages would be a second long-lived mapping
+	 * of the memory: evicted first, and unmapped before the provider maps it.
 	 */
 	mutex_lock(&card->pinlock);
-	ret = user_frames(first, end, &frames, &n);
-	if (!ret && card_overlaps(card, (unsigned long)current->mm, first, end, frames, n)) {
+	ret = pevb_user_frames(first, end, &frames, &n);
+	if (!ret && pevb_card_overlaps(card, (unsigned long)current->mm, first, end, frames, n)) {
 		kvfree(frames);
 		ret = -EBUSY;
 	}
+	if (!ret)
+		pevb_card_evict_cached(card, (unsigned long)current->mm, first, end, frames, n);
 	if (!ret)
 		ret = surface_pin(card, va, len, frames, n, &s);
 	mutex_unlock(&card->pinlock);

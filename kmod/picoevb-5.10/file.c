@@ -14,6 +14,7 @@
 struct pevb_file {
 	struct pevb_card *card;
 	struct pevb_surfaces surfaces;	/* GPU surfaces pinned through this file */
+	struct pevb_cache *cache;	/* host buffers cached through this file (regcache.c) */
 };
 
 static int pevb_open(struct inode *inode, struct file *file)
@@ -24,6 +25,10 @@ static int pevb_open(struct inode *inode, struct file *file)
 
 	if (!pf)
 		return -ENOMEM;
+	if (pevb_cache_open(card, &pf->cache)) {
+		kfree(pf);
+		return -ENOMEM;
+	}
 	kref_get(&card->ref);
 	pf->card = card;
 	pevb_surfaces_init(&pf->surfaces);
@@ -36,14 +41,19 @@ static int pevb_release(struct inode *inode, struct file *file)
 	struct pevb_file *pf = file->private_data;
 
 	pevb_surfaces_unpin_all(&pf->surfaces);
+	pevb_cache_release(pf->card, pf->cache);
 	pevb_card_put(pf->card);
 	kfree(pf);
 	return 0;
 }
 
-/* One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface. */
+/*
+ * One side of a transfer, held for its duration: user memory pinned for this request or a use of a cached
+ * buffer, or a use of a GPU surface.
+ */
 struct held {
 	struct pevb_pin *pin;
+	struct pevb_cuse *cuse;
 	struct pevb_use *use;
 };
 
@@ -51,10 +61,10 @@ struct held {
  * Pins user memory now; GPU surfaces are entered by take_gpu once every user pin of the request is done,
  * so pinning can never wait on a surface this very request holds (file.rs).
  */
-static int take_user(struct pevb_card *card, const struct pevb_side *s, u64 len, bool to_device,
+static int take_user(struct pevb_file *pf, const struct pevb_side *s, u64 len, bool to_device,
 		     struct held *h)
 {
-	return s->cuda ? 0 : pevb_pin_user(&card->pdev->dev, s->addr, len, to_device, &h->pin);
+	return s->cuda ? 0 : pevb_cache_get(pf->cache, pf->card, s->addr, len, to_device, &h->cuse, &h->pin);
 }
 
 static int take_gpu(struct pevb_file *pf, const struct pevb_side *s, u64 len, bool to_device,
@@ -65,7 +75,9 @@ static int take_gpu(struct pevb_file *pf, const struct pevb_side *s, u64 len, bo
 
 static const struct pevb_seg *segments(struct held *h, size_t *n)
 {
-	return h->use ? pevb_use_segments(h->use, n) : pevb_pin_segments(h->pin, n);
+	if (h->use)
+		return pevb_use_segments(h->use, n);
+	return h->cuse ? pevb_cuse_segments(h->cuse, n) : pevb_pin_segments(h->pin, n);
 }
 
 /*
@@ -80,8 +92,13 @@ static void release(struct pevb_card *card, struct held *h, int result)
 		pevb_card_quarantine(card, h->pin);
 	else if (h->pin)
 		pevb_unpin_user(h->pin);
+	else if (h->cuse && result && pevb_card_wedged(card))
+		pevb_card_quarantine_cached(card, h->cuse);
+	else if (h->cuse)
+		pevb_cuse_end(h->cuse);
 	h->use = NULL;
 	h->pin = NULL;
+	h->cuse = NULL;
 }
 
 static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
@@ -99,7 +116,7 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
-	ret = take_user(card, host, r->len, h2c, &h) ?: take_gpu(pf, host, r->len, h2c, &h);
+	ret = take_user(pf, host, r->len, h2c, &h) ?: take_gpu(pf, host, r->len, h2c, &h);
 	if (ret)
 		goto out;
 	segs = segments(&h, &n);
@@ -127,7 +144,7 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
-	ret = take_user(card, &r->src, r->len, true, &src) ?: take_user(card, &r->dst, r->len, false, &dst) ?:
+	ret = take_user(pf, &r->src, r->len, true, &src) ?: take_user(pf, &r->dst, r->len, false, &dst) ?:
 	      take_gpu(pf, &r->src, r->len, true, &src) ?: take_gpu(pf, &r->dst, r->len, false, &dst);
 	if (ret)
 		goto out;
@@ -196,6 +213,7 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PEVB_OP_ABI_INFO:
 		facts = card->facts;
 		facts.provider = pevb_provider_available();
+		facts.reg_cache = 1;	/* regcache.c, on every kernel this module builds for */
 		ret = pevb_ioctl_info(op, buf, size, &facts);
 		break;
 	case PEVB_OP_H2C:
@@ -213,8 +231,11 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		break;
 	case PEVB_OP_UNPIN_CUDA:
 		return pevb_surfaces_unpin(&pf->surfaces, req.value);
+	case PEVB_OP_REG_CACHE:
+		ret = pevb_cache_control(pf->cache, buf, size);
+		break;
 	default:
-		return -ENOTTY;		/* REG_CACHE: no registration cache in this build (no CAP_REG_CACHE) */
+		return -ENOTTY;
 	}
 	if (ret)
 		return ret;

@@ -43,6 +43,7 @@ struct pevb_facts {
 	u32 design_version;
 	u32 build_hash;
 	u32 provider;
+	u32 reg_cache;		/* the registration cache works here (CAP_REG_CACHE) */
 	u64 ram_size;
 };
 
@@ -124,7 +125,38 @@ struct pevb_layout {
 	u32 descriptor;
 	u32 regs;
 	u32 step;
+	u32 range;
+	u32 policy;		/* bytes of a cache_policy::Policy, opaque to C */
+	u32 policy_align;
+	u32 cache_slots;
 };
+
+/* cache_policy::Range: @len bytes at user address @addr of address space @mm (an identity only). */
+struct pevb_range {
+	u64 mm;
+	u64 addr;
+	u64 len;
+};
+
+/* A registration cache's bookkeeping (cache_policy::Policy): PEVB_LAYOUT.policy bytes, never read by C. */
+struct pevb_policy;
+
+/* Slots of a cache's table of pins (cache_policy::CAPACITY). */
+#define PEVB_CACHE_SLOTS 64
+
+enum {
+	PEVB_LOOKUP_MISS = -1,		/* not cached: pevb_policy_miss says what to pin and whether to cache it */
+	PEVB_LOOKUP_BYPASS = -2,	/* not to be cached: pin for this request only */
+};
+
+enum pevb_removal {
+	PEVB_EVICTED = 0,
+	PEVB_INVALIDATED = 1,
+	PEVB_FLUSHED = 2,
+};
+
+/* Told each slot pevb_policy_control/_flush removed from the policy: the glue drops that slot's pin. */
+typedef void (*pevb_dropped_fn)(void *ctx, u32 slot);
 
 /* XDMA descriptor: eight u32 (xdma::Descriptor); only its size matters to C. */
 #define PEVB_DESC_SIZE 32
@@ -147,6 +179,23 @@ int pevb_chain_build(bool c2h, const struct pevb_seg *segs, size_t nsegs, u64 ho
 int pevb_status_outcome(u32 status);
 const char *pevb_status_describe(u32 status, size_t *len);
 bool pevb_identifier_ok(u32 id, u32 target);
+long pevb_segments_window(const struct pevb_seg *segs, size_t n, u64 offset, u64 len, struct pevb_seg *out,
+			  size_t nout);
+
+/* The registration cache's policy; every call but init under the cache's table lock. */
+void pevb_policy_init(struct pevb_policy *p, u64 page);
+int pevb_policy_lookup(struct pevb_policy *p, const struct pevb_range *r, u64 *offset);
+void pevb_policy_hit(struct pevb_policy *p, u32 slot);
+bool pevb_policy_miss(struct pevb_policy *p, const struct pevb_range *r, struct pevb_range *want);
+int pevb_policy_make_room(struct pevb_policy *p, const struct pevb_range *r);
+int pevb_policy_insert(struct pevb_policy *p, const struct pevb_range *r);
+void pevb_policy_remove(struct pevb_policy *p, u32 slot, u32 why);
+void pevb_policy_note_uncached(struct pevb_policy *p);
+int pevb_policy_sharing(struct pevb_policy *p, const struct pevb_range *r);
+bool pevb_policy_slot_shares_page(struct pevb_policy *p, u32 slot, const struct pevb_range *r);
+int pevb_policy_control(struct pevb_policy *p, void *buf, size_t len, pevb_dropped_fn dropped, void *ctx);
+void pevb_policy_flush(struct pevb_policy *p, pevb_dropped_fn dropped, void *ctx);
+u32 pevb_policy_entries(struct pevb_policy *p);
 bool pevb_ids_ok(u16 vendor, u16 device, u16 subvendor, u16 subdevice);
 
 /* The Rust panic handler's way out (main.c). */
@@ -161,7 +210,10 @@ static inline bool pevb_layout_ok(void)
 	       PEVB_LAYOUT.segment == sizeof(struct pevb_seg) &&
 	       PEVB_LAYOUT.descriptor == PEVB_DESC_SIZE &&
 	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs) &&
-	       PEVB_LAYOUT.step == sizeof(struct pevb_step);
+	       PEVB_LAYOUT.step == sizeof(struct pevb_step) &&
+	       PEVB_LAYOUT.range == sizeof(struct pevb_range) &&
+	       PEVB_LAYOUT.policy_align <= sizeof(u64) &&	/* the C storage is u64-aligned */
+	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS;
 }
 
 #endif

@@ -136,6 +136,9 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	init_waitqueue_head(&card->drained);
 	mutex_init(&card->qlock);
 	INIT_LIST_HEAD(&card->quarantine);
+	INIT_LIST_HEAD(&card->cquarantine);
+	mutex_init(&card->cachelock);
+	INIT_LIST_HEAD(&card->caches);
 	mutex_init(&card->pinlock);
 	spin_lock_init(&card->slock);
 	INIT_LIST_HEAD(&card->surfaces);
@@ -224,9 +227,11 @@ static void pevb_remove(struct pci_dev *pdev)
 	wait_event(card->drained, drained(card));
 	mutex_lock(&card->qlock);
 	pevb_pin_release_all(&card->quarantine);
+	pevb_cuse_release_all(&card->cquarantine);
 	mutex_unlock(&card->qlock);
 	free_tables(card);
 	pevb_card_detach_surfaces(card);
+	pevb_card_close_caches(card);
 	debugfs_remove_recursive(card->debugfs);
 	misc_deregister(&card->misc);
 	free_irq(pci_irq_vector(pdev, 0), card);

@@ -46,9 +46,12 @@ struct pevb_card {
 	wait_queue_head_t drained;	/* active dropped to 0 while gone */
 	struct mutex qlock;		/* quarantine */
 	struct list_head quarantine;	/* pins of requests a wedged engine may still touch, until unbind */
+	struct list_head cquarantine;	/* the same for cached buffers' uses (struct pevb_cuse) */
 	struct mutex pinlock;		/* one PIN_CUDA at a time checks for overlaps and pins */
 	spinlock_t slock;		/* surfaces */
 	struct list_head surfaces;	/* GPU surfaces mapped for this device, to unmap at removal */
+	struct mutex cachelock;		/* caches; inside pinlock, outside each cache's table lock */
+	struct list_head caches;	/* the open files' registration caches, to empty at removal */
 	atomic_t callbacks_awaited;	/* free callbacks removal waits for now (debugfs state) */
 	struct dentry *debugfs;		/* /sys/kernel/debug/picoevbN: the state file */
 };
@@ -67,6 +70,8 @@ bool pevb_card_wedged(struct pevb_card *card);
 void pevb_card_wedge(struct pevb_card *card);
 bool pevb_card_vanished(struct pevb_card *card);
 void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p);
+struct pevb_cuse;
+void pevb_card_quarantine_cached(struct pevb_card *card, struct pevb_cuse *u);
 void pevb_card_put(struct pevb_card *card);
 void pevb_card_debugfs_add(struct pevb_card *card);
 
@@ -112,6 +117,28 @@ const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n);
 void pevb_unpin_user(struct pevb_pin *p);
 void pevb_pin_park(struct list_head *q, struct pevb_pin *p);
 void pevb_pin_release_all(struct list_head *q);
+int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out);
+void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_device, bool for_device);
+int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
+void pevb_pin_drop(struct pevb_pin *p, bool dirty);
+int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
+
+/* regcache.c */
+struct pevb_cache;
+int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out);
+void pevb_cache_release(struct pevb_card *card, struct pevb_cache *c);
+int pevb_cache_get(struct pevb_cache *c, struct pevb_card *card, u64 addr, u64 len, bool to_device,
+		   struct pevb_cuse **cuse, struct pevb_pin **pin);
+int pevb_cache_control(struct pevb_cache *c, void *buf, size_t size);
+const struct pevb_seg *pevb_cuse_segments(struct pevb_cuse *u, size_t *n);
+void pevb_cuse_end(struct pevb_cuse *u);
+void pevb_cuse_park(struct list_head *q, struct pevb_cuse *u);
+void pevb_cuse_release_all(struct list_head *q);
+void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first, u64 end, const u64 *frames,
+			    size_t n);
+void pevb_card_close_caches(struct pevb_card *card);
+struct seq_file;
+void pevb_card_describe_caches(struct pevb_card *card, struct seq_file *m);
 
 /* cuda.c */
 struct pevb_use;
@@ -123,7 +150,8 @@ int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_de
 const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n);
 void pevb_use_end(struct pevb_use *u);
 void pevb_card_detach_surfaces(struct pevb_card *card);
-struct seq_file;
+bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64 end, const u64 *frames,
+			size_t n);
 void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m);
 bool pevb_provider_available(void);
 

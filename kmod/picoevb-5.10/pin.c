@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Pinning user memory for one request (as kmod/picoevb/helpers.c's pevb_pin_user, in 5.10's API): pin the
- * pages (FOLL_PIN, writable only when the device writes them), build an sg_table that merges physically
- * contiguous pages, DMA-map it, and hand the Rust logic the bus segments, coalesced.
+ * Pinning user memory (as kmod/picoevb/helpers.c's pin_map, in 5.10's API): pin the pages, build an
+ * sg_table that merges physically contiguous pages, DMA-map it, and hand the Rust logic the bus segments,
+ * coalesced. For one request (FOLL_PIN, writable only when the device writes them) or for the registration
+ * cache (FOLL_LONGTERM, writable, bidirectional; regcache.c syncs each request's bytes).
  */
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include "picoevb.h"
 
 struct pevb_pin {
@@ -101,6 +103,111 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device, struct
 	return 0;
 }
 
+/*
+ * A registration-cache pin (helpers.c's pevb_cpin_new pins the same way): FOLL_LONGTERM (CMA pages migrate
+ * first; a file mapping that needs writeback is refused), writable, one bidirectional mapping serving H2C
+ * and C2H. DMA_ATTR_SKIP_CPU_SYNC and no sync here: pevb_pin_sync_window hands over each request's bytes.
+ */
+int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out)
+{
+	struct pevb_pin *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	int ret;
+
+	if (!p)
+		return -ENOMEM;
+	p->dev = dev;
+	p->dir = DMA_BIDIRECTIONAL;
+	ret = pin_map(p, uaddr, len, FOLL_LONGTERM | FOLL_WRITE);
+	if (ret) {
+		kfree(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+/*
+ * Hands the bytes [offset, offset + len) of a long pin to the device (before a DMA) or back to the CPU (after
+ * a C2H), in the request's direction: helpers.c's pevb_cpin_sync, whose comment says why exact bytes (never
+ * rounded to cache lines: swiotlb would copy stale bytes over a neighbour's) and why only where
+ * dma_need_sync() says a sync does something.
+ */
+void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_device, bool for_device)
+{
+	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	struct scatterlist *sg;
+	u64 at = 0, end = offset + len;
+	int i;
+
+	for_each_sgtable_dma_sg(&p->sgt, sg, i) {
+		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
+		dma_addr_t a = sg_dma_address(sg) + (from - at);
+
+		if (from < to && dma_need_sync(p->dev, a)) {
+			if (for_device)
+				dma_sync_single_for_device(p->dev, a, to - from, dir);
+			else
+				dma_sync_single_for_cpu(p->dev, a, to - from, dir);
+		}
+		at += seg;
+		if (at >= end)
+			break;
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The pages a pin holds, by page frame number, sorted (the per-card overlap rules key on them). */
+int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n)
+{
+	u64 *f = kvmalloc_array(p->npages, sizeof(*f), GFP_KERNEL);
+	unsigned long i;
+
+	if (!f)
+		return -ENOMEM;
+	for (i = 0; i < p->npages; i++)
+		f[i] = page_to_pfn(p->pages[i]);
+	sort(f, p->npages, sizeof(*f), cmp_u64, NULL);
+	*out = f;
+	*n = p->npages;
+	return 0;
+}
+
+/*
+ * The pages [first, end) of the caller's memory map now, sorted, or none (*n = 0) where they are not
+ * writable struct pages. Takes no pin: the numbers name pages for the overlap rules, never DMA. Looked up
+ * for writing, as the long pins that follow (cached pins, the provider's): a COW or zero page is replaced
+ * now, not by the pin after us.
+ */
+int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n)
+{
+	size_t want = (end - first) >> PAGE_SHIFT, i;
+	u64 *f = kvmalloc_array(want, sizeof(*f), GFP_KERNEL);
+	struct page *pg;
+
+	*out = NULL;
+	*n = 0;
+	if (!f)
+		return -ENOMEM;
+	for (i = 0; i < want; i++) {
+		if (get_user_pages_fast(first + (i << PAGE_SHIFT), 1, FOLL_WRITE, &pg) != 1) {
+			kvfree(f);
+			return 0;
+		}
+		f[i] = page_to_pfn(pg);
+		put_page(pg);
+	}
+	sort(f, want, sizeof(*f), cmp_u64, NULL);
+	*out = f;
+	*n = want;
+	return 0;
+}
+
 const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n)
 {
 	*n = p->nsegs;
@@ -113,6 +220,12 @@ void pevb_unpin_user(struct pevb_pin *p)
 
 	if (dirty)
 		dma_sync_sgtable_for_cpu(p->dev, &p->sgt, p->dir);
+	pevb_pin_drop(p, dirty);
+}
+
+/* Unmaps (no sync) and unpins; pages the device may have written are marked dirty (@dirty). */
+void pevb_pin_drop(struct pevb_pin *p, bool dirty)
+{
 	kvfree(p->segs);
 	dma_unmap_sgtable(p->dev, &p->sgt, p->dir, DMA_ATTR_SKIP_CPU_SYNC);
 	sg_free_table(&p->sgt);

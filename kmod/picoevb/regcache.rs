@@ -171,11 +171,8 @@ impl Table {
     }
 
     fn clear(&mut self) {
-        for slot in 0..CAPACITY {
-            if self.pins[slot].is_some() {
-                self.remove(slot, Removal::Flushed);
-            }
-        }
+        let Table { policy, pins, .. } = self;
+        policy.flush(|slot| pins[slot] = None);
     }
 }
 
@@ -400,17 +397,8 @@ impl RegCache {
     /// IOC_REG_CACHE: does `op`, returns the cache's state.
     pub(crate) fn control(&self, op: Op) -> abi::RegCache {
         let mut t = self.table.lock();
-        match op {
-            Op::Query => {}
-            Op::SetLimits(l) => {
-                t.policy.set_limits(l);
-                while let Some(slot) = t.policy.over_limits() {
-                    t.remove(slot, Removal::Evicted);
-                }
-            }
-            Op::Flush => t.clear(),
-        }
-        t.policy.report()
+        let Table { policy, pins, .. } = &mut *t;
+        policy.control(op, |slot| pins[slot] = None)
     }
 
     /// Close or card removal: drops (unmaps and, unless a request still holds it, unpins) every buffer and

@@ -70,6 +70,9 @@ done
 i=0
 while [ ! -e /dev/picoevb0 ] && [ $i -lt 10 ]; do sleep 1; i=$((i + 1)); done
 if [ -e /dev/picoevb0 ]; then
+  # RLIMIT_MEMLOCK as Linux 5.16+ and systemd give it (8 MiB, soft and hard): 5.10's default is 64 KiB,
+  # below what the tests of long-term pin charging set as their soft limit.
+  ulimit -l 8192
   /bin/gdr-guest-tests {args}
   echo "INIT guest rc=$?"
 else

@@ -355,6 +355,34 @@ impl Policy {
         self.lru_over(0, 0)
     }
 
+    /// IOC_REG_CACHE's `op`: new limits evict the least recently used buffers until they hold, FLUSH drops
+    /// every buffer. `dropped` is told each slot removed (the glue drops its pin). Returns the answer.
+    pub fn control(&mut self, op: Op, mut dropped: impl FnMut(usize)) -> abi::RegCache {
+        match op {
+            Op::Query => {}
+            Op::SetLimits(l) => {
+                self.set_limits(l);
+                while let Some(slot) = self.over_limits() {
+                    self.remove(slot, Removal::Evicted);
+                    dropped(slot);
+                }
+            }
+            Op::Flush => self.flush(dropped),
+        }
+        self.report()
+    }
+
+    /// Drops every buffer (FLUSH, close, card removal; not counted as evictions), telling `dropped` each
+    /// slot removed.
+    pub fn flush(&mut self, mut dropped: impl FnMut(usize)) {
+        for slot in 0..CAPACITY {
+            if self.slots[slot].is_some() {
+                self.remove(slot, Removal::Flushed);
+                dropped(slot);
+            }
+        }
+    }
+
     /// Slots holding a buffer.
     pub fn occupied(&self) -> impl Iterator<Item = usize> + '_ {
         self.slots
@@ -709,6 +737,27 @@ mod tests {
         let mut bad = q(abi::REG_CACHE_QUERY, 0);
         bad.reserved[3] = 1;
         assert_eq!(parse(&bad), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn control_evicts_oldest_to_new_limits_and_flush_drops_all() {
+        let mut p = new();
+        for i in 0..5 {
+            reuse(&mut p, r(0x100000 * (i + 1), 0x1000));
+        }
+        let oldest: std::vec::Vec<usize> = p.occupied().take(3).collect();
+        let mut gone = std::vec::Vec::new();
+        let rep = p.control(Op::SetLimits(limits(2, u64::MAX)), |s| gone.push(s));
+        assert_eq!(gone, oldest);
+        assert_eq!((rep.entries, rep.evictions, rep.max_entries), (2, 3, 2));
+        gone.clear();
+        let rep = p.control(Op::Query, |s| gone.push(s));
+        assert!(gone.is_empty());
+        assert_eq!(rep.entries, 2);
+        let rep = p.control(Op::Flush, |s| gone.push(s));
+        assert_eq!(gone.len(), 2);
+        assert_eq!((rep.entries, rep.bytes, rep.evictions), (0, 0, 3));
+        assert_eq!(p.occupied().count(), 0);
     }
 
     #[test]

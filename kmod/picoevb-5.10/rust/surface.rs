@@ -5,13 +5,14 @@
 //! logic. `../logic.h` declares the same items for C; `PEVB_LAYOUT` lets the glue check at load time that
 //! both sides agree on the structs' sizes.
 
+use crate::cache_policy::{Lookup, Policy, Range, Removal};
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
 use crate::{
     abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, request,
     status,
 };
-use core::ffi::{c_char, c_int};
+use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
 use core::ptr;
 
@@ -58,6 +59,8 @@ pub struct PevbFacts {
     pub build_hash: u32,
     /// A GPU-memory provider (nvidia_p2p, Jetson flavour) is loaded.
     pub provider: u32,
+    /// The registration cache works on this kernel (it has mmu notifiers).
+    pub reg_cache: u32,
     pub ram_size: u64,
 }
 
@@ -99,6 +102,12 @@ pub struct PevbLayout {
     pub descriptor: u32,
     pub regs: u32,
     pub step: u32,
+    pub range: u32,
+    /// `cache_policy::Policy`: C allocates this many bytes, aligned to `policy_align`, and never looks inside.
+    pub policy: u32,
+    pub policy_align: u32,
+    /// `cache_policy::CAPACITY`: the slots of the glue's table of cached pins.
+    pub cache_slots: u32,
 }
 
 #[no_mangle]
@@ -110,6 +119,10 @@ pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
     descriptor: size_of::<Descriptor>() as u32,
     regs: size_of::<PevbRegs>() as u32,
     step: size_of::<PevbStep>() as u32,
+    range: size_of::<PevbRange>() as u32,
+    policy: size_of::<cache_policy::Policy>() as u32,
+    policy_align: core::mem::align_of::<cache_policy::Policy>() as u32,
+    cache_slots: cache_policy::CAPACITY as u32,
 };
 
 /// The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
@@ -238,6 +251,12 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                 value: a.handle,
                 ..PevbReq::default()
             }),
+            OP_REG_CACHE => read_arg::<abi::RegCache>(buf, len)
+                .and_then(|a| cache_policy::parse(&a))
+                .map(|_| PevbReq {
+                    op: op as u32,
+                    ..PevbReq::default()
+                }),
             OP_CARD_INFO | OP_ABI_INFO => Ok(PevbReq {
                 op: op as u32,
                 ..PevbReq::default()
@@ -323,6 +342,9 @@ pub unsafe extern "C" fn pevb_ioctl_info(
             }
             if f.provider != 0 {
                 caps |= abi::CAP_CUDA_JETSON;
+            }
+            if f.reg_cache != 0 {
+                caps |= abi::CAP_REG_CACHE;
             }
             let (design_version, build_hash) = if f.id_block != 0 {
                 caps |= abi::CAP_ID_BLOCK;
@@ -649,3 +671,271 @@ pub static PEVB_REGS: PevbRegs = PevbRegs {
     desc_len_max: xdma::DESC_LEN_MAX,
     desc_size: xdma::DESC_SIZE as u32,
 };
+
+// ---- The registration cache (`cache_policy`): the glue keeps the pins in a table with the same slots ----
+
+/// A host range as C passes it (`cache_policy::Range`; `mm` is an identity, never dereferenced).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct PevbRange {
+    pub mm: u64,
+    pub addr: u64,
+    pub len: u64,
+}
+
+impl PevbRange {
+    fn get(self) -> Range {
+        Range {
+            mm: self.mm as usize,
+            addr: self.addr,
+            len: self.len,
+        }
+    }
+}
+
+/// `pevb_policy_lookup`'s answers besides a hit's slot (`Lookup::Miss`, `Lookup::Bypass`).
+pub const LOOKUP_MISS: c_int = -1;
+pub const LOOKUP_BYPASS: c_int = -2;
+/// Told each slot the policy removed (`Policy::control`, `Policy::flush`): the glue drops that slot's pin.
+pub type PevbDropped = unsafe extern "C" fn(ctx: *mut c_void, slot: u32);
+
+/// A slot or `none`, as C sees it.
+fn slot_or(s: Option<usize>, none: c_int) -> c_int {
+    s.map_or(none, |s| s as c_int)
+}
+
+/// The policy at `p`.
+///
+/// # Safety
+/// `p` was initialised by `pevb_policy_init`, is aligned to `PEVB_LAYOUT.policy_align`, and nothing else
+/// uses it meanwhile (the glue holds its table lock).
+unsafe fn policy<'a>(p: *mut Policy) -> &'a mut Policy {
+    // SAFETY: caller's contract.
+    unsafe { &mut *p }
+}
+
+/// Makes `p` an empty cache with the default limits, for `page`-byte pages (a power of two).
+///
+/// # Safety
+/// `p` is valid for writing `PEVB_LAYOUT.policy` bytes and aligned to `PEVB_LAYOUT.policy_align`. The
+/// policy owns nothing: C frees the bytes without a destructor.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_init(p: *mut Policy, page: u64) {
+    // SAFETY: caller's contract.
+    unsafe { p.write(Policy::new(page)) };
+}
+
+/// `Policy::lookup`: a hit's slot (and `*offset` into it), `LOOKUP_MISS` or `LOOKUP_BYPASS`.
+///
+/// # Safety
+/// As for `policy`; `r` is valid for reading, `offset` for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_lookup(
+    p: *mut Policy,
+    r: *const PevbRange,
+    offset: *mut u64,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let (p, r) = unsafe { (policy(p), (*r).get()) };
+    match p.lookup(r) {
+        Lookup::Hit { slot, offset: o } => {
+            // SAFETY: caller's contract.
+            unsafe { offset.write(o) };
+            slot as c_int
+        }
+        Lookup::Miss => LOOKUP_MISS,
+        Lookup::Bypass => LOOKUP_BYPASS,
+    }
+}
+
+/// `Policy::hit`.
+///
+/// # Safety
+/// As for `policy`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_hit(p: *mut Policy, slot: u32) {
+    // SAFETY: caller's contract.
+    unsafe { policy(p) }.hit(slot as usize);
+}
+
+/// `Policy::merged` (what to pin on a miss of `r`) into `out`, then `Policy::admit`: whether to cache it.
+///
+/// # Safety
+/// As for `policy`; `r` is valid for reading, `out` for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_miss(
+    p: *mut Policy,
+    r: *const PevbRange,
+    out: *mut PevbRange,
+) -> bool {
+    // SAFETY: caller's contract.
+    let (p, r) = unsafe { (policy(p), (*r).get()) };
+    let m = p.merged(r);
+    // SAFETY: caller's contract.
+    unsafe {
+        out.write(PevbRange {
+            mm: m.mm as u64,
+            addr: m.addr,
+            len: m.len,
+        })
+    };
+    p.admit(r)
+}
+
+/// `Policy::make_room`: the next slot to evict before `r` goes in, or -1.
+///
+/// # Safety
+/// As for `pevb_policy_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_make_room(p: *mut Policy, r: *const PevbRange) -> c_int {
+    // SAFETY: caller's contract.
+    let (p, r) = unsafe { (policy(p), (*r).get()) };
+    slot_or(p.make_room(r), -1)
+}
+
+/// `Policy::insert`: the new buffer's slot, or -1 (then its pin serves this request only).
+///
+/// # Safety
+/// As for `pevb_policy_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_insert(p: *mut Policy, r: *const PevbRange) -> c_int {
+    // SAFETY: caller's contract.
+    let (p, r) = unsafe { (policy(p), (*r).get()) };
+    slot_or(p.insert(r), -1)
+}
+
+/// `Policy::remove`; `why`: 0 evicted, 1 invalidated, 2 flushed.
+///
+/// # Safety
+/// As for `policy`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_remove(p: *mut Policy, slot: u32, why: u32) {
+    let why = match why {
+        0 => Removal::Evicted,
+        1 => Removal::Invalidated,
+        _ => Removal::Flushed,
+    };
+    // SAFETY: caller's contract.
+    unsafe { policy(p) }.remove(slot as usize, why);
+}
+
+/// `Policy::note_uncached`.
+///
+/// # Safety
+/// As for `policy`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_note_uncached(p: *mut Policy) {
+    // SAFETY: caller's contract.
+    unsafe { policy(p) }.note_uncached();
+}
+
+/// `Policy::sharing`: a slot whose buffer shares a page with `r` (PIN_CUDA evicts it), or -1.
+///
+/// # Safety
+/// As for `pevb_policy_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_sharing(p: *mut Policy, r: *const PevbRange) -> c_int {
+    // SAFETY: caller's contract.
+    let (p, r) = unsafe { (policy(p), (*r).get()) };
+    slot_or(p.sharing(r), -1)
+}
+
+/// `Policy::slot_shares_page`.
+///
+/// # Safety
+/// As for `pevb_policy_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_slot_shares_page(
+    p: *mut Policy,
+    slot: u32,
+    r: *const PevbRange,
+) -> bool {
+    // SAFETY: caller's contract.
+    let (p, r) = unsafe { (policy(p), (*r).get()) };
+    p.slot_shares_page(slot as usize, r)
+}
+
+/// REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): `Policy::control`,
+/// calling `dropped(ctx, slot)` for each slot it removes, then writes the answer back into `buf`. 0 or a
+/// negative errno (nothing done).
+///
+/// # Safety
+/// As for `policy`; `buf` is valid for reading and writing `len` bytes; `dropped` may be called with `ctx`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_control(
+    p: *mut Policy,
+    buf: *mut u8,
+    len: usize,
+    dropped: PevbDropped,
+    ctx: *mut c_void,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let op = unsafe { read_arg::<abi::RegCache>(buf, len) }.and_then(|a| cache_policy::parse(&a));
+    match op {
+        // SAFETY: caller's contract, for `policy`, `dropped` and `put`.
+        Ok(op) => unsafe {
+            let answer = policy(p).control(op, |slot| dropped(ctx, slot as u32));
+            put(buf, len, answer)
+        },
+        Err(e) => neg(e),
+    }
+}
+
+/// Close or card removal: `Policy::flush`, calling `dropped(ctx, slot)` for each slot it removes.
+///
+/// # Safety
+/// As for `policy`; `dropped` may be called with `ctx`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_flush(p: *mut Policy, dropped: PevbDropped, ctx: *mut c_void) {
+    // SAFETY: caller's contract.
+    unsafe { policy(p).flush(|slot| dropped(ctx, slot as u32)) };
+}
+
+/// Buffers cached now (the debugfs state file).
+///
+/// # Safety
+/// As for `policy`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_policy_entries(p: *mut Policy) -> u32 {
+    // SAFETY: caller's contract.
+    unsafe { policy(p) }.entries()
+}
+
+/// The segments of bytes `[offset, offset + len)` of the buffer `segs[..n]` (`segments::window`) into
+/// `out[..nout]`: how many, or a negative errno (-EINVAL past the buffer, or where `out` is short).
+///
+/// # Safety
+/// `segs` is valid for reading `n` segments, `out` for writing `nout`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_segments_window(
+    segs: *const Segment,
+    n: usize,
+    offset: u64,
+    len: u64,
+    out: *mut Segment,
+    nout: usize,
+) -> isize {
+    if segs.is_null() || out.is_null() {
+        return neg(Errno::EINVAL) as isize;
+    }
+    // SAFETY: caller's contract.
+    let (segs, out) = unsafe {
+        (
+            core::slice::from_raw_parts(segs, n),
+            core::slice::from_raw_parts_mut(out, nout),
+        )
+    };
+    let w = match segments::window(segs, offset, len) {
+        Ok(w) => w,
+        Err(e) => return neg(e) as isize,
+    };
+    let mut k = 0;
+    for s in w {
+        let Some(slot) = out.get_mut(k) else {
+            return neg(Errno::EINVAL) as isize;
+        };
+        *slot = s;
+        k += 1;
+    }
+    k as isize
+}

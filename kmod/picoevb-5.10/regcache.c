@@ -1,0 +1,658 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The registration cache of one open file ("lazy unpinning"), as kmod/picoevb/regcache.rs and helpers.c's
+ * cached pins: host buffers stay pinned and DMA-mapped between requests. What hits, what merges, what is
+ * evicted, the limits and the counters are cache_policy.rs's (pevb_policy_*); this file holds the pins in a
+ * table with the policy's slot numbers and does what its answers say.
+ *
+ * A cached pin is pinned FOLL_LONGTERM and writable, mapped bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each
+ * request syncs exactly its bytes), charged to RLIMIT_MEMLOCK, and watched by an mmu interval notifier
+ * inserted before the pages are pinned. The notifier only bumps the sequence (the buffer is stale from then
+ * on: it never serves a request again, checked under the table lock at every hit) and queues the cache's
+ * work item, which drops the stale buffers from the table.
+ *
+ * Lifetimes: a pin is held (kref) by its table slot and by each request using it, so dropping it from the
+ * table (sweep, eviction, flush, close, removal) never unpins under a running DMA. Its last holder hands it
+ * to the cache's work item, which releases it: a request thread must never remove a notifier, because
+ * mmu_interval_notifier_remove() waits for an invalidation in progress, and that invalidation may be
+ * waiting (in the GPU provider's free callback) for a surface this very request holds. A cache is held by
+ * its file, by the card's list and by each pin not yet handed over (a pin quarantined on a wedged card may
+ * outlive its file); its last holder releases what is left, cancels the work item and frees it.
+ *
+ * Locks, outermost first: card->pinlock (one PIN_CUDA or cached pin at a time checks the per-card rules and
+ * pins), card->cachelock (the card's list of caches), cache->lock (the table), cache->dlock (the dead list,
+ * a spinlock taken with nothing else). The notifier takes none of them. Waits: flush_work() in close and
+ * in PIN_CUDA's eviction, and mmu_interval_read_begin() while pinning, are lockdep-annotated, but what
+ * they wait for is not all visible to it: the work item takes only cache->lock and dlock, and releasing a
+ * pin (mmu_interval_notifier_remove) waits for an invalidation in progress, whose provider free callback
+ * waits by hand (wait_event, cuda.c) for the requests holding that surface; those took their host pins
+ * before entering the surface and then wait for none of our locks, and their engine waits time out.
+ * The module needs CONFIG_MMU_NOTIFIER anyway (p2p.c's guard), so the cache is always there.
+ */
+#include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+#include "picoevb.h"
+
+/* Tries per pin when the memory changes while it is being pinned; then the request is pinned for once. */
+#define CPIN_TRIES 3
+
+struct pevb_cache {
+	struct kref ref;		/* the file, the card's list, each pin not yet handed to dead */
+	struct list_head card_link;	/* card->caches, under card->cachelock, while listed */
+	bool listed;
+	struct list_head evict_link;	/* PIN_CUDA's list of caches to wait for, under card->pinlock */
+	struct mutex lock;		/* the table: policy, pins, closed */
+	struct pevb_cpin *pins[PEVB_CACHE_SLOTS];
+	bool closed;			/* close or card removal: nothing is cached any more */
+	struct work_struct work;	/* sweeps stale pins, releases dead ones */
+	spinlock_t dlock;		/* dead */
+	struct list_head dead;		/* pins whose last holder let go, to release */
+	u64 policy[];			/* cache_policy::Policy: PEVB_LAYOUT.policy bytes */
+};
+
+struct pevb_cpin {
+	struct kref ref;		/* the table's slot, each request using it */
+	struct pevb_cache *cache;	/* a reference until handed to its dead list */
+	struct pevb_pin *pin;
+	struct mmu_interval_notifier mn;
+	unsigned long seq;		/* the notifier's sequence when pinned */
+	u64 *frames;			/* the pages pinned, sorted (per-card overlap rules) */
+	size_t nframes;
+	unsigned long charged;		/* pages charged to mn.mm->pinned_vm */
+	bool written;			/* a C2H used it: its pages are dirtied when unpinned */
+	struct list_head dead_link;
+};
+
+/* A request's window [offset, offset + len) of a cached pin (regcache.rs's CacheUse). */
+struct pevb_cuse {
+	struct pevb_cpin *p;		/* a reference */
+	u64 offset, len;
+	bool to_device;
+	struct pevb_seg *segs;		/* the window's bus segments */
+	size_t nsegs;
+	struct list_head parked;	/* on card->cquarantine */
+};
+
+static struct pevb_policy *policy(struct pevb_cache *c)
+{
+	return (struct pevb_policy *)c->policy;
+}
+
+/* ---- one cached pin ---- */
+
+/* Stops watching, unmaps and unpins. Only from the work item, close or the cache's free (see the top). */
+static void cpin_release(struct pevb_cpin *p)
+{
+	/* The notifier holds the mm (mmgrab) until it is removed. */
+	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
+	mmu_interval_notifier_remove(&p->mn);
+	pevb_pin_drop(p->pin, READ_ONCE(p->written));
+	kvfree(p->frames);
+	kfree(p);
+}
+
+static void release_dead(struct pevb_cache *c)
+{
+	struct pevb_cpin *p, *n;
+	LIST_HEAD(dead);
+
+	spin_lock(&c->dlock);
+	list_splice_init(&c->dead, &dead);
+	spin_unlock(&c->dlock);
+	list_for_each_entry_safe(p, n, &dead, dead_link)
+		cpin_release(p);
+}
+
+static void cache_free(struct kref *ref)
+{
+	struct pevb_cache *c = container_of(ref, struct pevb_cache, ref);
+
+	/*
+	 * No pin holds the cache: every pin left is on the dead list or being released by a running work item.
+	 * Their notifiers may still queue the work until removed, so release them first (removal waits for a
+	 * callback in progress), then cancel: that waits for a running instance, which removes the notifiers
+	 * of the pins it took before it returns, and nothing is left that could queue the work again.
+	 */
+	release_dead(c);
+	cancel_work_sync(&c->work);
+	kfree(c);
+}
+
+static void cache_put(struct pevb_cache *c)
+{
+	kref_put(&c->ref, cache_free);
+}
+
+/* The last holder let go: the cache's work item (or close, or its free) releases it, never the caller. */
+static void cpin_last(struct kref *ref)
+{
+	struct pevb_cpin *p = container_of(ref, struct pevb_cpin, ref);
+	struct pevb_cache *c = p->cache;
+
+	spin_lock(&c->dlock);
+	list_add_tail(&p->dead_link, &c->dead);
+	spin_unlock(&c->dlock);
+	schedule_work(&c->work);
+	cache_put(c);	/* never the last here while the caller holds the table (the file holds the cache) */
+}
+
+static void cpin_put(struct pevb_cpin *p)
+{
+	kref_put(&p->ref, cpin_last);
+}
+
+/* May run where sleeping is not allowed, and must not remove its own notifier: it only marks and queues. */
+static bool cpin_invalidate(struct mmu_interval_notifier *mn, const struct mmu_notifier_range *range,
+			    unsigned long cur_seq)
+{
+	struct pevb_cpin *p = container_of(mn, struct pevb_cpin, mn);
+
+	mmu_interval_set_seq(mn, cur_seq);
+	schedule_work(&p->cache->work);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops cpin_ops = {
+	.invalidate = cpin_invalidate,
+};
+
+/* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */
+static bool cpin_stale(struct pevb_cpin *p)
+{
+	return mmu_interval_check_retry(&p->mn, p->seq);
+}
+
+/*
+ * Long-term pins count against the owner's RLIMIT_MEMLOCK through mm->pinned_vm, as RDMA's umem does: over
+ * the limit without CAP_IPC_LOCK is -ENOMEM, and the request is then served by a one-off pin instead.
+ */
+static int charge(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 now = atomic64_add_return(npages, &mm->pinned_vm);
+
+	if (now > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Pins @want of the caller's memory for cache @c (helpers.c's pevb_cpin_new); one reference, the caller's. */
+static int cpin_new(struct device *dev, const struct pevb_range *want, struct pevb_cache *c,
+		    struct pevb_cpin **out)
+{
+	unsigned long start = want->addr & PAGE_MASK, end = PAGE_ALIGN(want->addr + want->len);
+	struct pevb_cpin *p;
+	int ret, i;
+
+	if (end <= start || !current->mm)
+		return -EFAULT;
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return -ENOMEM;
+	kref_init(&p->ref);
+	kref_get(&c->ref);
+	p->cache = c;		/* before the notifier exists: it queues c->work */
+	/* Watch first, pin second: a change between the two is then seen, not missed. */
+	ret = mmu_interval_notifier_insert(&p->mn, current->mm, start, end - start, &cpin_ops);
+	if (ret)
+		goto err_free;
+	ret = charge(current->mm, (end - start) >> PAGE_SHIFT);
+	if (ret)
+		goto err_remove;
+	p->charged = (end - start) >> PAGE_SHIFT;
+	for (i = 0; i < CPIN_TRIES; i++) {
+		unsigned long seq = mmu_interval_read_begin(&p->mn);
+
+		ret = pevb_pin_long(dev, want->addr, want->len, &p->pin);
+		if (ret)
+			goto err_uncharge;
+		/* Breaking copy-on-write for FOLL_WRITE changes the mapping once: the next try is stable. */
+		if (!mmu_interval_check_retry(&p->mn, seq)) {
+			p->seq = seq;
+			break;
+		}
+		pevb_pin_drop(p->pin, false);
+		p->pin = NULL;
+	}
+	ret = p->pin ? pevb_pin_frames(p->pin, &p->frames, &p->nframes) : -EAGAIN;
+	if (!ret) {
+		*out = p;
+		return 0;
+	}
+	if (p->pin)
+		pevb_pin_drop(p->pin, false);
+err_uncharge:
+	atomic64_sub(p->charged, &current->mm->pinned_vm);
+err_remove:
+	mmu_interval_notifier_remove(&p->mn);
+err_free:
+	cache_put(c);	/* the file holds it too: never the last */
+	kfree(p);
+	return ret;
+}
+
+/* ---- a request's use ---- */
+
+/* Takes over the caller's reference to @p; hands the window to the device. */
+static int use_new(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, struct pevb_cuse **out)
+{
+	struct pevb_cuse *u = kzalloc(sizeof(*u), GFP_KERNEL);
+	const struct pevb_seg *all;
+	size_t n;
+	long got;
+
+	if (!u)
+		goto err;
+	all = pevb_pin_segments(p->pin, &n);
+	u->segs = kvmalloc_array(n, sizeof(*u->segs), GFP_KERNEL);
+	if (!u->segs)
+		goto err;
+	got = pevb_segments_window(all, n, offset, len, u->segs, n);
+	if (got <= 0) {		/* the window lies inside the pin (the policy's lookup): a bug */
+		WARN_ON_ONCE(1);
+		goto err;
+	}
+	u->nsegs = got;
+	u->p = p;
+	u->offset = offset;
+	u->len = len;
+	u->to_device = to_device;
+	if (!to_device)
+		WRITE_ONCE(p->written, true);
+	pevb_pin_sync_window(p->pin, offset, len, to_device, true);
+	*out = u;
+	return 0;
+err:
+	if (u)
+		kvfree(u->segs);
+	kfree(u);
+	cpin_put(p);
+	return -ENOMEM;
+}
+
+const struct pevb_seg *pevb_cuse_segments(struct pevb_cuse *u, size_t *n)
+{
+	*n = u->nsegs;
+	return u->segs;
+}
+
+/* Ends a use: after a C2H, hands the window back to the CPU. From a request thread: never releases. */
+void pevb_cuse_end(struct pevb_cuse *u)
+{
+	if (!u->to_device)
+		pevb_pin_sync_window(u->p->pin, u->offset, u->len, false, false);
+	kvfree(u->segs);
+	cpin_put(u->p);
+	kfree(u);
+}
+
+/* Keeps a use until pevb_cuse_release_all(): its engine was not shown idle (the card is wedged). */
+void pevb_cuse_park(struct list_head *q, struct pevb_cuse *u)
+{
+	list_add_tail(&u->parked, q);
+}
+
+/* Card removal, once bus mastering is off: the parked uses end (their pins go to their caches' work). */
+void pevb_cuse_release_all(struct list_head *q)
+{
+	struct pevb_cuse *u, *n;
+
+	list_for_each_entry_safe(u, n, q, parked) {
+		list_del(&u->parked);
+		pevb_cuse_end(u);
+	}
+}
+
+/* ---- the table ---- */
+
+/* Forgets slot @slot and drops the table's hold on its pin. Under c->lock. */
+static void table_remove(struct pevb_cache *c, int slot, enum pevb_removal why)
+{
+	struct pevb_cpin *p = c->pins[slot];
+
+	pevb_policy_remove(policy(c), slot, why);
+	c->pins[slot] = NULL;
+	if (p)
+		cpin_put(p);
+}
+
+/* The policy removed @slot (pevb_policy_control, pevb_policy_flush): drops the table's hold on its pin. */
+static void dropped(void *ctx, u32 slot)
+{
+	struct pevb_cache *c = ctx;
+	struct pevb_cpin *p = c->pins[slot];
+
+	c->pins[slot] = NULL;
+	if (p)
+		cpin_put(p);
+}
+
+/* The work item: releases what was handed over, drops the stale buffers, releases what that dropped. */
+static void cache_work(struct work_struct *work)
+{
+	struct pevb_cache *c = container_of(work, struct pevb_cache, work);
+	int slot;
+
+	release_dead(c);
+	mutex_lock(&c->lock);
+	for (slot = 0; slot < PEVB_CACHE_SLOTS; slot++)
+		if (c->pins[slot] && cpin_stale(c->pins[slot]))
+			table_remove(c, slot, PEVB_INVALIDATED);
+	mutex_unlock(&c->lock);
+	release_dead(c);
+}
+
+/*
+ * Whether a buffer cached in @c holds any of @frames, not counting (if @c is @own, the cache asking) the
+ * buffers that @replacing takes the place of. Under card->cachelock.
+ */
+static bool holds_frames(struct pevb_cache *c, const u64 *frames, size_t n, struct pevb_cache *own,
+			 const struct pevb_range *replacing)
+{
+	bool hit = false;
+	int slot;
+
+	mutex_lock(&c->lock);
+	for (slot = 0; slot < PEVB_CACHE_SLOTS && !hit; slot++) {
+		struct pevb_cpin *p = c->pins[slot];
+
+		hit = p && !(c == own && pevb_policy_slot_shares_page(policy(c), slot, replacing)) &&
+		      pevb_share_page_frames(p->frames, p->nframes, frames, n);
+	}
+	mutex_unlock(&c->lock);
+	return hit;
+}
+
+/*
+ * Whether a live surface or a buffer cached by any file of this card holds any of @frames (under
+ * card->pinlock), not counting the buffers of @own that @replacing takes the place of.
+ */
+static bool frames_in_use(struct pevb_card *card, const u64 *frames, size_t n, struct pevb_cache *own,
+			  const struct pevb_range *replacing)
+{
+	struct pevb_cache *c;
+	bool hit;
+
+	if (pevb_card_overlaps(card, 0, 0, 0, frames, n))
+		return true;
+	hit = false;
+	mutex_lock(&card->cachelock);
+	list_for_each_entry(c, &card->caches, card_link) {
+		hit = holds_frames(c, frames, n, own, replacing);
+		if (hit)
+			break;
+	}
+	mutex_unlock(&card->cachelock);
+	return hit;
+}
+
+/*
+ * The cached way of pevb_cache_get (regcache.rs's cached): 0 with *out a use, or 0 with *out NULL (pin
+ * for once only), or a negative errno.
+ */
+static int cached(struct pevb_cache *c, struct pevb_card *card, const struct pevb_range *r, bool to_device,
+		  struct pevb_cuse **out)
+{
+	u64 first, end, offset, *frames;
+	struct pevb_range want;
+	struct pevb_cpin *p;
+	bool shared;
+	size_t n;
+	int slot;
+
+	*out = NULL;
+	mutex_lock(&c->lock);
+	for (;;) {
+		if (c->closed)
+			goto bypass;
+		slot = pevb_policy_lookup(policy(c), r, &offset);
+		if (slot == PEVB_LOOKUP_BYPASS)
+			goto bypass;
+		if (slot >= 0) {
+			p = c->pins[slot];
+			if (p && !cpin_stale(p)) {
+				pevb_policy_hit(policy(c), slot);
+				kref_get(&p->ref);
+				mutex_unlock(&c->lock);
+				return use_new(p, offset, r->len, to_device, out);
+			}
+			table_remove(c, slot, PEVB_INVALIDATED);
+			continue;
+		}
+		/* A buffer is cached only on its second use: the first is the uncached path, no eviction. */
+		if (!pevb_policy_miss(policy(c), r, &want))
+			goto bypass;
+		break;
+	}
+	mutex_unlock(&c->lock);
+
+	/*
+	 * Memory pinned as a GPU surface keeps that one mapping: the DMA API does not support a second,
+	 * long-lived one. Checked, pinned and cached under the lock PIN_CUDA takes to evict cached buffers.
+	 */
+	mutex_lock(&card->pinlock);
+	first = want.addr & PAGE_MASK;
+	end = PAGE_ALIGN(want.addr + want.len);
+	if (pevb_card_overlaps(card, want.mm, first, end, NULL, 0))
+		goto unlock_pins;
+	/*
+	 * One long-lived mapping per page and card, whatever address or file maps the page: pages a surface
+	 * or another cached buffer holds (an alias) are pinned for the request only. Looked up before pinning,
+	 * so such a request never makes a long-lived pin it cannot keep.
+	 */
+	if (pevb_user_frames(first, end, &frames, &n) || !n)
+		goto unlock_pins;
+	if (frames_in_use(card, frames, n, c, &want))
+		goto free_frames;
+	/*
+	 * Not cacheable: read-only memory the device only reads, memory that kept changing, a file mapping
+	 * that needs writeback (FOLL_LONGTERM refuses it), over RLIMIT_MEMLOCK. The one-off pin then serves
+	 * it, or gives the request's real error (a bad address).
+	 */
+	if (cpin_new(&card->pdev->dev, &want, c, &p))
+		goto free_frames;
+	/* Remapped meanwhile: the pages pinned serve the request only if they are held elsewhere. */
+	shared = (p->nframes != n || memcmp(p->frames, frames, n * sizeof(*frames))) &&
+		 frames_in_use(card, p->frames, p->nframes, c, &want);
+	kvfree(frames);
+	mutex_lock(&c->lock);
+	if (shared) {
+		pevb_policy_note_uncached(policy(c));
+	} else if (!c->closed) {
+		while ((slot = pevb_policy_make_room(policy(c), &want)) >= 0)
+			table_remove(c, slot, PEVB_EVICTED);
+		slot = pevb_policy_insert(policy(c), &want);
+		if (slot >= 0) {
+			kref_get(&p->ref);
+			c->pins[slot] = p;
+		}
+	}
+	mutex_unlock(&c->lock);
+	mutex_unlock(&card->pinlock);
+	return use_new(p, r->addr - want.addr, r->len, to_device, out);
+
+free_frames:
+	kvfree(frames);
+unlock_pins:
+	mutex_unlock(&card->pinlock);
+	return 0;
+bypass:
+	mutex_unlock(&c->lock);
+	return 0;
+}
+
+/*
+ * Pins [addr, addr + len) of the caller's memory for one request on @card: a cached buffer when one serves
+ * it or it can be cached (*cuse), else a pin for this request only (*pin). @to_device: the device only
+ * reads it.
+ */
+int pevb_cache_get(struct pevb_cache *c, struct pevb_card *card, u64 addr, u64 len, bool to_device,
+		   struct pevb_cuse **cuse, struct pevb_pin **pin)
+{
+	struct pevb_range r = { .mm = (unsigned long)current->mm, .addr = addr, .len = len };
+	int ret;
+
+	*cuse = NULL;
+	*pin = NULL;
+	ret = cached(c, card, &r, to_device, cuse);
+	if (ret || *cuse)
+		return ret;
+	ret = pevb_pin_user(&card->pdev->dev, addr, len, to_device, pin);
+	if (ret)
+		return ret;
+	mutex_lock(&c->lock);
+	pevb_policy_note_uncached(policy(c));
+	mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* ---- the file's cache, the card's list ---- */
+
+int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out)
+{
+	struct pevb_cache *c = kzalloc(sizeof(*c) + PEVB_LAYOUT.policy, GFP_KERNEL);
+
+	if (!c)
+		return -ENOMEM;
+	kref_init(&c->ref);
+	mutex_init(&c->lock);
+	INIT_WORK(&c->work, cache_work);
+	spin_lock_init(&c->dlock);
+	INIT_LIST_HEAD(&c->dead);
+	pevb_policy_init(policy(c), PAGE_SIZE);
+	kref_get(&c->ref);	/* the card's list */
+	mutex_lock(&card->cachelock);
+	list_add_tail(&c->card_link, &card->caches);
+	c->listed = true;
+	mutex_unlock(&card->cachelock);
+	*out = c;
+	return 0;
+}
+
+/*
+ * Close or card removal: drops every buffer and caches nothing more. Releases what was handed over on
+ * this thread and waits for a running sweep, so the dropped buffers are unmapped when it returns, except
+ * those a request (or the quarantine) still holds. Never from a request thread (see the top).
+ */
+static void cache_close(struct pevb_cache *c)
+{
+	mutex_lock(&c->lock);
+	c->closed = true;
+	pevb_policy_flush(policy(c), dropped, c);
+	mutex_unlock(&c->lock);
+	release_dead(c);
+	flush_work(&c->work);
+}
+
+/* The file's release: forgotten by the card first, so its removal cannot be closing it meanwhile. */
+void pevb_cache_release(struct pevb_card *card, struct pevb_cache *c)
+{
+	bool was;
+
+	mutex_lock(&card->cachelock);
+	was = c->listed;
+	if (was)
+		list_del(&c->card_link);
+	c->listed = false;
+	mutex_unlock(&card->cachelock);
+	if (was)
+		cache_put(c);
+	cache_close(c);
+	cache_put(c);
+}
+
+/* Card removal, after every request ended: every file's cached buffers are unmapped when this returns. */
+void pevb_card_close_caches(struct pevb_card *card)
+{
+	struct pevb_cache *c;
+
+	mutex_lock(&card->cachelock);
+	list_for_each_entry(c, &card->caches, card_link)
+		cache_close(c);
+	mutex_unlock(&card->cachelock);
+}
+
+/*
+ * PIN_CUDA of [first, end) in address space @mm, pages @frames (under card->pinlock, before the surface is
+ * mapped): drops every file's cached buffers on those pages, by address or by page frame, then waits until
+ * they are unmapped (except those a running request holds): the provider's mapping must not overlap one.
+ */
+void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first, u64 end, const u64 *frames,
+			    size_t n)
+{
+	struct pevb_range r = { .mm = mm, .addr = first, .len = end - first };
+	struct pevb_cache *c, *next;
+	LIST_HEAD(dropped);
+	bool any;
+	int slot;
+
+	mutex_lock(&card->cachelock);
+	list_for_each_entry(c, &card->caches, card_link) {
+		any = false;
+		mutex_lock(&c->lock);
+		while ((slot = pevb_policy_sharing(policy(c), &r)) >= 0) {
+			table_remove(c, slot, PEVB_EVICTED);
+			any = true;
+		}
+		for (slot = 0; slot < PEVB_CACHE_SLOTS; slot++) {
+			struct pevb_cpin *p = c->pins[slot];
+
+			if (p && pevb_share_page_frames(p->frames, p->nframes, frames, n)) {
+				table_remove(c, slot, PEVB_EVICTED);
+				any = true;
+			}
+		}
+		mutex_unlock(&c->lock);
+		if (any) {
+			kref_get(&c->ref);
+			list_add_tail(&c->evict_link, &dropped);	/* evict_link: ours, under pinlock */
+		}
+	}
+	mutex_unlock(&card->cachelock);
+	/* Outside the list's lock: a closing file takes it to forget its cache. */
+	list_for_each_entry_safe(c, next, &dropped, evict_link) {
+		flush_work(&c->work);
+		list_del(&c->evict_link);
+		cache_put(c);
+	}
+}
+
+/*
+ * REG_CACHE on the bytes the glue copied in (checked by pevb_ioctl_check): does the operation, writes the
+ * cache's state back into @buf.
+ */
+int pevb_cache_control(struct pevb_cache *c, void *buf, size_t size)
+{
+	int ret;
+
+	mutex_lock(&c->lock);
+	ret = pevb_policy_control(policy(c), buf, size, dropped, c);
+	mutex_unlock(&c->lock);
+	return ret;
+}
+
+/* debugfs state: "caches N cached_buffers M", as 6.18's. */
+void pevb_card_describe_caches(struct pevb_card *card, struct seq_file *m)
+{
+	struct pevb_cache *c;
+	size_t files = 0;
+	u32 buffers = 0;
+
+	mutex_lock(&card->cachelock);
+	list_for_each_entry(c, &card->caches, card_link) {
+		files++;
+		mutex_lock(&c->lock);
+		buffers += pevb_policy_entries(policy(c));
+		mutex_unlock(&c->lock);
+	}
+	mutex_unlock(&card->cachelock);
+	seq_printf(m, "caches %zu cached_buffers %u\n", files, buffers);
+}
