@@ -222,15 +222,17 @@ void pevb_work_flush(struct pevb_work *w)
 }
 
 /*
- * Nothing may queue @w any more (its notifiers are all removed and no request runs): waits for a running
- * call to end, releases what is left and frees it.
+ * No request runs and no live cached pin is left, but pins handed to @w and not yet released still have
+ * their notifiers, which may queue @w until removed. So: release them here first (each notifier removal
+ * waits for its callback in progress), then cancel, which waits for a running call (it removes the
+ * notifiers of the pins it took before it returns). After that nothing can queue @w, and it is freed.
  */
 void pevb_work_free(struct pevb_work *w)
 {
 	if (!w)
 		return;
-	cancel_work_sync(&w->work);
 	pevb_cpin_release_dead(w);
+	cancel_work_sync(&w->work);
 	kfree(w);
 }
 

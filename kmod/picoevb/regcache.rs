@@ -420,10 +420,11 @@ impl RegCache {
 impl PinnedDrop for RegCache {
     fn drop(self: Pin<&mut Self>) {
         let w = self.work.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: `w` is null or our work item. Nothing can queue it any more: every cached pin holds the
-        // cache (`CachedPin::_cache`), so none exists now, and with it none of our notifiers; a request
-        // holds the file, which holds the cache. Nor does the work item run this drop: it only drops pins
-        // the table held, and the table is emptied (`close`) before the file lets go of the cache.
+        // SAFETY: `w` is null or our work item. Every cached pin holds the cache (`CachedPin::_cache`), so
+        // none is alive now; a request holds the file, which holds the cache. Pins already handed to `w`
+        // may still have notifiers that queue it: `pevb_work_free` releases them before it cancels and
+        // frees `w`. Nor does the work item run this drop: it only drops pins the table held, and the table
+        // is emptied (`close`) before the file lets go of the cache.
         unsafe { ffi::pevb_work_free(w) };
     }
 }
