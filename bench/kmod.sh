@@ -19,4 +19,5 @@ for m in nvidia-p2p picoevb; do
     die "kernel module build failed: kmod/$m ($FLAVOUR)"
   cp "$REPO"/kmod/$m/*.ko "$OUT/"
 done
+log "kmod/nvidia-p2p, kmod/picoevb ($FLAVOUR) built with $(in_root "$ROOT" rustc --version), the kernel's"
 echo "$OUT"

@@ -26,4 +26,5 @@ if grep -qx 'CONFIG_KASAN_GENERIC=y' "$KDIR/.config"; then
       die "kmod/$o calls no KASAN check (__asan_load8_noabort), though $KDIR has CONFIG_KASAN_GENERIC"
   done
 fi
+log "kmod/nvidia-p2p-5.10, kmod/picoevb-5.10 built with $(in_root "$ROOT" rustc --version)"
 echo "$OUT"

@@ -38,16 +38,31 @@ else ifdef CONFIG_KASAN
 $(warning $(rs_crate): the Rust objects get no KASAN instrumentation (only generic KASAN is supported))
 endif
 
+# The compiler's version as Linux's scripts/rustc-version.sh gives it (1.87.0 -> 108700), and what follows
+# from it as in Linux's rust/Makefile: `core` is edition 2024 from Rust 1.87 on (its sources use let chains),
+# 2021 before. The logic crates are 2021, as Linux compiles kernel crates. rustc outside the range CI
+# compiles with (bench/matrix, "rustc" rows) is refused: an untested compiler fails here, not at insmod.
+rs_rustc_version_code := $(shell $(RUSTC) --version 2>/dev/null | \
+	sed -n 's/^rustc \([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p' | awk '{ print $$1 * 100000 + $$2 * 100 + $$3 }')
+rs_rustc_min := 108500
+ifeq ($(rs_rustc_version_code),)
+$(error $(rs_crate): cannot run '$(RUSTC) --version' (set RUSTC to the rustc that builds the Rust logic))
+endif
+ifeq ($(shell test $(rs_rustc_version_code) -ge $(rs_rustc_min) && echo ok),)
+$(error $(rs_crate): $(RUSTC) is older than Rust 1.85, the oldest that builds gdr's Rust)
+endif
+rs_core_edition := $(if $(shell test $(rs_rustc_version_code) -ge 108700 && echo y),2024,2021)
+
 # RUSTC_BOOTSTRAP: `core` and `compiler_builtins` use unstable features, as in the kernel's own rust/ build.
 # -Zplt=y: calls to functions outside the object (memcmp from a slice comparison) go through R_X86_64_PLT32,
 # which the module loader resolves, not a GOT load (R_X86_64_GOTPCREL: "Unknown rela relocation: 9").
-rs_rustc = RUSTC_BOOTSTRAP=1 $(RUSTC) --edition=2021 $(rs_target) -Cpanic=abort -Zplt=y \
+rs_rustc = RUSTC_BOOTSTRAP=1 $(RUSTC) $(rs_target) -Cpanic=abort -Zplt=y \
 	-Cembed-bitcode=n -Clto=n -Cforce-unwind-tables=n -Ccodegen-units=1 -Csymbol-mangling-version=v0 \
 	-Crelocation-model=static -Copt-level=2 -Cdebug-assertions=n -Coverflow-checks=y \
 	-Cforce-frame-pointers=y -Zfunction-sections=y --sysroot=/dev/null -L$(obj)/rust $(rs_kasan)
 
 quiet_cmd_rs_core = RUSTC   $@
-      cmd_rs_core = $(rs_rustc) --cfg no_fp_fmt_parse --crate-type rlib --crate-name core \
+      cmd_rs_core = $(rs_rustc) --edition=$(rs_core_edition) --cfg no_fp_fmt_parse --crate-type rlib --crate-name core \
 	--emit=obj=$@ --emit=metadata=$(obj)/rust/libcore.rmeta $(RUST_LIB_SRC)/core/src/lib.rs
 # Rebuilt when the compiler changes: a `core` from another rustc would not link with the logic.
 rs_rustc_version := $(shell $(RUSTC) --version 2>/dev/null)
@@ -58,7 +73,7 @@ $(obj)/rust/core.o: $(RUST_LIB_SRC)/core/src/lib.rs $(obj)/rust/rustc-version FO
 	$(call if_changed,rs_core)
 
 quiet_cmd_rs_builtins = RUSTC   $@
-      cmd_rs_builtins = $(rs_rustc) --crate-type rlib --crate-name compiler_builtins \
+      cmd_rs_builtins = $(rs_rustc) --edition=2021 --crate-type rlib --crate-name compiler_builtins \
 	--emit=obj=$@ --emit=metadata=$(obj)/rust/libcompiler_builtins.rmeta $<
 $(obj)/rust/compiler_builtins.o: $(rs_here)rust/compiler_builtins.rs $(obj)/rust/core.o FORCE
 	$(call if_changed,rs_builtins)
@@ -66,7 +81,7 @@ $(obj)/rust/compiler_builtins.o: $(rs_here)rust/compiler_builtins.rs $(obj)/rust
 # The dep-info lists every source file the crate compiles (shared files included by #[path]): it makes
 # rebuilds follow those files, and bench/same-logic.sh compares it with the 6.18 module's.
 quiet_cmd_rs_logic = RUSTC   $@
-      cmd_rs_logic = $(rs_rustc) -Dwarnings --crate-type rlib --crate-name $(rs_crate) \
+      cmd_rs_logic = $(rs_rustc) --edition=2021 -Dwarnings --crate-type rlib --crate-name $(rs_crate) \
 	--emit=obj=$@ --emit=dep-info=$(obj)/rust/logic.d $<
 $(obj)/rust/logic.o: $(rs_root) $(obj)/rust/compiler_builtins.o FORCE
 	$(call if_changed,rs_logic)
