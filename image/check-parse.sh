@@ -9,7 +9,8 @@
 # is fetched.
 # As root it runs bitbake as NAME (default builder; bitbake refuses root). For each machine it runs
 # `bitbake -p` and `bitbake -g gdr-image` with BB_NO_NETWORK and fails unless the build list holds the
-# driver, the bitstream, the agent and the CUDA driver library. Work files (kas venv, checkouts, build
+# driver, the bitstream, the agent, OpenOCD and the CUDA driver library (and, for Xavier, the Rust library
+# sources the 5.10 flavour builds core from). Work files (kas venv, checkouts, build
 # dirs, a copy of this repository's files) go to --work (default /var/tmp/gdr-yocto-parse).
 # --lts-mixins-stand-in parses Xavier with that commit of meta-lts-mixins instead of the pinned one when
 # the mirror lacks the pin; the summary line says so.
@@ -88,13 +89,13 @@ export KAS_PREMIRRORS="https://github.com/openembedded/bitbake.git file://$mirro
 https://github.com/openembedded/openembedded-core.git file://$mirrors/openembedded-core
 https://github.com/OE4T/meta-tegra.git file://$mirrors/meta-tegra
 https://github.com/openembedded/meta-openembedded.git file://$mirrors/meta-openembedded
-https://github.com/jhnc-oss/meta-lts-mixins.git file://$mirrors/meta-lts-mixins"
+https://git.yoctoproject.org/meta-lts-mixins file://$mirrors/meta-lts-mixins"
 
 fail=0
 for m in "${machines[@]}"; do
     case $m in
-        orin) kasfile=image/jetson-agx-orin-devkit.yml module=picoevb-mod extra=nvidia-kernel-oot ;;
-        xavier) kasfile=image/jetson-agx-xavier-devkit.yml module=picoevb-mod-5.10 extra=linux-tegra
+        orin) kasfile=image/jetson-agx-orin-devkit.yml extra="nvidia-kernel-oot linux-yocto" ;;
+        xavier) kasfile=image/jetson-agx-xavier-devkit.yml extra="linux-tegra rust-library-src-native"
             [[ -z $lts_note ]] || kasfile+=:image/lts-mixins-stand-in.yml ;;
     esac
     export KAS_WORK_DIR=$work/$m KAS_BUILD_DIR=$work/$m/build
@@ -103,6 +104,8 @@ for m in "${machines[@]}"; do
     start=$SECONDS
     if ! "$venv/bin/kas" shell "$kasfile:image/offline.yml" \
         -c 'bitbake -p && bitbake -g gdr-image && echo "RUSTVERSION=$(bitbake-getvar --value RUSTVERSION)" &&
+            echo "KMOD_DIR=$(bitbake-getvar -r picoevb-mod --value GDR_KMOD_DIR)" &&
+            echo "LOADER=$(bitbake-getvar -r gdr-agent --value GDR_AGENT_LOADER)" &&
             { bitbake -c gdr_check_rust gdr-agent; echo "GDR_CHECK_RUST=$?"; }' \
         >"$log" 2>&1; then
         tail -n 30 "$log" >&2
@@ -114,12 +117,21 @@ for m in "${machines[@]}"; do
     [[ -n $parsed ]] || parsed=$(grep -o '[0-9]* targets, [0-9]* skipped, [0-9]* masked, [0-9]* errors' "$log" | tail -n 1)
     list=$KAS_BUILD_DIR/pn-buildlist
     missing=()
-    for pn in "$module" picoevb-bitstream gdr-agent packagegroup-gdr tegra-libraries-cuda openocd "$extra"; do
+    # shellcheck disable=SC2086
+    for pn in picoevb-mod picoevb-bitstream gdr-agent packagegroup-gdr tegra-libraries-cuda openocd $extra; do
         grep -qx "$pn" "$list" || missing+=("$pn")
     done
-    gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$|openocd$)' "$list" | sort | tr '\n' ' ')
+    gdr=$(grep -E '^(picoevb|gdr|packagegroup-gdr|tegra-libraries-cuda$|openocd$|rust-library-src)' "$list" | sort | tr '\n' ' ')
     rust=$(sed -n 's/^RUSTVERSION=\([0-9.]*\).*/\1/p' "$log" | tail -n 1)
-    echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; Rust ${rust:-?}; $((SECONDS - start)) s$([[ $m != xavier ]] || echo "$lts_note")"
+    kmod=$(sed -n 's/^KMOD_DIR=//p' "$log" | tail -n 1)
+    loader=$(sed -n 's/^LOADER=//p' "$log" | tail -n 1)
+    echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; driver ${kmod:-?}; agent loader ${loader:-?} (no bitstream); Rust ${rust:-?}; $((SECONDS - start)) s$([[ $m != xavier ]] || echo "$lts_note")"
+    # The flavour the kernel provider's override picks, and the no-bitstream agent configuration.
+    case $m in orin) want_kmod=kmod/picoevb ;; xavier) want_kmod=kmod/picoevb-5.10 ;; esac
+    if [[ $kmod != "$want_kmod" || $loader != none ]]; then
+        echo "check-parse: $m: FAILED: picoevb-mod builds ${kmod:-?} (want $want_kmod), gdr-agent's loader is ${loader:-?} (want none)"
+        fail=1
+    fi
     # The workspace's rust-version against the configuration's Rust: gdr_rust_version.bbclass stops the
     # build at gdr-agent's first task then (not a parse error).
     # gdr_rust_version.bbclass's task, run for real: it must pass exactly when the configuration's Rust is

@@ -1,19 +1,20 @@
-# Recipes that build and install files of the gdr repository that holds this layer (GDR_ROOT, set in
-# conf/layer.conf). file:// URIs name paths relative to the repository root and unpack under ${S}
-# keeping those paths, so kmod/picoevb still finds ../../crates and the cargo workspace stays whole.
+# The gdr repository, for the recipes that build it (gdr-agent, picoevb-mod): a git source pinned by
+# SRCREV, with PV from the workspace's version. To build a working tree instead (your edits, uncommitted
+# ones included): externalsrc or `devtool modify` (docs/yocto.md, "Working on gdr's sources").
 
-# nooelint: oelint.vars.fileextrapaths,oelint.vars.outofcontext - this layer's recipes take their files from the repository around it, not from a bbappend's directory
-FILESEXTRAPATHS:prepend := "${GDR_ROOT}:"
+# [workspace.package] version in Cargo.toml (check.sh keeps them equal); "+git" makes the packages'
+# version carry the commit, so a feed sees every SRCREV bump as an upgrade.
+GDR_VERSION = "0.1.0"
+PV = "${GDR_VERSION}+git"
+# The repository has no public home yet. The default is the gdr checkout that holds this layer, read through
+# git, so a build takes the pinned commit and never the working tree. Where the layer is used apart from a
+# checkout, point it at a clone in local.conf:
+#   GDR_GIT_URI = "git://git.example.org/gdr.git;protocol=https"
+GDR_GIT_URI ??= "git://${GDR_ROOT};protocol=file"
+GDR_GIT_BRANCH ??= "main"
+SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
+# The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
+# sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
+# the recipes are written for it). After such a change is committed, set SRCREV to that commit.
+SRCREV = "9f2b24b87171ccbf6f3fbe1182c0a5b6c9160935"
 S = "${UNPACKDIR}/gdr"
-
-# Installs every file agent/deploy/install.list names (the list the emulated appliance installs from):
-# "<source relative to the repository root> <absolute destination> <mode>" per line, # comments.
-# gdr.source.parse_install_list checked its syntax at parse time.
-gdr_install_list[doc] = "Install the files agent/deploy/install.list names, as the emulated appliance does"
-gdr_install_list() {
-	sed -e 's/#.*//' "${S}/agent/deploy/install.list" | while read -r src dst mode; do
-		[ -n "$src" ] || continue
-		[ -f "${S}/$src" ] || bbfatal "agent/deploy/install.list names $src, which is not in the repository"
-		install -D -m "$mode" "${S}/$src" "${D}$dst"
-	done
-}

@@ -2,11 +2,13 @@
 # meta-gdr's CI checks, run by bench/test.sh; no layers, bitbake or network beyond a first pip install:
 #   oelint-adv on every recipe, class and include, for each series the layer supports;
 #   the unit tests of lib/gdr/source.py (what recipes read from the repository, and its errors);
-#   gdr-agent-crates.inc matches Cargo.lock (scripts/crates-inc.py --check);
-#   the files recipes install are the repository's and the ones agent/deploy/install.list names
-#   (scripts/check_installs.py);
+#   gdr-agent-crates.inc lists Cargo.lock's crates (scripts/crates-inc.py --check);
+#   the recipes' literal install lines, FILES, SYSTEMD_SERVICE and USERADD_PARAM agree with
+#   agent/deploy/install.list and the files it names, licence checksums match, and SRCREV is a commit the
+#   recipes are written for (scripts/check_installs.py);
 #   the kas files in image/ are valid for kas and pinned (scripts/check_kas.py);
-#   those checks fail on a broken install path and a stale crates list (scripts/test_checks_fail.sh).
+#   those checks fail on a broken install path, an install.list entry not installed, a hard-coded /usr/lib
+#   destination and a stale crates list (scripts/test_checks_fail.sh).
 # Closes with "N passed, M failed". Tools: a venv from scripts/requirements.txt (pinned), cached in
 # $GDR_CACHE keyed by that file. The real parse of the layer is image/check-parse.sh (needs the layers).
 set -uo pipefail
@@ -47,7 +49,11 @@ suppress=(
     oelint.var.bbclassextend             # kernel modules, images, the target agent: no native/nativesdk variant
     oelint.vars.inconspaces              # both fire on 'SRC_URI += " \' that opens the generated -crates.inc,
     oelint.vars.notneededspace           # which is the form oe-core's do_update_crates writes
+    oelint.vars.homepageping             # a network check: CI is offline
 )
+# oelint-constants.json: MAKE_TARGETS (module.bbclass's) is a known variable; gdr-kernel-linux-tegra, the
+# override picoevb-mod_git.bb adds for L4T R35's kernel, is declared as a machine override, the only kind of
+# override oelint-adv lets a layer declare.
 recipes=$(git ls-files -co --exclude-standard 'meta-gdr/*.bb' 'meta-gdr/*.bbappend' 'meta-gdr/*.inc' 'meta-gdr/*.bbclass')
 # Rules that sit next to what they excuse are "# nooelint: <rule> - <why>" comments in the recipes.
 for release in $(sed -n 's/^LAYERSERIES_COMPAT_gdr *= *"\(.*\)"/\1/p' meta-gdr/conf/layer.conf); do

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 """Writes (or with --check, verifies) recipes-gdr/gdr-agent/gdr-agent-crates.inc from the root Cargo.lock.
 
-The same list oe-core's `bitbake -c update_crates` writes, with the registry host left to a variable the
-recipe derives from Cargo.lock, so it needs no bitbake. Run it after every Cargo.lock change.
+Writes the list oe-core's `bitbake -c update_crates gdr-agent` (cargo-update-recipe-crates) writes, with
+the registry host left to a variable the recipe reads from Cargo.lock, and without bitbake. Run it after
+every Cargo.lock change. --check compares the crates (name, version, sha256), so a list written by
+update_crates passes too, and a list that misses, adds or mis-sums a crate of Cargo.lock fails.
 """
 import argparse
 import difflib
@@ -36,8 +38,11 @@ def main():
     except OSError as e:
         print("crates-inc: %s: %s" % (args.inc, e.strerror), file=sys.stderr)
         return 1
-    if have != want:
-        sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), want.splitlines(True),
+    have_crates, want_crates = source.crates_of_inc(have), source.crates_of_inc(want)
+    if have_crates != want_crates:
+        def lines(crates):
+            return ["%s %s %s\n" % (n, v, s) for (n, v), s in sorted(crates.items(), key=lambda c: (c[0], c[1] or ""))]
+        sys.stdout.writelines(difflib.unified_diff(lines(have_crates), lines(want_crates),
                                                    "committed", "from Cargo.lock", n=0))
         print("crates-inc: %s does not match Cargo.lock; run meta-gdr/scripts/crates-inc.py"
               % os.path.relpath(args.inc, ROOT), file=sys.stderr)

@@ -4,6 +4,8 @@
 # prints one "ok: "/"FAIL: " line per case.
 #   - a recipe installs a deployment file elsewhere than install.list says  -> check_installs.py
 #   - a recipe installs a repository file that does not exist (a typo)       -> check_installs.py
+#   - install.list gains a file the agent recipe does not install            -> check_installs.py
+#   - a recipe installs to a hard-coded /usr/lib path (usrmerge assumed)     -> check_installs.py
 #   - Cargo.lock moved on (a crate's version and checksum) without the -crates.inc -> crates-inc.py --check
 set -uo pipefail
 
@@ -13,8 +15,8 @@ trap 'rm -rf "$tmp"' EXIT
 # Outside any git checkout, so the copy's files count as the repository's (check_installs.py then checks
 # existence only).
 git -C "$root" ls-files -z | (cd "$root" && tar --null -T - -cf -) | tar -xf - -C "$tmp"
-agent=meta-gdr/recipes-gdr/gdr-agent/gdr-agent_0.1.0.bb
-bitstream=meta-gdr/recipes-bsp/picoevb-bitstream/picoevb-bitstream_1.0.0.bb
+agent=meta-gdr/recipes-gdr/gdr-agent/gdr-agent_git.bb
+list=agent/deploy/install.list
 
 installs() { python3 "$tmp/meta-gdr/scripts/check_installs.py"; }
 crates() { python3 "$tmp/meta-gdr/scripts/crates-inc.py" --check; }
@@ -33,17 +35,25 @@ expect() {
 expect "self-test: the unbroken copy passes the install checks" pass "" installs
 expect "self-test: the unbroken copy passes the crates check" pass "" crates
 
-sed -i 's#^\tgdr_install_list$#&\n\tinstall -D -m 0644 ${S}/agent/deploy/70-gdr.rules ${D}${sysconfdir}/udev/rules.d/70-gdr.rules#' \
-    "$tmp/$agent"
+sed -i 's#${D}${nonarch_base_libdir}/udev/rules.d/70-gdr.rules#${D}${sysconfdir}/udev/rules.d/70-gdr.rules#' "$tmp/$agent"
 expect "self-test: a deployment file installed off install.list fails" fail \
-    "installs agent/deploy/70-gdr.rules to \${sysconfdir}/udev/rules.d/70-gdr.rules, install.list says" installs
+    "installs agent/deploy/70-gdr.rules to /etc/udev/rules.d/70-gdr.rules, install.list says" installs
 cp "$root/$agent" "$tmp/$agent"
 
-sed -i 's#^\tinstall -d "${D}${GDR_BITSTREAM_DEST}"$#&\n\tinstall -m 0644 ${S}/fpga-bitstream/manifest.jsn ${D}${GDR_BITSTREAM_DEST}/manifest.json#' \
-    "$tmp/$bitstream"
+sed -i 's#${S}/fpga-bitstream/program/lib.sh#${S}/fpga-bitstream/program/lib.sn#' "$tmp/$agent"
 expect "self-test: an install from a path not in the repository fails" fail \
-    "installs fpga-bitstream/manifest.jsn does not exist" installs
-cp "$root/$bitstream" "$tmp/$bitstream"
+    "installs fpga-bitstream/program/lib.sn does not exist" installs
+cp "$root/$agent" "$tmp/$agent"
+
+echo "README.md /usr/share/doc/gdr/README.md 0644" >>"$tmp/$list"
+expect "self-test: an install.list entry the recipe does not install fails" fail \
+    "install.list's README.md -> /usr/share/doc/gdr/README.md is not installed" installs
+cp "$root/$list" "$tmp/$list"
+
+sed -i 's#${D}${systemd_system_unitdir}/gdr-agent.service#${D}/usr/lib/systemd/system/gdr-agent.service#' "$tmp/$agent"
+expect "self-test: a hard-coded /usr/lib destination fails" fail \
+    "installs agent/deploy/gdr-agent.service to the hard-coded /usr/lib/systemd/system/gdr-agent.service" installs
+cp "$root/$agent" "$tmp/$agent"
 
 # As `cargo update -p serde_json` would leave it, without crates-inc.py run after.
 python3 - "$tmp/Cargo.lock" <<'EOF'

@@ -1,4 +1,4 @@
 # SPDX-License-Identifier: MIT
-"""Helpers for meta-gdr's recipes, shared with meta-gdr/scripts (plain Python, no bitbake needed)."""
+"""Helpers for meta-gdr's recipes, shared with meta-gdr/scripts (plain Python; `rust` needs bitbake)."""
 
-BBIMPORTS = ["source"]
+BBIMPORTS = ["source", "rust"]

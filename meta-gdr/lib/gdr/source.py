@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""What meta-gdr's recipes take from the gdr repository around the layer.
+"""What meta-gdr's checks (scripts/) and a few recipe expressions read from the gdr repository.
 
-Recipes read these at parse time, so the repository stays the one truth: the deployment files come from
-agent/deploy/install.list (the list the emulated appliance installs from too), the cargo workspace's
-members from the root Cargo.toml, the crate list from Cargo.lock, the agent's system user from its
-sysusers.d file. meta-gdr/scripts use the same functions without bitbake. Plain text parsing, no tomllib:
-scarthgap's hosts may run Python 3.8.
+The recipes state their content literally (install lines, SYSTEMD_SERVICE, USERADD_PARAM, the crates
+list); scripts/check_installs.py and scripts/crates-inc.py compare it with the repository through these
+functions: agent/deploy/install.list (the list the emulated appliance installs from), Cargo.toml, Cargo.lock,
+the sysusers.d file. At parse time recipes read only two things from the checkout that holds the layer
+(GDR_ROOT): Cargo.lock's registry host (GDR_CRATE_REGISTRY) and Cargo.toml's rust-version
+(gdr_rust_version.bbclass). Plain text parsing, no tomllib: scarthgap's hosts may run Python 3.8.
 """
 
 import os
@@ -13,6 +14,7 @@ import re
 
 INSTALL_LIST = "agent/deploy/install.list"
 SYSUSERS_DEST = "/usr/lib/sysusers.d/"
+UNIT_DEST = "/usr/lib/systemd/system/"
 
 
 class SourceError(Exception):
@@ -70,6 +72,14 @@ def workspace_rust_version(cargo_toml):
     return m.group(1)
 
 
+def workspace_version(cargo_toml):
+    """The version of the root Cargo.toml's [workspace.package]: gdr's version, PV's base in the recipes."""
+    m = re.search(r"^\[workspace\.package\][^\[]*?^version\s*=\s*\"([^\"]+)\"", cargo_toml, re.S | re.M)
+    if not m:
+        raise SourceError("Cargo.toml: no version in [workspace.package]")
+    return m.group(1)
+
+
 def version_tuple(text):
     """(1, 85) for "1.85", (1, 93, 0) for RUSTVERSION's "1.93.0%"; SourceError when there is no number."""
     m = re.match(r"\s*([0-9]+(?:\.[0-9]+)*)", text or "")
@@ -78,6 +88,9 @@ def version_tuple(text):
     return tuple(int(x) for x in m.group(1).split("."))
 
 
+# TODO(coordinator): the tested rustc range (1.85 .. 1.95, issue 19 item 1) belongs here, as a function that
+# tells it (e.g. rust_range() -> (minimum, maximum)); rust_version_problem and gdr_rust_version.bbclass
+# would then refuse a RUSTVERSION outside it, not only one below the workspace's rust-version.
 def rust_too_old(rustversion, need):
     """The message for a build configuration whose Rust (RUSTVERSION) is older than the workspace's
     rust-version, or "" when it is new enough."""
@@ -88,11 +101,6 @@ def rust_too_old(rustversion, need):
             "configuration has Rust %s (RUSTVERSION). On scarthgap add the meta-lts-mixins layer at branch "
             "scarthgap/rust (Rust 1.93 there); image/jetson-agx-xavier-devkit.yml pins a commit of it."
             % (need, ".".join(map(str, have))))
-
-
-def outermost(paths):
-    """paths without those inside another one (fetching "agent" brings "agent/client" along)."""
-    return [p for p in paths if not any(p.startswith(q + "/") for q in paths if q != p)]
 
 
 def lock_packages(lock):
@@ -125,8 +133,8 @@ def crate_registry(lock):
 
 
 def crates_inc(lock):
-    """The -crates.inc for a Cargo.lock's text: what oe-core's do_update_crates writes, with the registry
-    host left to ${GDR_CRATE_REGISTRY} (gdr-agent.bb derives it from the same Cargo.lock)."""
+    """The -crates.inc for a Cargo.lock's text: what oe-core's do_update_crates (cargo-update-recipe-crates)
+    writes, with the registry host left to ${GDR_CRATE_REGISTRY} (gdr-agent_git.bb reads it from Cargo.lock)."""
     crates = [p for p in lock_packages(lock) if p.get("source", "").startswith("registry+")]
     out = ["# Generated from Cargo.lock by meta-gdr/scripts/crates-inc.py; meta-gdr/scripts/check.sh checks it.",
            "", 'SRC_URI += " \\']
@@ -170,6 +178,31 @@ def sysusers_useradd(text):
     return "; ".join(params), "; ".join(groups)
 
 
+def enabled_units(entries, read):
+    """The units install.list installs that can be enabled ([Install] section, not a template): what
+    SYSTEMD_SERVICE must list, the set the appliance enables. read(src) gives a source file's text."""
+    units = []
+    for src, dst, _ in entries:
+        name = os.path.basename(dst)
+        if dst.startswith(UNIT_DEST) and "@" not in name and re.search(r"^\[Install\]", read(src), re.M):
+            units.append(name)
+    return units
+
+
+def crates_of_inc(text):
+    """{(name, version): sha256} of a -crates.inc, in crates_inc's form or in the form do_update_crates
+    writes (any registry host, its header comments): what both must agree on with Cargo.lock."""
+    uris = re.findall(r"crate://[^\s/]+/([^\s/]+)/([^\s/\\\"]+)", text)
+    sums = dict(re.findall(r'^SRC_URI\[([^\]]+)\.sha256sum\]\s*=\s*"([0-9a-f]*)"', text, re.M))
+    return {(n, v): sums.get("%s-%s" % (n, v)) for n, v in uris}
+
+
+def crates_of_lock(lock):
+    """{(name, version): sha256} of a Cargo.lock's registry crates."""
+    return {(p["name"], p["version"]): p.get("checksum") for p in lock_packages(lock)
+            if p.get("source", "").startswith("registry+")}
+
+
 # ---- for recipes (d is bitbake's datastore) ----
 
 def has_class(d, name):
@@ -193,59 +226,12 @@ def _read(d, relpath):
         with open(path) as f:
             return f.read()
     except OSError as e:
-        raise SourceError("%s: cannot read (%s); meta-gdr must stay inside the gdr repository" % (path, e.strerror))
-
-
-def workspace_src_uri(d):
-    """file:// entries for the cargo workspace: cargo loads every member even to build one."""
-    _read(d, "Cargo.lock")
-    return " ".join("file://%s;subdir=gdr" % p for p in workspace_paths(_read(d, "Cargo.toml")))
-
-
-def workspace_paths(cargo_toml):
-    """Repository paths the workspace needs: the root manifest, the lock file, every member."""
-    return ["Cargo.toml", "Cargo.lock"] + outermost(workspace_members(cargo_toml))
-
-
-def install_list_src_uri(d):
-    """file:// entries for the files install.list names outside the workspace (fpga-bitstream/program/...)."""
-    paths = workspace_paths(_read(d, "Cargo.toml"))
-    extra = [src for src, _, _ in parse_install_list(_read(d, INSTALL_LIST))
-             if not any(src == p or src.startswith(p + "/") for p in paths)]
-    return " ".join("file://%s;subdir=gdr" % p for p in extra)
-
-
-def install_list_files(d):
-    """The destinations of install.list, for FILES."""
-    return " ".join(dst for _, dst, _ in parse_install_list(_read(d, INSTALL_LIST)))
-
-
-def install_list_conffiles(d):
-    """The destinations under /etc, for CONFFILES: package upgrades keep local edits."""
-    return " ".join(dst for _, dst, _ in parse_install_list(_read(d, INSTALL_LIST)) if dst.startswith("/etc/"))
-
-
-def systemd_units(d):
-    """The units install.list installs that can be enabled ([Install] section, not a template), for
-    SYSTEMD_SERVICE: the same set the appliance enables."""
-    units = []
-    for src, dst, _ in parse_install_list(_read(d, INSTALL_LIST)):
-        name = os.path.basename(dst)
-        if dst.startswith("/usr/lib/systemd/system/") and "@" not in name and \
-                re.search(r"^\[Install\]", _read(d, src), re.M):
-            units.append(name)
-    return " ".join(units)
+        raise SourceError("%s: cannot read (%s); meta-gdr reads Cargo.toml and Cargo.lock of the gdr checkout "
+                          "that holds it (GDR_ROOT)" % (path, e.strerror))
 
 
 def crate_registry_of(d):
     return crate_registry(_read(d, "Cargo.lock"))
-
-
-def useradd_params(d):
-    """(USERADD_PARAM, GROUPADD_PARAM) from the sysusers.d file install.list installs."""
-    entries = parse_install_list(_read(d, INSTALL_LIST))
-    srcs = [src for src, dst, _ in entries if dst.startswith(SYSUSERS_DEST)]
-    return sysusers_useradd("\n".join(_read(d, s) for s in srcs))
 
 
 def rust_version_problem(d):

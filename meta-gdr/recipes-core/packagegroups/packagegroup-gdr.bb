@@ -1,20 +1,17 @@
-SUMMARY = "gdr: PicoEVB driver, bitstream, agent, OpenOCD, CUDA driver library"
+SUMMARY = "gdr: PicoEVB driver, bitstream, agent, CUDA driver library"
 DESCRIPTION = "Everything gdr puts on a Jetson, for people who add gdr to their own systemd image: \
-               IMAGE_INSTALL:append = \" packagegroup-gdr\" (docs/yocto.md)."
+               IMAGE_INSTALL:append = \" packagegroup-gdr\" (docs/yocto.md). OpenOCD comes with \
+               gdr-agent (its PACKAGECONFIG \"openocd\")."
 SECTION = "base"
 # The kernel module differs per kernel, so this is not allarch.
 PACKAGE_ARCH = "${MACHINE_ARCH}"
 
 inherit packagegroup
 
-# picoevb-mod: Rust-for-Linux driver (linux-yocto 6.18 with KERNEL_FEATURES "rust");
-# picoevb-mod-5.10: L4T R35's linux-tegra 5.10.
-GDR_KERNEL_MODULE ?= "${@'picoevb-mod-5.10' if d.getVar('PREFERRED_PROVIDER_virtual/kernel') == 'linux-tegra' else 'picoevb-mod'}"
-
+# picoevb-mod builds the flavour the machine's kernel takes (Rust-for-Linux or L4T R35's 5.10).
 RDEPENDS:${PN} = "\
-    ${GDR_KERNEL_MODULE} \
     gdr-agent \
-    openocd \
     picoevb-bitstream \
+    picoevb-mod \
     tegra-libraries-cuda \
 "
