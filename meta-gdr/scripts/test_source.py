@@ -92,6 +92,12 @@ class Cargo(unittest.TestCase):
         self.assertIn("Rust 1.81.0 (RUSTVERSION)", msg)
         self.assertIn("scarthgap/rust", msg)
         self.assertIn("Rust 1.75", source.rust_too_old("1.75%", "1.85"))
+        # The newest tested: a patch release of it is inside, the next minor is not.
+        self.assertEqual(source.rust_too_new("1.99.1%", "1.99"), "")
+        self.assertEqual(source.rust_too_new("1.94.1%", "1.99"), "")
+        msg = source.rust_too_new("1.100.0%", "1.99")
+        self.assertIn("Rust 1.100.0 (RUSTVERSION)", msg)
+        self.assertIn("GDR_RUST_ALLOW_UNTESTED", msg)
 
 class Units(unittest.TestCase):
     def test_enabled_units(self):

@@ -88,9 +88,6 @@ def version_tuple(text):
     return tuple(int(x) for x in m.group(1).split("."))
 
 
-# TODO(coordinator): the tested rustc range (1.85 .. 1.95, issue 19 item 1) belongs here, as a function that
-# tells it (e.g. rust_range() -> (minimum, maximum)); rust_version_problem and gdr_rust_version.bbclass
-# would then refuse a RUSTVERSION outside it, not only one below the workspace's rust-version.
 def rust_too_old(rustversion, need):
     """The message for a build configuration whose Rust (RUSTVERSION) is older than the workspace's
     rust-version, or "" when it is new enough."""
@@ -101,6 +98,17 @@ def rust_too_old(rustversion, need):
             "configuration has Rust %s (RUSTVERSION). On scarthgap add the meta-lts-mixins layer at branch "
             "scarthgap/rust (Rust 1.93 there); image/jetson-agx-xavier-devkit.yml pins a commit of it."
             % (need, ".".join(map(str, have))))
+
+
+def rust_too_new(rustversion, newest):
+    """The message for a build configuration whose Rust (RUSTVERSION) is newer than the newest rustc CI
+    compiles gdr with (GDR_RUST_NEWEST_TESTED: bench/matrix's `stable` rows on the day it was set), or ""."""
+    have = version_tuple(rustversion)
+    if have[:2] <= version_tuple(newest)[:2]:
+        return ""
+    return ("this build configuration has Rust %s (RUSTVERSION), newer than the newest Rust gdr is compiled "
+            "with in CI (%s, GDR_RUST_NEWEST_TESTED; bench/matrix): set GDR_RUST_ALLOW_UNTESTED = \"1\" to "
+            "build anyway, or run bench/toolchain.sh with it first" % (".".join(map(str, have)), newest))
 
 
 def lock_packages(lock):
@@ -235,5 +243,12 @@ def crate_registry_of(d):
 
 
 def rust_version_problem(d):
-    """rust_too_old for this configuration's RUSTVERSION and the repository's Cargo.toml."""
-    return rust_too_old(d.getVar("RUSTVERSION") or "0", workspace_rust_version(_read(d, "Cargo.toml")))
+    """(message, fatal) when this configuration's RUSTVERSION is outside the range CI compiles gdr with:
+    older than the repository's rust-version is fatal; newer than GDR_RUST_NEWEST_TESTED is fatal unless
+    GDR_RUST_ALLOW_UNTESTED = "1". ("", False) inside it."""
+    rustversion = d.getVar("RUSTVERSION") or "0"
+    old = rust_too_old(rustversion, workspace_rust_version(_read(d, "Cargo.toml")))
+    if old:
+        return old, True
+    new = rust_too_new(rustversion, d.getVar("GDR_RUST_NEWEST_TESTED") or "0")
+    return new, bool(new) and d.getVar("GDR_RUST_ALLOW_UNTESTED") != "1"
