@@ -9,8 +9,9 @@
 #      swiotlb=force, two cards without a provider, a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default
 #      3000), the suite with the model corrupting every transfer (which must fail) and the emulated
 #      appliance (bench/appliance/); on arm64 the suite behind virtio-iommu and the Orin module with
-#      wrynose's and the newest rustc; on Linux 5.10 (Xavier) the same-logic check and the suite on x86_64
-#      and arm64, and the Xavier module with the mixin's, wrynose's and the newest rustc.
+#      wrynose's and the newest rustc; on Linux 5.10 (Xavier) the same-logic check, the suite on arm64
+#      behind virtio-iommu (x86_64 5.10 is soak's), and the Xavier module with the mixin's, wrynose's and
+#      the newest rustc.
 #      Each boot is judged by the harness (no kernel splat, no kmemleak report, clean load and unload).
 #      GDR_ARM64_TESTS=0, GDR_BENCH_510=0, GDR_APPLIANCE_TESTS=0, GDR_RUSTC_MATRIX=0 leave rows out.
 # and closes with one line "N passed, M failed" over all of them. Needs root (chroot, mounts).
