@@ -175,7 +175,9 @@ grep -v 'has no CRC' "$S/build.log" | grep -E '(^|: )warning:|^WARNING:' | sed '
 undef=$(l4t_root aarch64-linux-gnu-nm -u "$ko")
 # The CRCs modpost wrote into picoevb.ko's __versions (from nvidia-p2p's Module.symvers where it resolved).
 versions=$(sed -n 's/^[[:space:]]*{ \(0x[0-9a-f]*\), "\([^"]*\)" },$/\2 \1/p' "$M/picoevb.mod.c")
-echo "p2p.c's header: $(grep -o '[^ ]*nv-p2p\.h' "$M/.p2p.o.cmd" | sort -u | paste -sd' ') (/mnt/l4t is $TOP)"
+used=$(grep -o '[^ ]*nv-p2p\.h' "$M/.p2p.o.cmd" | sort -u | paste -sd' ')
+[ "$used" = "/mnt/l4t/$NV/include/linux/nv-p2p.h" ] || die "picoevb's p2p.c compiled against $used, not the tree's header"
+echo "p2p.c's header: $TOP/$NV/include/linux/nv-p2p.h"
 depends=$(l4t_root modinfo -F depends "$ko")
 echo "depends:  $depends"
 echo "vermagic: $(l4t_root modinfo -F vermagic "$ko")"
