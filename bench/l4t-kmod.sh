@@ -117,7 +117,7 @@ l4t_root nice -n 10 bash -c "$K M=$B/nvidia-p2p KCFLAGS='$KCFLAGS_GCC' modules" 
 # picoevb.ko from a scratch copy of the checkout's kmod/ and crates/ (the recipe's SRC_URI), tracked and
 # untracked files but no build outputs; per rustc, per checkout.
 rver=$(l4t_root "$RUSTC" --version) || die "$RUSTC does not run in the chroot"
-S=$REPO/target/l4t-kmod/$(echo "$rver" | tr -c 'A-Za-z0-9.\n' - | cut -c1-40)
+S=$REPO/target/l4t-kmod/rustc-$(sed -n 's/^rustc \([0-9A-Za-z.-]*\).*/\1/p' <<<"$rver")
 rm -rf "$S"; mkdir -p "$S"
 git -C "$REPO" ls-files -z --cached --others --exclude-standard kmod crates | tar -C "$REPO" --null -T - -cf - | tar -C "$S" -xf -
 M=$S/kmod/picoevb-5.10
