@@ -1,0 +1,336 @@
+//! One live DMA mapping per page when a GPU surface is mapped. The provider maps a surface without
+//! `DMA_ATTR_SKIP_CPU_SYNC` (NVIDIA's does too), so DMA-API debug reports any other live mapping of the same
+//! memory that the device may write: "cacheline tracking EEXIST, overlapping mappings aren't supported"
+//! (issue 24, defect 0: the ioctl fuzzer hit it from `pevb_p2p_pin`). PIN_CUDA must therefore wait for
+//! mappings of its pages that are on their way out: a host buffer the registration cache already dropped
+//! but whose release is not over, and an earlier surface of the same pages whose free callback has begun
+//! but not yet unmapped it.
+//!
+//! Both windows are held open with the bench provider's `hold_callback_unmap`: a forked child unmaps a
+//! pinned surface, and its free callback stops inside the DMA unmap, so an invalidation stays in progress
+//! in the child's address space. That holds the surface itself (still mapped, already dead), and it holds
+//! the release of any buffer cached in that address space (`mmu_interval_notifier_remove` waits for an
+//! invalidation in progress there). The parent, in its own address space, then pins the same (shared)
+//! memory. The hold is let go a moment later by a thread of the parent, so a PIN_CUDA that waits returns.
+
+use std::io::{self, Read};
+use std::os::fd::FromRawFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::cuda::{pin, surface};
+use super::regcache::{quiesce, used_once};
+use super::removal::wait_for;
+use super::removal_callback::{Hold, dma_api_errors, held};
+use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, test};
+use crate::dev::Device;
+use crate::surface::Flavour;
+
+pub fn register(v: &mut Vec<Test>) {
+    v.push(
+        test(
+            "overlap::pin_cuda_waits_for_a_dropped_cached_buffer",
+            dropped_cached_buffer,
+        )
+        .needs(Needs::JetsonRegCache),
+    );
+    v.push(
+        test("overlap::pin_cuda_waits_for_a_dying_surface", dying_surface)
+            .needs(Needs::JetsonProvider),
+    );
+}
+
+/// Bytes of the shared memory both processes use (a few pages, each the start of a DMA-debug entry).
+const LEN: usize = 4 * 4096;
+/// How long the provider holds the child's callback once the parent pins.
+const HOLD_FOR: Duration = Duration::from_millis(1000);
+/// How long the child may take to get its callback held.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// Anonymous memory mapped shared, so a forked child and the parent see the same pages.
+struct Shared {
+    addr: *mut libc::c_void,
+    mapped: bool,
+}
+
+impl Shared {
+    fn new() -> Result<Self, String> {
+        // SAFETY: a fresh mapping at an address the kernel picks; no existing memory is affected.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        ensure!(
+            addr != libc::MAP_FAILED,
+            "mmap {LEN} shared bytes: {}",
+            io::Error::last_os_error()
+        );
+        Ok(Shared { addr, mapped: true })
+    }
+
+    fn va(&self) -> u64 {
+        self.addr as u64
+    }
+
+    fn fill(&mut self, seed: u8) {
+        // SAFETY: `LEN` bytes mapped writable while `mapped`; `&mut self` means no other reference.
+        let s = unsafe { std::slice::from_raw_parts_mut(self.addr.cast::<u8>(), LEN) };
+        for (i, b) in s.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(13) ^ seed;
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        assert!(self.mapped);
+        // SAFETY: `LEN` bytes mapped readable while `mapped`.
+        unsafe { std::slice::from_raw_parts(self.addr.cast::<u8>(), LEN) }
+    }
+
+    fn unmap(&mut self) -> io::Result<()> {
+        self.mapped = false;
+        // SAFETY: our own mapping; `&mut self` means no reference points into it.
+        if unsafe { libc::munmap(self.addr, LEN) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if self.mapped {
+            let _ = self.unmap();
+        }
+    }
+}
+
+/// A forked child that says once when it is ready (one byte on a pipe), then blocks or goes on.
+struct Child {
+    pid: libc::pid_t,
+    ready: std::fs::File,
+}
+
+impl Child {
+    /// Forks; the child runs `body` with a function that signals readiness, and exits with its status.
+    fn spawn(body: impl FnOnce(&dyn Fn()) -> i32) -> Result<Self, String> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
+        ensure!(rc == 0, "pipe: {}", io::Error::last_os_error());
+        // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
+        // ordinary Rust; it never returns into the suite: it ends in _exit.
+        let pid = unsafe { libc::fork() };
+        ensure!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            let signal = || {
+                // SAFETY: writes one byte from a valid buffer to our pipe's write end.
+                let _ = unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) };
+            };
+            let rc = body(&signal);
+            // SAFETY: ends the child without running the parent's destructors or atexit handlers.
+            unsafe { libc::_exit(rc) };
+        }
+        // SAFETY: the write end is the child's now; the read end is ours alone from here on.
+        unsafe { libc::close(fds[1]) };
+        // SAFETY: `fds[0]` is an open descriptor that nothing else owns.
+        let ready = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+        Ok(Child { pid, ready })
+    }
+
+    /// Waits for the child's signal; an exit before it is an error with the child's status.
+    fn wait_ready(&mut self) -> TestResult {
+        let mut b = [0u8; 1];
+        match self.ready.read(&mut b) {
+            Ok(1) => Ok(()),
+            r => Err(format!(
+                "the child ended before it was ready ({r:?}): {}",
+                self.reap().err().unwrap_or_else(|| "exit status 0".into())
+            )),
+        }
+    }
+
+    /// Waits for the child's end; its exit status must be 0 (`what` names the others).
+    fn reap(&mut self) -> TestResult {
+        let mut st = 0;
+        // SAFETY: waits for our own child; `st` is a valid out pointer.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, 0) };
+        ensure!(r == self.pid, "waitpid: {}", io::Error::last_os_error());
+        ensure!(
+            libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
+            "child ended with status {st:#x} (exit code: the step that failed)"
+        );
+        Ok(())
+    }
+}
+
+/// Pins `mem` through `dev` while the provider holds the child's callback, lets the hold go `HOLD_FOR`
+/// later from another thread, reaps the child; then checks that DMA-API debug counted no error (an
+/// overlapping mapping) and that the pin succeeded. Returns how long PIN_CUDA took.
+fn pin_while_held(
+    dev: &Device,
+    mem: &Shared,
+    hold: Hold,
+    child: &mut Child,
+    errors: u64,
+) -> Result<Duration, String> {
+    let (r, took) = thread::scope(|sc| {
+        let releaser = sc.spawn(move || {
+            thread::sleep(HOLD_FOR);
+            drop(hold);
+        });
+        let t0 = Instant::now();
+        let r = dev.pin_cuda(mem.va(), LEN as u64);
+        let took = t0.elapsed();
+        let _ = releaser.join();
+        (r, took)
+    });
+    let reaped = child.reap();
+    let now = dma_api_errors()?;
+    if let Ok(h) = &r {
+        ctx_err("UNPIN_CUDA", dev.unpin_cuda(*h))?;
+    }
+    println!(
+        "GUEST OVERLAP PIN_CUDA while a mapping of its pages was on its way out: {:?} after {} ms, DMA-API errors {errors} -> {now}",
+        r.as_ref().map_err(|e| e.raw_os_error()),
+        took.as_millis()
+    );
+    ensure!(
+        now == errors,
+        "DMA-API debug counted {} error(s) while PIN_CUDA mapped memory whose other mapping was still live \
+         (PIN_CUDA returned after {} ms; the kernel log says \"cacheline tracking EEXIST\")",
+        now - errors,
+        took.as_millis()
+    );
+    ctx_err("PIN_CUDA once the other mapping was gone", r)?;
+    reaped?;
+    Ok(took)
+}
+
+fn open(ctx: &Ctx) -> Result<Device, String> {
+    ctx_err(
+        &format!("open {}", ctx.dev_path),
+        Device::open(ctx.dev_path),
+    )
+}
+
+/// A host buffer cached in a child's address space is dropped (FLUSH) while an invalidation is in progress
+/// there, so its release (which removes its mmu notifier first) waits and the buffer stays mapped. The
+/// parent's PIN_CUDA of the same memory finds nothing in any cache: it must wait for that release before
+/// the provider maps. Fails on f807e61, whose PIN_CUDA waited only for the buffers it evicted itself:
+/// PIN_CUDA returns at once and DMA-API debug counts an overlapping mapping (the fuzzer's race, where the
+/// buffer had been dropped by an eviction, FLUSH or SET_LIMITS moments before and the work item that
+/// releases it had not run yet).
+fn dropped_cached_buffer(ctx: &mut Ctx) -> TestResult {
+    quiesce(ctx.dev)?;
+    let errors = dma_api_errors()?;
+    let cached = open(ctx)?;
+    let pinning = open(ctx)?;
+    let mut mem = Shared::new()?;
+    mem.fill(0x3c);
+    let hold = Hold::on()?;
+    let mut child = Child::spawn(|ready| {
+        // Cached through `cached`, in the child's address space (a buffer's second use registers it).
+        if used_once(&cached, mem.as_slice(), "child").is_err() {
+            return 2;
+        }
+        if cached.h2c(mem.as_slice(), 0).is_err() {
+            return 3;
+        }
+        let Ok(mut s) = surface(Flavour::Jetson, 65536) else {
+            return 4;
+        };
+        if pin(&cached, &s).is_err() {
+            return 5;
+        }
+        ready();
+        // Blocks while the provider holds the callback's unmap: an invalidation in progress here.
+        if s.unmap().is_err() {
+            return 6;
+        }
+        0
+    })?;
+    let setup = child
+        .wait_ready()
+        .and_then(|()| {
+            wait_for("the child's callback held", SETTLE, || {
+                held().is_ok_and(|n| n == 1)
+            })
+        })
+        .and_then(|()| {
+            let st = ctx_err("REG_CACHE QUERY", cached.reg_cache_query())?;
+            ensure!(
+                st.entries == 1 && st.bytes == LEN as u64,
+                "the child's buffer is not cached: {} entries, {} bytes",
+                st.entries,
+                st.bytes
+            );
+            // Dropped now; its release waits for the child's invalidation, so it stays mapped.
+            let st = ctx_err("REG_CACHE FLUSH", cached.reg_cache_flush())?;
+            ensure!(st.entries == 0, "FLUSH left {} entries", st.entries);
+            Ok(())
+        });
+    if let Err(e) = setup {
+        drop(hold);
+        return child.reap().and(Err(e));
+    }
+    let took = pin_while_held(&pinning, &mem, hold, &mut child, errors)?;
+    ensure!(
+        took >= HOLD_FOR / 2,
+        "PIN_CUDA returned after {} ms without an error counted, before the hold ended: nothing was held?",
+        took.as_millis()
+    );
+    Ok(())
+}
+
+/// A child pins shared memory as a surface and unmaps it; its free callback is held inside the DMA unmap,
+/// so the surface is dead (its memory went away) but still mapped. The parent's PIN_CUDA of the same pages
+/// (EBUSY while the child's surface was live) must wait until that surface is freed. Fails on f807e61, which
+/// counted only live surfaces as holding their pages: PIN_CUDA returns at once and DMA-API debug counts an
+/// overlapping mapping.
+fn dying_surface(ctx: &mut Ctx) -> TestResult {
+    let errors = dma_api_errors()?;
+    let theirs = open(ctx)?;
+    let mine = open(ctx)?;
+    let mut mem = Shared::new()?;
+    mem.fill(0xa5);
+    let hold = Hold::on()?;
+    let mut child = Child::spawn(|ready| {
+        if theirs.pin_cuda(mem.va(), LEN as u64).is_err() {
+            return 2;
+        }
+        ready();
+        // Blocks while the provider holds the callback's unmap.
+        if mem.unmap().is_err() {
+            return 3;
+        }
+        0
+    })?;
+    let setup = child.wait_ready().and_then(|()| {
+        expect_errno(
+            "PIN_CUDA of memory another process has pinned on the card",
+            mine.pin_cuda(mem.va(), LEN as u64),
+            libc::EBUSY,
+        )?;
+        wait_for("the child's callback held", SETTLE, || {
+            held().is_ok_and(|n| n == 1)
+        })
+    });
+    if let Err(e) = setup {
+        drop(hold);
+        return child.reap().and(Err(e));
+    }
+    let took = pin_while_held(&mine, &mem, hold, &mut child, errors)?;
+    ensure!(
+        took >= HOLD_FOR / 2,
+        "PIN_CUDA returned after {} ms without an error counted, before the hold ended: nothing was held?",
+        took.as_millis()
+    );
+    Ok(())
+}
