@@ -12,6 +12,10 @@
 //! the release of any buffer cached in that address space (`mmu_interval_notifier_remove` waits for an
 //! invalidation in progress there). The parent, in its own address space, then pins the same (shared)
 //! memory. The hold is let go a moment later by a thread of the parent, so a PIN_CUDA that waits returns.
+//!
+//! DMA-API debug also supports at most seven overlapping mappings of one cache line that the device may write
+//! (one more is a `WARNING`, "exceeded 7 overlapping mappings of cacheline"): requests that wait for a busy
+//! engine must not each hold a mapping of the same page (defect 11).
 
 use std::io::{self, Read};
 use std::os::fd::FromRawFd;
@@ -19,7 +23,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::cuda::{pin, surface};
-use super::regcache::{quiesce, used_once};
+use super::regcache::{open_uncached, quiesce, used_once};
 use super::removal::wait_for;
 use super::removal_callback::{Hold, dma_api_errors, held};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, test};
@@ -38,6 +42,10 @@ pub fn register(v: &mut Vec<Test>) {
         test("overlap::pin_cuda_waits_for_a_dying_surface", dying_surface)
             .needs(Needs::JetsonProvider),
     );
+    v.push(test(
+        "overlap::c2h_threads_into_one_page_stay_bounded",
+        c2h_threads_one_page,
+    ));
 }
 
 /// Bytes of the shared memory both processes use (a few pages, each the start of a DMA-debug entry).
@@ -332,5 +340,92 @@ fn dying_surface(ctx: &mut Ctx) -> TestResult {
         "PIN_CUDA returned after {} ms without an error counted, before the hold ended: nothing was held?",
         took.as_millis()
     );
+    Ok(())
+}
+
+/// Kernel log records from now on (`/dev/kmsg` read from its end): what a test provoked.
+struct Kmsg(std::fs::File);
+
+impl Kmsg {
+    fn from_now() -> Result<Self, String> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")
+            .map_err(|e| format!("open /dev/kmsg: {e}"))?;
+        f.seek(SeekFrom::End(0))
+            .map_err(|e| format!("seek /dev/kmsg to its end: {e}"))?;
+        Ok(Kmsg(f))
+    }
+
+    /// The first record since `from_now` that contains `needle`.
+    fn find(&mut self, needle: &str) -> Option<String> {
+        let mut rec = vec![0u8; 8192];
+        loop {
+            match self.0.read(&mut rec) {
+                Ok(n) if n > 0 => {
+                    let line = String::from_utf8_lossy(&rec[..n]);
+                    if line.contains(needle) {
+                        return Some(line.trim_end().to_string());
+                    }
+                }
+                // EPIPE: records were overwritten meanwhile; the next read goes on after them.
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Threads that C2H into one page at once; with the cache off each request pins that page for itself.
+const C2H_THREADS: usize = 10;
+/// How long the first of them holds the engine (the model's `slow` fault), while the others queue; below
+/// the driver's 2 s timeout.
+const SLOW_MS: u64 = 1200;
+
+/// Ten threads C2H into the same page with the cache off while the first holds the engine (slow): the
+/// others queue for the engine. DMA-API debug must not see more than seven overlapping mappings of the
+/// page's first cache line. Fails on f807e61, which pinned and mapped each request before it queued for
+/// the engine: ten live FROM_DEVICE mappings of one cache line, and the kernel log says "exceeded 7
+/// overlapping mappings of cacheline" (a WARNING, once per boot).
+fn c2h_threads_one_page(ctx: &mut Ctx) -> TestResult {
+    let dev = open_uncached(ctx)?;
+    let page = ctx_err(
+        "mmap a page",
+        crate::dev::Mapping::new(4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let mut kmsg = Kmsg::from_now()?;
+    ctx.rpc.get()?.clear()?;
+    ctx.rpc.get()?.inject_slow(1, SLOW_MS)?;
+    let addr = page.addr();
+    let results: Vec<io::Result<u64>> = thread::scope(|sc| {
+        let hs: Vec<_> = (0..C2H_THREADS)
+            .map(|_| {
+                let dev = &dev;
+                // SAFETY: no Rust reference into the page is live while the threads run.
+                sc.spawn(move || unsafe { dev.c2h_at(addr, 4096, 0) })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("panicked")))
+            })
+            .collect()
+    });
+    let cleared = ctx.rpc.get().and_then(|rpc| rpc.clear());
+    for (i, r) in results.iter().enumerate() {
+        if let Err(e) = r {
+            return Err(format!("C2H of thread {i}: {e}"));
+        }
+    }
+    cleared?;
+    if let Some(line) = kmsg.find("overlapping mappings of cacheline") {
+        return Err(format!(
+            "{C2H_THREADS} C2H requests into one page overlapped too much: the kernel log says {line:?}"
+        ));
+    }
     Ok(())
 }
