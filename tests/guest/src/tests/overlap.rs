@@ -119,37 +119,78 @@ impl Drop for Shared {
     }
 }
 
-/// A forked child that says once when it is ready (one byte on a pipe), then blocks or goes on.
+/// A forked child that says once when it is ready (one byte on a pipe) and may wait for the parent's go
+/// (one byte on another).
 struct Child {
     pid: libc::pid_t,
     ready: std::fs::File,
+    go: std::fs::File,
+}
+
+/// What the child's body may do to synchronise with the parent.
+struct Sync {
+    ready: libc::c_int,
+    go: libc::c_int,
+}
+
+impl Sync {
+    /// Tells the parent the child is ready.
+    fn ready(&self) {
+        // SAFETY: writes one byte from a valid buffer to our pipe's write end.
+        let _ = unsafe { libc::write(self.ready, [1u8].as_ptr().cast(), 1) };
+    }
+
+    /// Waits for the parent's go (or its end).
+    fn wait_go(&self) {
+        let mut b = 0u8;
+        // SAFETY: reads at most one byte into a valid buffer from our pipe's read end.
+        let _ = unsafe { libc::read(self.go, (&raw mut b).cast(), 1) };
+    }
+}
+
+fn pipe() -> Result<[libc::c_int; 2], String> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    ensure!(rc == 0, "pipe: {}", io::Error::last_os_error());
+    Ok(fds)
 }
 
 impl Child {
-    /// Forks; the child runs `body` with a function that signals readiness, and exits with its status.
-    fn spawn(body: impl FnOnce(&dyn Fn()) -> i32) -> Result<Self, String> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` has room for the two descriptors.
-        let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
-        ensure!(rc == 0, "pipe: {}", io::Error::last_os_error());
+    /// Forks; the child runs `body`, which may signal readiness and wait for a go, and exits with its status.
+    fn spawn(body: impl FnOnce(&Sync) -> i32) -> Result<Self, String> {
+        let (ready, go) = (pipe()?, pipe()?);
         // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
         // ordinary Rust; it never returns into the suite: it ends in _exit.
         let pid = unsafe { libc::fork() };
         ensure!(pid >= 0, "fork: {}", io::Error::last_os_error());
         if pid == 0 {
-            let signal = || {
-                // SAFETY: writes one byte from a valid buffer to our pipe's write end.
-                let _ = unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) };
-            };
-            let rc = body(&signal);
+            let rc = body(&Sync {
+                ready: ready[1],
+                go: go[0],
+            });
             // SAFETY: ends the child without running the parent's destructors or atexit handlers.
             unsafe { libc::_exit(rc) };
         }
-        // SAFETY: the write end is the child's now; the read end is ours alone from here on.
-        unsafe { libc::close(fds[1]) };
-        // SAFETY: `fds[0]` is an open descriptor that nothing else owns.
-        let ready = unsafe { std::fs::File::from_raw_fd(fds[0]) };
-        Ok(Child { pid, ready })
+        // SAFETY: these ends are the child's now; the other two are ours alone from here on, each owned by
+        // the File made of it.
+        let (ready, go) = unsafe {
+            libc::close(ready[1]);
+            libc::close(go[0]);
+            (
+                std::fs::File::from_raw_fd(ready[0]),
+                std::fs::File::from_raw_fd(go[1]),
+            )
+        };
+        Ok(Child { pid, ready, go })
+    }
+
+    /// Lets the child go on.
+    fn go(&mut self) -> TestResult {
+        use std::io::Write;
+        self.go
+            .write_all(&[1])
+            .map_err(|e| format!("telling the child to go on: {e}"))
     }
 
     /// Waits for the child's signal; an exit before it is an error with the child's status.
@@ -166,6 +207,8 @@ impl Child {
 
     /// Waits for the child's end; its exit status must be 0 (`what` names the others).
     fn reap(&mut self) -> TestResult {
+        // A child still waiting for its go (the test bailed out) must not be waited for forever.
+        let _ = self.go();
         let mut st = 0;
         // SAFETY: waits for our own child; `st` is a valid out pointer.
         let r = unsafe { libc::waitpid(self.pid, &mut st, 0) };
@@ -243,7 +286,7 @@ fn dropped_cached_buffer(ctx: &mut Ctx) -> TestResult {
     let mut mem = Shared::new()?;
     mem.fill(0x3c);
     let hold = Hold::on()?;
-    let mut child = Child::spawn(|ready| {
+    let mut child = Child::spawn(|sync| {
         // Cached through `cached`, in the child's address space (a buffer's second use registers it).
         if used_once(&cached, mem.as_slice(), "child").is_err() {
             return 2;
@@ -257,7 +300,7 @@ fn dropped_cached_buffer(ctx: &mut Ctx) -> TestResult {
         if pin(&cached, &s).is_err() {
             return 5;
         }
-        ready();
+        sync.ready();
         // Blocks while the provider holds the callback's unmap: an invalidation in progress here.
         if s.unmap().is_err() {
             return 6;
@@ -309,11 +352,13 @@ fn dying_surface(ctx: &mut Ctx) -> TestResult {
     let mut mem = Shared::new()?;
     mem.fill(0xa5);
     let hold = Hold::on()?;
-    let mut child = Child::spawn(|ready| {
+    let mut child = Child::spawn(|sync| {
         if theirs.pin_cuda(mem.va(), LEN as u64).is_err() {
             return 2;
         }
-        ready();
+        sync.ready();
+        // Not before the parent has seen the surface live.
+        sync.wait_go();
         // Blocks while the provider holds the callback's unmap.
         if mem.unmap().is_err() {
             return 3;
@@ -326,6 +371,7 @@ fn dying_surface(ctx: &mut Ctx) -> TestResult {
             mine.pin_cuda(mem.va(), LEN as u64),
             libc::EBUSY,
         )?;
+        child.go()?;
         wait_for("the child's callback held", SETTLE, || {
             held().is_ok_and(|n| n == 1)
         })
