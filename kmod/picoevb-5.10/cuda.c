@@ -115,6 +115,34 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 	return hit;
 }
 
+/*
+ * A surface on pages [first, end) of @mm or on @frames whose free callback has begun and whose pin is not
+ * freed yet, so its DMA mapping may still be live, with a reference; NULL if there is none.
+ */
+static struct pevb_surface *card_dying(struct pevb_card *card, unsigned long mm, u64 first, u64 end,
+				       const u64 *frames, size_t n)
+{
+	struct pevb_surface *s, *hit = NULL;
+	bool dying;
+
+	spin_lock(&card->slock);
+	list_for_each_entry(s, &card->surfaces, node) {
+		if (!((s->mm == mm && s->first < end && first < s->end) ||
+		      pevb_share_page_frames(s->frames, s->nframes, frames, n)))
+			continue;
+		spin_lock(&s->lock);
+		dying = s->dead && !s->freed;
+		spin_unlock(&s->lock);
+		if (dying) {
+			kref_get(&s->ref);
+			hit = s;
+			break;
+		}
+	}
+	spin_unlock(&card->slock);
+	return hit;
+}
+
 /* ---- one surface ---- */
 
 static void surface_free(struct pevb_surface *s)
@@ -306,7 +334,8 @@ void pevb_surfaces_init(struct pevb_surfaces *t)
 int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len)
 {
 	u64 first = va & PAGE_MASK, end = PAGE_ALIGN(va + len), *frames;
-	struct pevb_surface *s;
+	unsigned long mm = (unsigned long)current->mm;
+	struct pevb_surface *s, *dying;
 	size_t n;
 	int ret;
 
@@ -326,14 +355,28 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 	 * addresses is one surface. Host buffers cached on these pages would be a second long-lived mapping
 	 * of the memory: evicted first, and unmapped before the provider maps it.
 	 */
+again:
 	mutex_lock(&card->pinlock);
 	ret = pevb_user_frames(first, end, &frames, &n);
-	if (!ret && pevb_card_overlaps(card, (unsigned long)current->mm, first, end, frames, n)) {
+	if (!ret && pevb_card_overlaps(card, mm, first, end, frames, n)) {
 		kvfree(frames);
 		ret = -EBUSY;
 	}
+	/*
+	 * A surface of these pages whose memory went away (its callback has begun: munmap, exit, in this or
+	 * another process) may still be mapped until the DMAs using it are over: wait for its free, without
+	 * the lock (its callback takes none of ours), then check again.
+	 */
+	dying = ret ? NULL : card_dying(card, mm, first, end, frames, n);
+	if (dying) {
+		kvfree(frames);
+		mutex_unlock(&card->pinlock);
+		wait_event(dying->idle, READ_ONCE(dying->freed));
+		surface_put(dying);
+		goto again;
+	}
 	if (!ret)
-		pevb_card_evict_cached(card, (unsigned long)current->mm, first, end, frames, n);
+		pevb_card_evict_cached(card, mm, first, end, frames, n);
 	if (!ret)
 		ret = surface_pin(card, va, len, frames, n, &s);
 	mutex_unlock(&card->pinlock);

@@ -8,6 +8,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/scatterlist.h>
+#include <linux/semaphore.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include "picoevb.h"
@@ -21,7 +22,25 @@ struct pevb_pin {
 	struct pevb_seg *segs;
 	size_t nsegs;
 	struct list_head parked;	/* on a wedged card's quarantine list */
+	bool slot;			/* holds one of oneoff_writes */
 };
+
+/*
+ * One-off pins the device writes that may exist at once, module-wide: requests pin before they queue for
+ * their engine, and DMA-API debug supports at most seven overlapping mappings of a cache line the device
+ * may write. Four, plus one long-lived mapping per card on two cards, stays within that. helpers.c's
+ * pevb_oneoff_writes (6.18) says why in full.
+ */
+#define ONEOFF_WRITES 4
+static struct semaphore oneoff_writes = __SEMAPHORE_INITIALIZER(oneoff_writes, ONEOFF_WRITES);
+
+static void slot_put(struct pevb_pin *p)
+{
+	if (p->slot) {
+		p->slot = false;
+		up(&oneoff_writes);
+	}
+}
 
 static int pin_map(struct pevb_pin *p, u64 uaddr, u64 len, unsigned int gup)
 {
@@ -93,8 +112,17 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device, struct
 		return -ENOMEM;
 	p->dev = dev;
 	p->dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	if (!to_device) {
+		/* Killable: a process being killed does not wait for other requests' engines. */
+		if (down_killable(&oneoff_writes)) {
+			kfree(p);
+			return -EINTR;
+		}
+		p->slot = true;
+	}
 	ret = pin_map(p, uaddr, len, to_device ? 0 : FOLL_WRITE);
 	if (ret) {
+		slot_put(p);
 		kfree(p);
 		return ret;
 	}
@@ -231,12 +259,14 @@ void pevb_pin_drop(struct pevb_pin *p, bool dirty)
 	sg_free_table(&p->sgt);
 	unpin_user_pages_dirty_lock(p->pages, p->npages, dirty);
 	kvfree(p->pages);
+	slot_put(p);
 	kfree(p);
 }
 
 /* Keeps a pin on @q until pevb_pin_release_all(): its engine was not shown idle (the card is wedged). */
 void pevb_pin_park(struct list_head *q, struct pevb_pin *p)
 {
+	slot_put(p);	/* a wedged card moves no data: its pins do not hold up other cards' requests */
 	list_add_tail(&p->parked, q);
 }
 

@@ -15,18 +15,22 @@
  * table (sweep, eviction, flush, close, removal) never unpins under a running DMA. Its last holder hands it
  * to the cache's work item, which releases it: a request thread must never remove a notifier, because
  * mmu_interval_notifier_remove() waits for an invalidation in progress, and that invalidation may be
- * waiting (in the GPU provider's free callback) for a surface this very request holds. A cache is held by
- * its file, by the card's list and by each pin not yet handed over (a pin quarantined on a wedged card may
- * outlive its file); its last holder releases what is left, cancels the work item and frees it.
+ * waiting (in the GPU provider's free callback) for a surface this very request holds. A pin handed over
+ * stays mapped until its release is over (which may wait for such an invalidation), on the dead list and
+ * then the releasing list, where PIN_CUDA finds it and waits before the provider maps its pages (DMA-API
+ * debug: no overlapping mapping). A cache is held by its file, by the card's list and by each pin not yet
+ * handed over (a pin quarantined on a wedged card may outlive its file); its last holder releases what is
+ * left, cancels the work item and frees it.
  *
  * Locks, outermost first: card->pinlock (one PIN_CUDA or cached pin at a time checks the per-card rules and
- * pins), card->cachelock (the card's list of caches), cache->lock (the table), cache->dlock (the dead list,
- * a spinlock taken with nothing else). The notifier takes none of them. Waits: flush_work() in close and
- * in PIN_CUDA's eviction, and mmu_interval_read_begin() while pinning, are lockdep-annotated, but what
- * they wait for is not all visible to it: the work item takes only cache->lock and dlock, and releasing a
- * pin (mmu_interval_notifier_remove) waits for an invalidation in progress, whose provider free callback
- * waits by hand (wait_event, cuda.c) for the requests holding that surface; those took their host pins
- * before entering the surface and then wait for none of our locks, and their engine waits time out.
+ * pins), card->cachelock (the card's list of caches), cache->lock (the table), cache->dlock (the dead and
+ * releasing lists, a spinlock taken with nothing else). The notifier takes none of them. Waits: flush_work()
+ * in close and mmu_interval_read_begin() while pinning are lockdep-annotated, PIN_CUDA's wait for released
+ * pins is by hand, and what they wait for is not all visible to lockdep: the work item takes only
+ * cache->lock and dlock, and releasing a pin (mmu_interval_notifier_remove) waits for an invalidation in
+ * progress, whose provider free callback waits by hand (wait_event, cuda.c) for the requests holding that
+ * surface; those took their host pins before entering the surface and then wait for none of our locks, and
+ * their engine waits time out.
  * The module needs CONFIG_MMU_NOTIFIER anyway (p2p.c's guard), so the cache is always there.
  */
 #include <linux/capability.h>
@@ -51,8 +55,10 @@ struct pevb_cache {
 	struct pevb_cpin *pins[PEVB_CACHE_SLOTS];
 	bool closed;			/* close or card removal: nothing is cached any more */
 	struct work_struct work;	/* sweeps stale pins, releases dead ones */
-	spinlock_t dlock;		/* dead */
+	spinlock_t dlock;		/* dead, releasing */
 	struct list_head dead;		/* pins whose last holder let go, to release */
+	struct list_head releasing;	/* taken off dead by a release in progress, still mapped */
+	wait_queue_head_t released;	/* a pin of releasing was unmapped */
 	u64 policy[];			/* cache_policy::Policy: PEVB_LAYOUT.policy bytes */
 };
 
@@ -86,27 +92,60 @@ static struct pevb_policy *policy(struct pevb_cache *c)
 
 /* ---- one cached pin ---- */
 
-/* Stops watching, unmaps and unpins. Only from the work item, close or the cache's free (see the top). */
-static void cpin_release(struct pevb_cpin *p)
+/*
+ * Stops watching, unmaps and unpins a pin on @c's releasing list, and takes it off. Only from the work
+ * item, close or the cache's free (see the top).
+ */
+static void cpin_release(struct pevb_cache *c, struct pevb_cpin *p)
 {
 	/* The notifier holds the mm (mmgrab) until it is removed. */
 	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
 	pevb_pin_drop(p->pin, READ_ONCE(p->written));
+	spin_lock(&c->dlock);
+	list_del(&p->dead_link);
+	spin_unlock(&c->dlock);
+	wake_up_all(&c->released);
 	kvfree(p->frames);
 	kfree(p);
 }
 
+/* Releases the pins handed over so far, one by one: each stays listed (releasing) until it is unmapped. */
 static void release_dead(struct pevb_cache *c)
 {
-	struct pevb_cpin *p, *n;
-	LIST_HEAD(dead);
+	struct pevb_cpin *p;
+
+	for (;;) {
+		spin_lock(&c->dlock);
+		p = list_first_entry_or_null(&c->dead, struct pevb_cpin, dead_link);
+		if (p)
+			list_move_tail(&p->dead_link, &c->releasing);
+		spin_unlock(&c->dlock);
+		if (!p)
+			return;
+		cpin_release(c, p);
+	}
+}
+
+static bool list_holds(struct list_head *list, const u64 *frames, size_t n)
+{
+	struct pevb_cpin *p;
+
+	list_for_each_entry(p, list, dead_link)
+		if (pevb_share_page_frames(p->frames, p->nframes, frames, n))
+			return true;
+	return false;
+}
+
+/* Whether a pin handed over and not yet unmapped holds one of @frames (sorted). */
+static bool dead_holds(struct pevb_cache *c, const u64 *frames, size_t n)
+{
+	bool held;
 
 	spin_lock(&c->dlock);
-	list_splice_init(&c->dead, &dead);
+	held = list_holds(&c->dead, frames, n) || list_holds(&c->releasing, frames, n);
 	spin_unlock(&c->dlock);
-	list_for_each_entry_safe(p, n, &dead, dead_link)
-		cpin_release(p);
+	return held;
 }
 
 static void cache_free(struct kref *ref)
@@ -527,6 +566,8 @@ int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out)
 	INIT_WORK(&c->work, cache_work);
 	spin_lock_init(&c->dlock);
 	INIT_LIST_HEAD(&c->dead);
+	INIT_LIST_HEAD(&c->releasing);
+	init_waitqueue_head(&c->released);
 	pevb_policy_init(policy(c), PAGE_SIZE);
 	kref_get(&c->ref);	/* the card's list */
 	mutex_lock(&card->cachelock);
@@ -552,11 +593,16 @@ static void cache_close(struct pevb_cache *c)
 	flush_work(&c->work);
 }
 
-/* The file's release: forgotten by the card first, so its removal cannot be closing it meanwhile. */
+/*
+ * The file's release: emptied while the card still lists it, so a PIN_CUDA meanwhile finds its buffers (in
+ * the table or on their way to being unmapped) and waits for them; removal may be closing it at the same
+ * time, which is harmless. Then forgotten by the card.
+ */
 void pevb_cache_release(struct pevb_card *card, struct pevb_cache *c)
 {
 	bool was;
 
+	cache_close(c);
 	mutex_lock(&card->cachelock);
 	was = c->listed;
 	if (was)
@@ -565,7 +611,6 @@ void pevb_cache_release(struct pevb_card *card, struct pevb_cache *c)
 	mutex_unlock(&card->cachelock);
 	if (was)
 		cache_put(c);
-	cache_close(c);
 	cache_put(c);
 }
 
@@ -583,43 +628,40 @@ void pevb_card_close_caches(struct pevb_card *card)
 /*
  * PIN_CUDA of [first, end) in address space @mm, pages @frames (under card->pinlock, before the surface is
  * mapped): drops every file's cached buffers on those pages, by address or by page frame, then waits until
- * they are unmapped (except those a running request holds): the provider's mapping must not overlap one.
+ * no buffer on those pages is mapped any more, those dropped now and those dropped earlier (an eviction,
+ * FLUSH, a sweep, close) whose release is still going on, except those a running request holds: the
+ * provider's mapping must not overlap one. This thread releases nothing; it waits at most for an
+ * invalidation in progress (a release's mmu_interval_notifier_remove), whose provider callback waits only
+ * for requests that hold a surface, and those wait for nothing PIN_CUDA holds.
  */
 void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first, u64 end, const u64 *frames,
 			    size_t n)
 {
 	struct pevb_range r = { .mm = mm, .addr = first, .len = end - first };
 	struct pevb_cache *c, *next;
-	LIST_HEAD(dropped);
-	bool any;
+	LIST_HEAD(caches);
 	int slot;
 
 	mutex_lock(&card->cachelock);
 	list_for_each_entry(c, &card->caches, card_link) {
-		any = false;
 		mutex_lock(&c->lock);
-		while ((slot = pevb_policy_sharing(policy(c), &r)) >= 0) {
+		while ((slot = pevb_policy_sharing(policy(c), &r)) >= 0)
 			table_remove(c, slot, PEVB_EVICTED);
-			any = true;
-		}
 		for (slot = 0; slot < PEVB_CACHE_SLOTS; slot++) {
 			struct pevb_cpin *p = c->pins[slot];
 
-			if (p && pevb_share_page_frames(p->frames, p->nframes, frames, n)) {
+			if (p && pevb_share_page_frames(p->frames, p->nframes, frames, n))
 				table_remove(c, slot, PEVB_EVICTED);
-				any = true;
-			}
 		}
 		mutex_unlock(&c->lock);
-		if (any) {
-			kref_get(&c->ref);
-			list_add_tail(&c->evict_link, &dropped);	/* evict_link: ours, under pinlock */
-		}
+		kref_get(&c->ref);
+		list_add_tail(&c->evict_link, &caches);	/* evict_link: ours, under pinlock */
 	}
 	mutex_unlock(&card->cachelock);
 	/* Outside the list's lock: a closing file takes it to forget its cache. */
-	list_for_each_entry_safe(c, next, &dropped, evict_link) {
-		flush_work(&c->work);
+	list_for_each_entry_safe(c, next, &caches, evict_link) {
+		if (n)
+			wait_event(c->released, !dead_holds(c, frames, n));
 		list_del(&c->evict_link);
 		cache_put(c);
 	}

@@ -119,7 +119,10 @@ impl Card {
     }
 
     /// Keeps a request's host pins until unbind: its engine was not shown idle (see `wedge`).
-    pub(crate) fn quarantine(&self, pin: HostPin) {
+    pub(crate) fn quarantine(&self, mut pin: HostPin) {
+        if let HostPin::Once(p) = &mut pin {
+            p.quarantined();
+        }
         let mut q = self.quarantine.lock();
         let kept = match q.reserve(1, GFP_KERNEL) {
             Ok(()) => q.push_within_capacity(pin).map_err(|e| e.0),
@@ -184,6 +187,22 @@ impl Card {
             .any(|s| s.overlaps(mm, first, end, frames))
     }
 
+    /// A surface on pages `[first, end)` of address space `mm` or on pages `frames` whose free callback has
+    /// begun and whose pin is not freed yet (still mapped, maybe).
+    pub(crate) fn dying_surface(
+        &self,
+        mm: usize,
+        first: u64,
+        end: u64,
+        frames: &[u64],
+    ) -> Option<Arc<Surface>> {
+        self.surfaces
+            .lock()
+            .iter()
+            .find(|s| s.dying(mm, first, end, frames))
+            .cloned()
+    }
+
     /// Whether a live surface or a buffer cached by any file of this card holds any of pages `frames`
     /// (under the pin lock), not counting the buffers of `own` that `replacing` takes the place of.
     pub(crate) fn frames_in_use(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool {
@@ -203,17 +222,17 @@ impl Card {
 
     /// Drops every file's cached host buffers on pages `[first, end)` of address space `mm` or on pages
     /// `frames` (PIN_CUDA, under the pin lock, before the surface is mapped).
-    /// Returns once the dropped buffers are unmapped (except those a running request holds).
+    /// Returns once no buffer on `frames` is mapped any more (except those a running request holds): those
+    /// dropped here and those dropped earlier whose release is still going on, in every file's cache.
     pub(crate) fn evict_cached(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> Result {
-        let mut dropped = KVec::new();
+        let mut caches = KVec::new();
         for c in self.caches.lock().iter() {
-            if c.evict_pages(mm, first, end, frames) {
-                dropped.push(c.clone(), GFP_KERNEL)?;
-            }
+            c.evict_pages(mm, first, end, frames);
+            caches.push(c.clone(), GFP_KERNEL)?;
         }
         // Outside the list's lock: a closing file takes it to forget its cache.
-        for c in dropped.iter() {
-            c.wait_released();
+        for c in caches.iter() {
+            c.wait_released(frames);
         }
         Ok(())
     }

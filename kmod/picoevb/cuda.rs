@@ -153,12 +153,35 @@ impl Surface {
         self.idle.notify_all();
     }
 
-    /// Whether this live surface covers any of pages `[first, end)` of address space `mm` or any of pages
+    /// Whether this surface covers any of pages `[first, end)` of address space `mm` or any of pages
     /// `frames` (the same memory under another address).
+    fn covers(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
+        (self.mm == mm && self.pages.0 < end && first < self.pages.1)
+            || share_page_frames(&self.frames, frames)
+    }
+
+    /// Whether this live surface covers any of pages `[first, end)` of address space `mm` or any of pages
+    /// `frames`.
     pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
-        ((self.mm == mm && self.pages.0 < end && first < self.pages.1)
-            || share_page_frames(&self.frames, frames))
-            && !self.state.lock().dead
+        self.covers(mm, first, end, frames) && !self.state.lock().dead
+    }
+
+    /// Whether this surface covers any of those pages and its free callback has begun but the pin is not
+    /// freed yet: its DMA mapping may still be live (the callback unmaps once the DMAs using it are over).
+    pub(crate) fn dying(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
+        self.covers(mm, first, end, frames) && {
+            let g = self.state.lock();
+            g.dead && !g.freed
+        }
+    }
+
+    /// Waits until the pin is freed, and so unmapped. Bounded like the callback: it waits only for the
+    /// DMAs using the surface.
+    pub(crate) fn wait_freed(&self) {
+        let mut g = self.state.lock();
+        while !g.freed {
+            self.idle.wait(&mut g);
+        }
     }
 
     /// Whether this live surface holds any of pages `frames`.
@@ -326,22 +349,35 @@ impl Surfaces {
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
             .map_err(|_| kerr(crate::errno::Errno::EOPNOTSUPP))?;
-        // The DMA API does not support overlapping mappings of the same memory (on a non-coherent SoC
-        // the cache maintenance of one would undo the other's): a range is pinned once per card and the
-        // handle reused. Checked and pinned under one lock so two callers cannot both pass.
-        let _pins = card.lock_pins();
         // SAFETY: plain read of the caller's mm pointer, used only as an identity.
         let mm = unsafe { ffi::pevb_current_mm() };
         let (first, end) = page_range(va, len);
-        // By the pages, not only the address: one memory mapped at two addresses is one surface.
-        let pinned = user_frames(first, end).and_then(|frames| {
+        let pinned = loop {
+            // The DMA API does not support overlapping mappings of the same memory (on a non-coherent SoC
+            // the cache maintenance of one would undo the other's): a range is pinned once per card and the
+            // handle reused. Checked and pinned under one lock so two callers cannot both pass.
+            let pins = card.lock_pins();
+            // By the pages, not only the address: one memory mapped at two addresses is one surface.
+            let frames = match user_frames(first, end) {
+                Ok(f) => f,
+                Err(e) => break Err(e),
+            };
             if card.overlaps(mm, first, end, &frames) {
-                return Err(EBUSY);
+                break Err(EBUSY);
+            }
+            // A surface of these pages whose memory went away (its callback has begun: munmap, exit, in
+            // this or another process) may still be mapped until the DMAs using it are over: wait for its
+            // free, without the lock (its callback takes none of ours), then check again.
+            if let Some(s) = card.dying_surface(mm, first, end, &frames) {
+                drop(pins);
+                s.wait_freed();
+                continue;
             }
             // Host buffers cached on these pages would be a second long-lived mapping of the memory.
-            card.evict_cached(mm, first, end, &frames)?;
-            pin(card, mm, va, len, frames)
-        });
+            break card
+                .evict_cached(mm, first, end, &frames)
+                .and_then(|()| pin(card, mm, va, len, frames));
+        };
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };
         let s = pinned?;

@@ -41,6 +41,7 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn pevb_pin_sgt(p: *mut PevbPin) -> *mut bindings::sg_table;
     pub(crate) fn pevb_unpin_user(p: *mut PevbPin);
+    pub(crate) fn pevb_pin_quarantined(p: *mut PevbPin);
     pub(crate) fn pevb_irq_vectors_alloc(pdev: *mut bindings::pci_dev) -> c_int;
     pub(crate) fn pevb_irq_vectors_free(pdev: *mut bindings::pci_dev);
     pub(crate) fn pevb_dma_setup(pdev: *mut bindings::pci_dev, max_seg: c_uint);
@@ -57,7 +58,7 @@ extern "C" {
     ) -> *mut PevbWork;
     pub(crate) fn pevb_work_free(w: *mut PevbWork);
     pub(crate) fn pevb_work_drain(w: *mut PevbWork);
-    pub(crate) fn pevb_work_flush(w: *mut PevbWork);
+    pub(crate) fn pevb_work_wait_pages(w: *mut PevbWork, frames: *const u64, n: core::ffi::c_ulong);
     pub(crate) fn pevb_cpin_supported() -> bool;
     pub(crate) fn pevb_cpin_new(
         dev: *mut bindings::device,

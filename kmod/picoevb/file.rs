@@ -178,11 +178,14 @@ impl MiscDevice for PicoevbFile {
 
     fn release(me: Pin<KBox<Self>>, _file: &File) {
         me.surfaces.unpin_all();
-        // Forgotten by the card first, so its removal cannot be closing this cache while we free its work.
-        me.card.drop_cache(&me.cache);
+        // Emptied while the card still lists it: a PIN_CUDA meanwhile finds its buffers, in the table or
+        // on their way to being unmapped, and waits for them (`Card::evict_cached`). Removal may be closing
+        // it at the same time, which is harmless; its work item is freed only with the last reference,
+        // which the card's list holds until `drop_cache`.
+        me.cache.close();
         // The sweeps stop when the cache is dropped: here, or after unbind if a wedged card still holds
         // one of its pins (`RegCache`'s drop).
-        me.cache.close();
+        me.card.drop_cache(&me.cache);
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

@@ -16,6 +16,7 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/semaphore.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
@@ -27,12 +28,14 @@ struct pevb_pin {
 	struct device *dev;
 	enum dma_data_direction dir;
 	unsigned long attrs;
+	bool slot;		/* holds one of pevb_oneoff_writes */
 };
 
 int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
 		  struct pevb_pin **out);
 struct sg_table *pevb_pin_sgt(struct pevb_pin *p);
 void pevb_unpin_user(struct pevb_pin *p);
+void pevb_pin_quarantined(struct pevb_pin *p);
 int pevb_irq_vectors_alloc(struct pci_dev *pdev);
 void pevb_irq_vectors_free(struct pci_dev *pdev);
 void pevb_dma_setup(struct pci_dev *pdev, unsigned int max_seg);
@@ -48,7 +51,7 @@ struct pevb_cpin;
 struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data);
 void pevb_work_free(struct pevb_work *w);
 void pevb_work_drain(struct pevb_work *w);
-void pevb_work_flush(struct pevb_work *w);
+void pevb_work_wait_pages(struct pevb_work *w, const u64 *frames, unsigned long n);
 bool pevb_cpin_supported(void);
 int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
 		  struct pevb_cpin **out);
@@ -111,13 +114,46 @@ err_unpin:
 	return ret;
 }
 
-/* Undo pin_map; pages the device may have written are marked dirty (if @dirty) so the data is not lost. */
-static void unmap_unpin(struct pevb_pin *p, bool dirty)
+/* The first half of undoing pin_map: the device no longer reaches the pages. */
+static void unmap_only(struct pevb_pin *p)
 {
 	dma_unmap_sgtable(p->dev, &p->sgt, p->dir, p->attrs);
 	sg_free_table(&p->sgt);
+}
+
+/* The second half: pages the device may have written are marked dirty (if @dirty) so the data is not lost. */
+static void unpin_only(struct pevb_pin *p, bool dirty)
+{
 	unpin_user_pages_dirty_lock(p->pages, p->npages, dirty);
 	kvfree(p->pages);
+}
+
+/* Undo pin_map. */
+static void unmap_unpin(struct pevb_pin *p, bool dirty)
+{
+	unmap_only(p);
+	unpin_only(p, dirty);
+}
+
+/*
+ * One-off pins the device writes (DMA_FROM_DEVICE) that may exist at once, module-wide. A request pins its
+ * memory before it queues for its engine, and DMA-API debug supports at most seven overlapping mappings of
+ * a cache line the device may write (ACTIVE_CACHELINE_MAX_OVERLAP in kernel/dma/debug.c; one more is a
+ * WARNING): without a bound, threads writing into one page would each hold a mapping of it while they
+ * queue. Four, plus the one long-lived mapping a page may have per card (a GPU surface or a cached buffer)
+ * on two cards, stays within that. A request holds at most one (H2C2H's source is read by the device), and
+ * holds it only up to its engine, which ends in bounded time: no wait for one holds another. It also
+ * bounds the memory one-off pins hold while queued. The 5.10 twin is pin.c's oneoff_writes.
+ */
+#define PEVB_ONEOFF_WRITES 4
+static struct semaphore pevb_oneoff_writes = __SEMAPHORE_INITIALIZER(pevb_oneoff_writes, PEVB_ONEOFF_WRITES);
+
+static void pevb_pin_slot_put(struct pevb_pin *p)
+{
+	if (p->slot) {
+		p->slot = false;
+		up(&pevb_oneoff_writes);
+	}
 }
 
 /*
@@ -136,9 +172,18 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
 
 	if (!p)
 		return -ENOMEM;
+	if (!to_device) {
+		/* Killable: a process being killed does not wait for other requests' engines. */
+		if (down_killable(&pevb_oneoff_writes)) {
+			kfree(p);
+			return -EINTR;
+		}
+		p->slot = true;
+	}
 	ret = pin_map(p, dev, uaddr, len, to_device ? 0 : FOLL_WRITE,
 		      to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
 	if (ret) {
+		pevb_pin_slot_put(p);
 		kfree(p);
 		return ret;
 	}
@@ -157,7 +202,17 @@ void pevb_unpin_user(struct pevb_pin *p)
 	if (p->dir == DMA_FROM_DEVICE)
 		dma_sync_sgtable_for_cpu(p->dev, &p->sgt, p->dir);
 	unmap_unpin(p, p->dir == DMA_FROM_DEVICE);
+	pevb_pin_slot_put(p);
 	kfree(p);
+}
+
+/*
+ * The pin stays until unbind (its card is wedged): it gives its slot back now, so a wedged card's pins do
+ * not hold up other cards' requests. Its mapping is no longer counted; a wedged card moves no data.
+ */
+void pevb_pin_quarantined(struct pevb_pin *p)
+{
+	pevb_pin_slot_put(p);
 }
 
 /*
@@ -165,13 +220,20 @@ void pevb_unpin_user(struct pevb_pin *p)
  * releases the cached pins whose last holder let go (@dead): a request thread must never remove an mmu
  * notifier itself, because mmu_interval_notifier_remove() waits for an invalidation in progress, and that
  * invalidation may be waiting (in the GPU provider's callback) for a surface this very request holds.
+ *
+ * A pin handed over stays DMA-mapped until its release is over, which can take long (the notifier's removal
+ * waits for an invalidation in progress in its address space), and close may be releasing it on its own
+ * thread: so it stays on @dead, then on @releasing, until it is unmapped, where PIN_CUDA can see it and
+ * wait (pevb_work_wait_pages) before the provider maps the same pages.
  */
 struct pevb_work {
 	struct work_struct work;
 	void (*fn)(void *data);
 	void *data;
-	spinlock_t lock;		/* dead */
+	spinlock_t lock;		/* dead, releasing */
 	struct list_head dead;		/* struct pevb_cpin.dead_link, to release */
+	struct list_head releasing;	/* taken off dead by a release in progress, still mapped */
+	wait_queue_head_t released;	/* a pin of @releasing was unmapped */
 };
 
 static void pevb_cpin_release_dead(struct pevb_work *w);
@@ -196,6 +258,8 @@ struct pevb_work *pevb_work_new(void (*fn)(void *data), void *data)
 	w->data = data;
 	spin_lock_init(&w->lock);
 	INIT_LIST_HEAD(&w->dead);
+	INIT_LIST_HEAD(&w->releasing);
+	init_waitqueue_head(&w->released);
 	return w;
 }
 
@@ -211,14 +275,17 @@ void pevb_work_drain(struct pevb_work *w)
 	flush_work(&w->work);
 }
 
+static bool pevb_work_holds(struct pevb_work *w, const u64 *frames, unsigned long n);
+
 /*
- * Waits until the pins handed to @w so far are released by its work item (queued when they were handed
- * over), without releasing any on this thread.
+ * Waits until no pin handed to @w is still DMA-mapped on any of the pages @frames (sorted), whoever
+ * releases it (the work item, queued when it was handed over, or close on its own thread), without
+ * releasing any on this thread. PIN_CUDA calls it before the provider maps those pages.
  */
-void pevb_work_flush(struct pevb_work *w)
+void pevb_work_wait_pages(struct pevb_work *w, const u64 *frames, unsigned long n)
 {
-	if (w)
-		flush_work(&w->work);
+	if (w && n)
+		wait_event(w->released, !pevb_work_holds(w, frames, n));
 }
 
 /*
@@ -400,13 +467,22 @@ u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
 	return i < p->pin.npages ? page_to_pfn(p->pin.pages[i]) : 0;
 }
 
-/* Stops watching, unmaps and unpins. Never from the notifier callback or a request (remove waits). */
-static void pevb_cpin_release(struct pevb_cpin *p)
+/*
+ * Stops watching, unmaps and unpins a pin on @w's releasing list, and takes it off. Never from the notifier
+ * callback or a request (remove waits).
+ */
+static void pevb_cpin_release(struct pevb_work *w, struct pevb_cpin *p)
 {
 	/* The notifier holds the mm (mmgrab) until it is removed. */
 	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
-	unmap_unpin(&p->pin, p->dirty);
+	unmap_only(&p->pin);
+	/* Unmapped: off the list (whose readers look at its pages) before the page array goes. */
+	spin_lock(&w->lock);
+	list_del(&p->dead_link);
+	spin_unlock(&w->lock);
+	wake_up_all(&w->released);
+	unpin_only(&p->pin, p->dirty);
 	kfree(p);
 }
 
@@ -422,16 +498,61 @@ void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty)
 	schedule_work(&w->work);
 }
 
+/* Releases the pins handed to @w so far, one by one: each stays listed (releasing) until it is unmapped. */
 static void pevb_cpin_release_dead(struct pevb_work *w)
 {
-	struct pevb_cpin *p, *n;
-	LIST_HEAD(dead);
+	struct pevb_cpin *p;
+
+	for (;;) {
+		spin_lock(&w->lock);
+		p = list_first_entry_or_null(&w->dead, struct pevb_cpin, dead_link);
+		if (p)
+			list_move_tail(&p->dead_link, &w->releasing);
+		spin_unlock(&w->lock);
+		if (!p)
+			return;
+		pevb_cpin_release(w, p);
+	}
+}
+
+static bool pevb_pfn_in(const u64 *frames, unsigned long n, u64 pfn)
+{
+	unsigned long lo = 0, hi = n;
+
+	while (lo < hi) {
+		unsigned long mid = lo + (hi - lo) / 2;
+
+		if (frames[mid] == pfn)
+			return true;
+		if (frames[mid] < pfn)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static bool pevb_cpins_hold(struct list_head *list, const u64 *frames, unsigned long n)
+{
+	struct pevb_cpin *p;
+	unsigned long i;
+
+	list_for_each_entry(p, list, dead_link)
+		for (i = 0; i < p->pin.npages; i++)
+			if (pevb_pfn_in(frames, n, page_to_pfn(p->pin.pages[i])))
+				return true;
+	return false;
+}
+
+/* Whether a pin handed to @w and not yet unmapped holds one of @frames (sorted). */
+static bool pevb_work_holds(struct pevb_work *w, const u64 *frames, unsigned long n)
+{
+	bool held;
 
 	spin_lock(&w->lock);
-	list_splice_init(&w->dead, &dead);
+	held = pevb_cpins_hold(&w->dead, frames, n) || pevb_cpins_hold(&w->releasing, frames, n);
 	spin_unlock(&w->lock);
-	list_for_each_entry_safe(p, n, &dead, dead_link)
-		pevb_cpin_release(p);
+	return held;
 }
 #else
 struct pevb_cpin;
@@ -462,6 +583,11 @@ void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty)
 
 static void pevb_cpin_release_dead(struct pevb_work *w)
 {
+}
+
+static bool pevb_work_holds(struct pevb_work *w, const u64 *frames, unsigned long n)
+{
+	return false;
 }
 
 unsigned long pevb_cpin_npages(struct pevb_cpin *p)

@@ -37,6 +37,13 @@ impl UserPin {
         // SAFETY: `self.raw` is a live pin; its sg_table stays mapped until `drop`, which needs `&mut self`.
         unsafe { mapped_segments(ffi::pevb_pin_sgt(self.raw)) }
     }
+
+    /// Kept until unbind (its card is wedged): gives back its share of the one-off pins the device may
+    /// write at once (`helpers.c`), so it does not hold up other cards' requests.
+    pub(crate) fn quarantined(&mut self) {
+        // SAFETY: `self.raw` is a live pin, owned by `self`.
+        unsafe { ffi::pevb_pin_quarantined(self.raw) };
+    }
 }
 
 impl Drop for UserPin {

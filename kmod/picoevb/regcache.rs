@@ -345,18 +345,15 @@ impl RegCache {
     /// PIN_CUDA of `[first, end)` in address space `mm`, pages `frames` (under the card's pin lock): drops
     /// the cached buffers on those pages, whatever address they were cached under, so the surface's mapping
     /// is the only long-lived one of that memory.
-    /// Returns whether it dropped any.
-    pub(crate) fn evict_pages(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
+    pub(crate) fn evict_pages(&self, mm: usize, first: u64, end: u64, frames: &[u64]) {
         let r = Range {
             mm,
             addr: first,
             len: end - first,
         };
         let mut t = self.table.lock();
-        let mut dropped = false;
         while let Some(slot) = t.policy.sharing(r) {
             t.remove(slot, Removal::Evicted);
-            dropped = true;
         }
         for slot in 0..CAPACITY {
             if t.pins[slot]
@@ -364,21 +361,27 @@ impl RegCache {
                 .is_some_and(|p| share_page_frames(&p.frames, frames))
             {
                 t.remove(slot, Removal::Evicted);
-                dropped = true;
             }
         }
-        dropped
     }
 
-    /// Waits until the buffers this cache dropped are unmapped, unless a request still holds one (it is
-    /// unmapped after that request). PIN_CUDA calls it before the provider maps the same pages, whose
-    /// mapping must not overlap a long-lived one. The work item does the release, not this thread; it
-    /// waits at most for an invalidation in progress (`mmu_interval_notifier_remove`), whose provider
-    /// callback waits only for requests that hold a surface, and those wait for nothing PIN_CUDA holds.
-    pub(crate) fn wait_released(&self) {
+    /// Waits until no buffer this cache dropped, now or earlier (an eviction, FLUSH, SET_LIMITS, a sweep,
+    /// close), is still mapped on pages `frames`, unless a request still holds it (it is unmapped after that
+    /// request). PIN_CUDA calls it before the provider maps those pages: the provider's mapping must not
+    /// overlap a live one, and a dropped buffer stays mapped until its release is over, which waits for an
+    /// invalidation in progress in its address space. This thread releases nothing; it waits at most for
+    /// such an invalidation (`mmu_interval_notifier_remove`), whose provider callback waits only for
+    /// requests that hold a surface, and those wait for nothing PIN_CUDA holds.
+    pub(crate) fn wait_released(&self, frames: &[u64]) {
         // SAFETY: `work` is null or our live work item (freed only by the cache's drop, which our caller's
-        // reference to the cache prevents).
-        unsafe { ffi::pevb_work_flush(self.work.load(Ordering::Acquire)) };
+        // reference to the cache prevents); `frames` is sorted and readable for its length.
+        unsafe {
+            ffi::pevb_work_wait_pages(
+                self.work.load(Ordering::Acquire),
+                frames.as_ptr(),
+                frames.len() as _,
+            )
+        };
     }
 
     /// Whether a buffer cached here holds any of pages `frames`, not counting (if this is `own`, the cache

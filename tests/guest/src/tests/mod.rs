@@ -9,6 +9,7 @@ mod faults;
 mod hardening;
 mod iommu;
 mod lifecycle;
+mod overlap;
 mod pipeline;
 mod regcache;
 mod removal;
@@ -217,6 +218,8 @@ pub fn all() -> Vec<Test> {
     iommu::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);
+    // Before lifecycle's counter checks: they pin memory whose other mappings are on their way out.
+    overlap::register(&mut v);
     hardening::register(&mut v);
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.

@@ -37,10 +37,10 @@ const HELD: &str = "/sys/module/gdr_nv_p2p/parameters/held_unmaps";
 const WATCH_FOR: Duration = Duration::from_secs(30);
 
 /// The provider's hold, released when this value goes (also when the test bails out).
-struct Hold;
+pub(super) struct Hold;
 
 impl Hold {
-    fn on() -> Result<Self, String> {
+    pub(super) fn on() -> Result<Self, String> {
         fs::write(HOLD, "Y").map_err(|e| format!("{HOLD}: {e}"))?;
         Ok(Hold)
     }
@@ -52,7 +52,7 @@ impl Drop for Hold {
     }
 }
 
-fn held() -> Result<u64, String> {
+pub(super) fn held() -> Result<u64, String> {
     kstat::read_u64(HELD)
 }
 
@@ -82,7 +82,7 @@ fn watch_removal(done: &AtomicBool, state: &str) -> Result<Duration, String> {
     }
 }
 
-fn dma_api_errors() -> Result<u64, String> {
+pub(super) fn dma_api_errors() -> Result<u64, String> {
     kstat::read_u64(&format!("{}/error_count", kstat::DMA_API_DIR))
 }
 
