@@ -167,8 +167,21 @@ pub enum LoaderKind {
     Model,
     /// JTAG through OpenOCD (hardware).
     Openocd,
-    /// Never program: a card with the wrong design fails.
+    /// Never program: the agent serves the design the card carries (gdr's, any version, or NVIDIA's
+    /// reference design) and self-tests it; no bitstream manifest is needed. An image built without a
+    /// bitstream ships this.
     None,
+}
+
+impl LoaderKind {
+    /// The name in `agent.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoaderKind::Model => "model",
+            LoaderKind::Openocd => "openocd",
+            LoaderKind::None => "none",
+        }
+    }
 }
 
 /// Where an image goes.

@@ -116,6 +116,34 @@ fn version(v: &Value) -> String {
     }
 }
 
+/// What the card runs, and what the agent wants it to run.
+fn design_line(s: &Value) -> String {
+    let runs = match s["design"].as_str().unwrap_or("unknown") {
+        "reference" => "reference (NVIDIA jetson-rdma-picoevb, no ID block)".to_string(),
+        "gdr" => format!(
+            "gdr {} build {:08x}",
+            version(&s["design_version"]),
+            s["build_hash"].as_u64().unwrap_or(0)
+        ),
+        other => other.to_string(),
+    };
+    let wants = if s["loader"] == "none" {
+        "no bitstream configured: loader 'none' keeps the card's design".to_string()
+    } else {
+        format!(
+            "manifest wants {} build {:08x}",
+            version(&s["expected_version"]),
+            s["expected_hash"].as_u64().unwrap_or(0)
+        )
+    };
+    let golden = if s["fell_back_to_golden"] == true {
+        ", FELL BACK TO GOLDEN"
+    } else {
+        ""
+    };
+    format!("{runs} ({wants}){golden}")
+}
+
 fn status(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
     let cards = match args.first() {
         Some(_) => vec![card_arg(args, 0)?],
@@ -149,18 +177,7 @@ fn status(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
                 s["link_speed"].as_str().unwrap_or("?"),
                 s["link_width"]
             );
-            println!(
-                "  design:    {} build {:08x} (manifest wants {} build {:08x}){}",
-                version(&s["design_version"]),
-                s["build_hash"].as_u64().unwrap_or(0),
-                version(&s["expected_version"]),
-                s["expected_hash"].as_u64().unwrap_or(0),
-                if s["fell_back_to_golden"] == true {
-                    ", FELL BACK TO GOLDEN"
-                } else {
-                    ""
-                }
-            );
+            println!("  design:    {}", design_line(s));
             println!("  healthy:   {}", s["healthy"]);
             let t = &s["last_selftest"];
             if !t.is_null() {
