@@ -45,7 +45,17 @@ fn main() -> ExitCode {
     let Some((cmd, args)) = rest.split_first() else {
         return usage("no command");
     };
-    let agent = match bus.as_deref().map_or_else(Agent::system, Agent::at) {
+    // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
+    // everything else must answer within the client's default timeout.
+    let timeout = match cmd.as_str() {
+        "selftest" | "bench" | "reprogram" => None,
+        _ => Some(gdr_client::DEFAULT_TIMEOUT),
+    };
+    let connect = match bus.as_deref() {
+        Some(b) => Agent::at_with_timeout(b, timeout),
+        None => Agent::system_with_timeout(timeout),
+    };
+    let agent = match connect {
         Ok(a) => a,
         Err(e) => return fail(&out, &e),
     };
