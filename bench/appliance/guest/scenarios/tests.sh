@@ -155,6 +155,7 @@ else
   loaded=$(model "$(jq -cn --rawfile img "$ref" '{cmd: "program", image: $img, target: "flash"}')")
   echo 1 >/sys/bus/pci/rescan
   wait_until 60 test -c /dev/picoevb0
+  udevadm settle --timeout=60
   cp /etc/gdr/agent.toml /run/agent.toml.bitstream
   mv /usr/share/gdr/bitstream /run/bitstream.off
   keep_design
