@@ -202,6 +202,9 @@ impl Machine {
         }
 
         self.enter(Stage::Identify, "reading the ID block");
+        // At boot udev may not have bound the driver or opened the node to the agent yet: an ID block
+        // unreadable for that reason is no reason to reprogram the card.
+        self.await_node(&bdf);
         let found = self.identify(&bdf);
         let Some(expected) = expected else {
             return Err((
@@ -437,6 +440,22 @@ impl Machine {
             }
         }
         Err((Stage::Program, last))
+    }
+
+    /// Waits up to `retry.bind_timeout_s` for the driver to be bound to `bdf` and its node to answer.
+    fn await_node(&self, bdf: &str) {
+        let polls = (self.config.retry.bind_timeout_s * 10).max(1);
+        for _ in 0..polls {
+            if self.pci.driver(bdf).as_deref() == Some(DRIVER)
+                && self.node.abi_info(&self.node()).is_ok()
+            {
+                return;
+            }
+            if self.stopping() {
+                return;
+            }
+            self.sleep.sleep(Duration::from_millis(100));
+        }
     }
 
     /// Rescans until the function is back with the driver bound and its node opens. The node appears

@@ -317,6 +317,15 @@ fn a_node_udev_has_not_opened_yet_is_waited_for_after_rescan() {
 }
 
 #[test]
+fn a_node_udev_has_not_opened_yet_at_boot_is_waited_for_not_reprogrammed() {
+    let f = card(GOOD);
+    f.w().node_denied = 5;
+    let (m, _) = machine(&f, &tmp("boot-race"));
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert!(f.w().log.is_empty(), "reprogrammed: {:?}", f.w().log);
+}
+
+#[test]
 fn an_unbound_card_is_programmed() {
     let f = card(GOOD);
     f.w().bound = false;
