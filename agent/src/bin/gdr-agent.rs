@@ -116,17 +116,24 @@ fn main() -> ExitCode {
 fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
     let watchdog = watchdog_usec().map(Duration::from_micros);
     // Feed at most every half watchdog period, and check health at least that often.
-    let tick = watchdog.map_or(interval, |w| interval.min(w / 2));
+    let tick_of = |interval: Duration| watchdog.map_or(interval, |w| interval.min(w / 2));
+    let mut tick = tick_of(interval);
     let mut ready = false;
     let mut last_status = String::new();
     let mut next = Instant::now();
     while !TERM.load(Ordering::SeqCst) {
         if HUP.swap(false, Ordering::SeqCst) {
-            let _ = notify("RELOADING=1");
-            if let Err(e) = agent.reload() {
-                eprintln!("<3>reload refused: {e}");
+            // During bring-up READY=1 would tell systemd the start is over: a reload then only reloads.
+            if ready {
+                let _ = notify("RELOADING=1");
             }
-            let _ = notify("READY=1");
+            match agent.reload() {
+                Ok(()) => tick = tick_of(Duration::from_secs(agent.config().health.interval_s)),
+                Err(e) => eprintln!("<3>reload refused: {e}"),
+            }
+            if ready {
+                let _ = notify("READY=1");
+            }
         }
         let status = agent.status_text();
         if status != last_status {
