@@ -138,7 +138,9 @@ impl Agent {
     pub fn real_world(config: &Config) -> World {
         let helper = Helper {
             socket: config.agent.helper_socket.clone(),
-            timeout: Duration::from_secs(30),
+            // A remove or rescan is quick, but the helper is socket-activated: on a loaded box (the
+            // emulated appliance under TCG) starting it alone can take tens of seconds.
+            timeout: Duration::from_secs(120),
         };
         World {
             pci: Arc::new(crate::sys::pci::SysfsPci {

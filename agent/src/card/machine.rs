@@ -405,8 +405,18 @@ impl Machine {
             })?;
             // Take the function off the bus first: the link drops while the FPGA reconfigures.
             if let Err(e) = self.pci.remove(bdf) {
-                let _ = journal::clear(&self.journal());
-                return Err((Stage::Relink, format!("cannot remove {bdf}: {e}")));
+                // The helper may still remove it after the call gave up (a timeout on a loaded box):
+                // bring the function back before anything else, then try again.
+                last = format!("cannot remove {bdf}: {e}");
+                self.note(&last);
+                self.relink(bdf)
+                    .map_err(|back| (Stage::Relink, format!("{last}; bringing it back: {back}")))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+                if attempt < self.config.retry.attempts {
+                    self.sleep
+                        .sleep(Duration::from_millis(self.config.retry.backoff_ms));
+                }
+                continue;
             }
             let loaded = loader.program(&image, self.card.target);
             self.set(|s| s.programmed += 1);

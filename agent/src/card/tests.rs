@@ -41,6 +41,8 @@ struct World {
     /// While programming: the off-bus record that must exist, and whether it did.
     journal: Option<PathBuf>,
     journal_seen: bool,
+    /// The next `n` removes report a failure (a helper call that timed out) but take the function off.
+    remove_times_out: u32,
     /// Set while programming (the agent is told to stop mid-operation).
     stop_on_program: Option<Arc<AtomicBool>>,
 }
@@ -76,6 +78,10 @@ impl Pci for Fake {
         w.log.push(format!("remove {bdf}"));
         w.present = false;
         w.bound = false;
+        if w.remove_times_out > 0 {
+            w.remove_times_out -= 1;
+            return Err("privileged helper: Resource temporarily unavailable (os error 11)".into());
+        }
         Ok(())
     }
     fn rescan(&self) -> Result<(), String> {
@@ -589,4 +595,29 @@ fn a_stop_during_programming_still_brings_the_card_back_then_starts_nothing_new(
     let s = m.status.lock().unwrap();
     assert_eq!(s.failed_stage, Some(Stage::SelfTest));
     assert!(s.message.contains("stopping"), "{}", s.message);
+}
+
+#[test]
+fn a_remove_that_timed_out_but_happened_is_rescanned_and_tried_again() {
+    let f = card(GOLDEN);
+    f.w().remove_times_out = 1;
+    let d = tmp("remove-timeout");
+    let (m, _) = machine(&f, &d);
+    assert_eq!(
+        m.bring_up(false),
+        Stage::Ready,
+        "{}",
+        m.status.lock().unwrap().message
+    );
+    assert_eq!(
+        f.w().log,
+        [
+            "remove 0000:01:00.0",
+            "rescan",
+            "remove 0000:01:00.0",
+            "program update.img",
+            "rescan"
+        ]
+    );
+    assert!(!journal::path(&d, 0).exists());
 }

@@ -175,7 +175,7 @@ else
   grep -q 'design: *reference' <<<"$text" || why+="gdrctl status does not name the design; "
   [ $rc -eq 0 ] || why+="alice's DMA failed (rc=$rc: $out); "
   if [ -z "$why" ] && [ "$(jq -r .design <<<"$loaded")" = reference ]; then
-    pass "no bitstream: the card's reference design is served, self-tested, not programmed ($(grep 'design:' <<<"$text" | xargs))"
+    pass "no bitstream: the card's reference design is served, self-tested, not programmed ($(sed -n 's/^ *design: *//p' <<<"$text"))"
   else
     fail "no bitstream: the card's reference design is served, self-tested, not programmed" "$why model: $loaded; agent: $card"
     show journalctl -u $A -o cat --no-pager -n 30
