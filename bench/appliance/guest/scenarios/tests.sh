@@ -151,7 +151,7 @@ else
   systemctl stop $A
   systemctl reset-failed $A
   # NVIDIA's design back on the card, as a box fresh from a reference setup has it: off the bus, load, rescan.
-  echo 1 >"/sys/bus/pci/devices/$bdf/remove"
+  bus_gone || echo 1 >"/sys/bus/pci/devices/$bdf/remove"
   loaded=$(model "$(jq -cn --rawfile img "$ref" '{cmd: "program", image: $img, target: "flash"}')")
   echo 1 >/sys/bus/pci/rescan
   wait_until 60 test -c /dev/picoevb0
