@@ -452,9 +452,11 @@ impl Machine {
         Err((Stage::Program, last))
     }
 
-    /// Waits up to `retry.bind_timeout_s` for the driver to be bound to `bdf` and its node to answer.
+    /// Waits up to `retry.attempts` x `retry.bind_timeout_s` for the driver to be bound to `bdf` and its
+    /// node to answer (udev's coldplug of a slow boot; at once on a box whose udev is done).
     fn await_node(&self, bdf: &str) {
-        let polls = (self.config.retry.bind_timeout_s * 10).max(1);
+        let r = &self.config.retry;
+        let polls = (r.bind_timeout_s * 10 * u64::from(r.attempts)).max(1);
         for _ in 0..polls {
             if self.pci.driver(bdf).as_deref() == Some(DRIVER)
                 && self.node.abi_info(&self.node()).is_ok()
