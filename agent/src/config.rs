@@ -167,8 +167,21 @@ pub enum LoaderKind {
     Model,
     /// JTAG through OpenOCD (hardware).
     Openocd,
-    /// Never program: a card with the wrong design fails.
+    /// Never program: the agent serves the design the card carries (gdr's, any version, or NVIDIA's
+    /// reference design) and self-tests it; no bitstream manifest is needed. An image built without a
+    /// bitstream ships this.
     None,
+}
+
+impl LoaderKind {
+    /// The name in `agent.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoaderKind::Model => "model",
+            LoaderKind::Openocd => "openocd",
+            LoaderKind::None => "none",
+        }
+    }
 }
 
 /// Where an image goes.
@@ -268,6 +281,19 @@ impl Config {
     /// Values serde accepts but the agent cannot work with: (dotted key, why).
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |k: &str, m: String| Err((k.to_string(), m));
+        // Upper bounds keep every derived value (polls, backoff doubling, durations) far from overflow.
+        for (k, v, max) in [
+            ("retry.attempts", u64::from(self.retry.attempts), 100),
+            ("retry.backoff_ms", self.retry.backoff_ms, 600_000),
+            ("retry.max_backoff_ms", self.retry.max_backoff_ms, 600_000),
+            ("retry.bind_timeout_s", self.retry.bind_timeout_s, 3600),
+            ("selftest.timeout_s", self.selftest.timeout_s, 3600),
+            ("selftest.history", self.selftest.history as u64, 100_000),
+        ] {
+            if v > max {
+                return bad(k, format!("{v} is above the limit {max}"));
+            }
+        }
         if self.retry.attempts == 0 {
             return bad("retry.attempts", "must be at least 1".into());
         }
@@ -499,6 +525,18 @@ port = "/dev/virtio-ports/org.gdr.model.card0"
         assert_eq!((e.line, e.key.as_str()), (8, "card[0].port"), "{e}");
         let e = parse(&format!("{GOOD}pci = \"01:00.0\"\n")).unwrap_err();
         assert_eq!((e.line, e.key.as_str()), (12, "card[0].pci"), "{e}");
+    }
+
+    #[test]
+    fn values_past_their_limits_are_refused_not_wrapped() {
+        let e = parse("[retry]\nbind_timeout_s = 1844674407370955162\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "retry.bind_timeout_s"), "{e}");
+        assert!(e.message.contains("limit 3600"), "{e}");
+        let e = parse("[retry]\nattempts = 4000000000\n").unwrap_err();
+        assert_eq!(e.key, "retry.attempts", "{e}");
+        let e = parse("[selftest]\ntimeout_s = 99999\n").unwrap_err();
+        assert_eq!(e.key, "selftest.timeout_s", "{e}");
+        assert!(parse("[retry]\nbind_timeout_s = 3600\n").is_ok());
     }
 
     #[test]

@@ -6,9 +6,10 @@ use std::fmt;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock, TryLockError};
+use std::time::{Duration, Instant};
 
+use crate::card::journal;
 use crate::card::machine::Machine;
 use crate::card::ports::{Events, Loader, Node, Pci, RealSleep, SelfTester, Sleep};
 use crate::card::{CardStatus, Stage};
@@ -86,7 +87,7 @@ pub struct Agent {
     world: World,
     listeners: RwLock<Vec<Listener>>,
     extend_usec: Mutex<u64>,
-    stopping: AtomicBool,
+    stopping: Arc<AtomicBool>,
 }
 
 struct Relay(Arc<AgentWeak>);
@@ -129,7 +130,7 @@ impl Agent {
             world,
             listeners: RwLock::new(Vec::new()),
             extend_usec: Mutex::new(0),
-            stopping: AtomicBool::new(false),
+            stopping: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -137,7 +138,9 @@ impl Agent {
     pub fn real_world(config: &Config) -> World {
         let helper = Helper {
             socket: config.agent.helper_socket.clone(),
-            timeout: Duration::from_secs(30),
+            // A remove or rescan is quick, but the helper is socket-activated: on a loaded box (the
+            // emulated appliance under TCG) starting it alone can take tens of seconds.
+            timeout: Duration::from_secs(120),
         };
         World {
             pci: Arc::new(crate::sys::pci::SysfsPci {
@@ -267,16 +270,26 @@ impl Agent {
             events: Arc::new(Relay(Arc::new(AgentWeak(Arc::downgrade(self))))),
             sleep: self.world.sleep.clone(),
             status: self.slots[i].status.clone(),
+            stop: self.stopping.clone(),
         }
+    }
+
+    /// Whether some card is programmed from the manifest (none is with `loader = "none"` everywhere).
+    fn needs_manifest(&self) -> bool {
+        self.config()
+            .cards
+            .iter()
+            .any(|c| c.loader != LoaderKind::None)
     }
 
     /// Starts every card's bring-up on its own thread.
     pub fn start(self: &Arc<Self>) {
-        if self
-            .manifest
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
+        if self.needs_manifest()
+            && self
+                .manifest
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
         {
             eprintln!(
                 "<3>{}",
@@ -292,7 +305,7 @@ impl Agent {
                 .spawn(move || {
                     let _busy = me.slots[i].busy.lock().unwrap_or_else(|e| e.into_inner());
                     let m = me.machine(i);
-                    if m.manifest.is_none() {
+                    if m.manifest.is_none() && m.card.loader != LoaderKind::None {
                         let e = me
                             .manifest_error
                             .read()
@@ -407,12 +420,26 @@ impl Agent {
         Ok(h[skip..].to_vec())
     }
 
-    /// Programs card `i` again and runs the whole bring-up; open fds are revoked first.
+    /// Programs card `i` again and runs the whole bring-up; open fds are revoked first. A card whose
+    /// design is kept (`loader = "none"`) has nothing to program: a ready one is left alone, a failed
+    /// one is brought up again as it is (never taken off the bus, so nothing is revoked).
     pub fn reprogram(self: &Arc<Self>, i: u32) -> Result<Stage, AgentError> {
         let _busy = self.hold(i)?;
+        let card = self.config().cards[i as usize].clone();
+        if card.loader == LoaderKind::None {
+            let s = self.status(i)?;
+            if s.stage == Stage::Ready {
+                return Err(AgentError::InvalidArgument(format!(
+                    "card{i} has loader 'none': there is nothing to program (its design is kept)"
+                )));
+            }
+            return Ok(self.machine(i as usize).bring_up(false));
+        }
+        // Refused before anything is revoked: a missing or broken manifest leaves the card as it is.
+        let manifest =
+            Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?;
         self.emit(Change::Revoked(i as usize));
-        *self.manifest.write().unwrap_or_else(|e| e.into_inner()) =
-            Some(Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?);
+        *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = Some(manifest);
         *self.slots[i as usize]
             .health
             .lock()
@@ -547,6 +574,45 @@ impl Agent {
 
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops: no new stage starts, and every running operation gets up to `limit` to finish (a card
+    /// being programmed is rescanned before its operation returns). A card still off the bus when
+    /// `limit` runs out gets a rescan here, and its record stays for the next start to finish the job.
+    /// Returns the cards that were still busy.
+    pub fn shutdown(&self, limit: Duration) -> Vec<usize> {
+        self.stop();
+        let deadline = Instant::now() + limit;
+        let mut late = Vec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            loop {
+                match slot.busy.try_lock() {
+                    Ok(_) | Err(TryLockError::Poisoned(_)) => break,
+                    Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    Err(TryLockError::WouldBlock) => {
+                        late.push(i);
+                        break;
+                    }
+                }
+            }
+        }
+        let state_dir = self.config().agent.state_dir;
+        for &i in &late {
+            let record = journal::path(&state_dir, i);
+            if journal::read(&record).is_some() {
+                eprintln!(
+                    "<4>card{i}: still off the bus at stop: rescanning (the next start finishes it)"
+                );
+                if let Err(e) = self.world.pci.rescan() {
+                    eprintln!("<3>card{i}: rescan at stop failed: {e}");
+                }
+            } else {
+                eprintln!("<4>card{i}: its operation did not finish within {limit:?} of the stop");
+            }
+        }
+        late
     }
 
     pub fn stopping(&self) -> bool {

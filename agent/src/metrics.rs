@@ -77,8 +77,12 @@ pub fn render(cards: &[CardStatus]) -> String {
             for c in cards {
                 let _ = writeln!(
                     o,
-                    "gdr_bitstream_info{{card=\"{}\",version=\"{:#010x}\",build=\"{:08x}\",golden=\"{}\"}} 1",
-                    c.index, c.design_version, c.build_hash, c.fell_back_to_golden
+                    "gdr_bitstream_info{{card=\"{}\",design=\"{}\",version=\"{:#010x}\",build=\"{:08x}\",golden=\"{}\"}} 1",
+                    c.index,
+                    c.design.name(),
+                    c.design_version,
+                    c.build_hash,
+                    c.fell_back_to_golden
                 );
             }
         },
@@ -166,7 +170,12 @@ mod tests {
     fn one_stage_is_set_and_lines_are_well_formed() {
         let mut c = CardStatus::new(0);
         c.stage = Stage::Ready;
+        c.design = crate::card::Design::Reference;
         let text = render(&[c]);
+        assert!(
+            text.contains("gdr_bitstream_info{card=\"0\",design=\"reference\","),
+            "{text}"
+        );
         assert!(text.contains("gdr_card_stage{card=\"0\",stage=\"ready\"} 1\n"));
         assert!(text.contains("gdr_card_stage{card=\"0\",stage=\"failed\"} 0\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {

@@ -90,3 +90,60 @@ fn a_malformed_config_stops_the_start_with_file_line_and_key() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_reload_during_bring_up_does_not_tell_systemd_the_start_is_over() {
+    let Some(bus) = common::start_bus("daemon-hup") else {
+        return;
+    };
+    let dir = bus.dir.join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Discovery fails three times 1.5 s apart: the card settles (failed) after about 4.5 s.
+    let config = dir.join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nbitstream_dir = \"{d}\"\nstate_dir = \"{d}/state\"\nmetrics_file = \"\"\n\
+             [retry]\nattempts = 3\nbackoff_ms = 1500\nmax_backoff_ms = 3000\n\
+             [[card]]\npci = \"0000:7f:1f.7\"\ndevice = \"/dev/picoevb0\"\nloader = \"none\"\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let sock_path = dir.join("notify");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gdr-agent"))
+        .args(["--config", config.to_str().unwrap(), "--bus", &bus.address])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .spawn()
+        .unwrap();
+    let (mut status, mut hup_sent, mut ready_with) = (String::new(), false, None);
+    let mut buf = [0u8; 4096];
+    while ready_with.is_none() {
+        let Ok(n) = sock.recv(&mut buf) else { break };
+        for line in String::from_utf8_lossy(&buf[..n]).lines() {
+            if line.starts_with("STATUS=") {
+                status = line.to_string();
+                if !hup_sent {
+                    hup_sent = true;
+                    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+                }
+            }
+            if line == "READY=1" {
+                ready_with = Some(status.clone());
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    assert!(hup_sent);
+    let ready_with = ready_with.expect("no READY=1");
+    assert!(
+        ready_with.contains("failed at discover"),
+        "READY=1 came before the card settled, with {ready_with}"
+    );
+}

@@ -230,6 +230,13 @@ fn the_agent_on_a_real_bus() {
         fd_ino,
         std::fs::metadata(dir.join("picoevb0")).unwrap().ino()
     );
+    // A program the application starts must not inherit the card.
+    // SAFETY: F_GETFD on an fd this test owns.
+    let fd_flags = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&dev), libc::F_GETFD) };
+    assert!(
+        fd_flags >= 0 && fd_flags & libc::FD_CLOEXEC != 0,
+        "fd flags {fd_flags:#x}: not close-on-exec"
+    );
 
     // Self-test over the bus, its history, and bad arguments.
     let t: serde_json::Value = serde_json::from_str(&c.selftest(0).unwrap()).unwrap();
@@ -313,4 +320,41 @@ fn clients_say_plainly_when_the_agent_is_not_running() {
     );
     let (code, _, _) = gdrctl(&bus.address, &["frobnicate"]);
     assert_eq!(code, 2, "usage error");
+}
+
+/// An agent that takes every call and never answers.
+struct Wedged;
+
+#[zbus::interface(name = "org.gdr.Agent1.Card")]
+impl Wedged {
+    async fn open(&self) -> zbus::fdo::Result<zbus::zvariant::OwnedFd> {
+        std::future::pending().await
+    }
+}
+
+#[test]
+fn a_wedged_agent_times_the_call_out_instead_of_blocking_the_application() {
+    let Some(bus) = start_bus("wedged") else {
+        return;
+    };
+    let _agent = zbus::blocking::connection::Builder::address(bus.address.as_str())
+        .unwrap()
+        .name(gdr_client::BUS_NAME)
+        .unwrap()
+        .serve_at(gdr_client::card_path(0), Wedged)
+        .unwrap()
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let address = bus.address.clone();
+    std::thread::spawn(move || {
+        let c =
+            gdr_client::Agent::at_with_timeout(&address, Some(Duration::from_millis(500))).unwrap();
+        let _ = tx.send(c.open(0).map(|_| ()));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("Open still blocked 20 s after a 0.5 s timeout");
+    assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+    assert_eq!(r.unwrap_err().code(), -9);
 }

@@ -8,8 +8,9 @@
 #     at its destination with its mode, the bitstream/model images in /usr/share/gdr/bitstream,
 #   - the bench's test unit and scenarios (bench/appliance/guest; never part of a real image).
 # Inputs from the environment (eval "$(bench/build.sh)"): GDR_KDIR GDR_KO GDR_P2P; and when they exist
-# GDR_AGENT_BIN (folder of the agent binaries) with GDR_AGENT_BINS (their names), GDR_PROBE (the test client)
-# and GDR_BITSTREAM (folder of model images + manifest.json).
+# GDR_AGENT_BIN (folder of the agent binaries) with GDR_AGENT_BINS (their names), GDR_PROBE (the test client),
+# GDR_BITSTREAM (folder of model images + manifest.json) and GDR_REFERENCE_IMAGE (NVIDIA's design as a model
+# image, for the tests).
 . "$(dirname "$0")/../lib.sh"
 [ $# -eq 1 ] || die "usage: layer.sh OUT.img"
 out=$1
@@ -71,6 +72,7 @@ fi
 
 # The bench's test unit, scenarios and test client.
 [ -z "${GDR_PROBE:-}" ] || install -D -m 0755 "$GDR_PROBE" "$R/usr/lib/gdr-test/gdr-appliance-probe"
+[ -z "${GDR_REFERENCE_IMAGE:-}" ] || install -D -m 0644 "$GDR_REFERENCE_IMAGE" "$R/usr/lib/gdr-test/reference.img"
 install -D -m 0755 "$HERE/guest/run" "$R/usr/lib/gdr-test/run"
 install -D -m 0644 "$HERE/guest/lib.sh" "$R/usr/lib/gdr-test/lib.sh"
 for s in "$HERE"/guest/scenarios/*.sh; do install -D -m 0644 "$s" "$R/usr/lib/gdr-test/scenarios/$(basename "$s")"; done

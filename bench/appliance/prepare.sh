@@ -27,6 +27,11 @@ if [ -x "$REPO/fpga-bitstream/model-images.sh" ]; then
     die "fpga-bitstream/model-images.sh failed"
   export GDR_BITSTREAM=$OUT/bitstream
   golden=$(ls "$OUT"/bitstream/*-model-golden.img) || die "model-images.sh wrote no golden image"
+  # NVIDIA's reference design as a model image: the tests put it back on the card for the box without a
+  # bitstream (never part of the image's bitstream folder).
+  "$GDR_MODEL" make-image --design reference --build-time 0 >"$OUT/reference.img" ||
+    die "picoevb-model make-image --design reference failed"
+  export GDR_REFERENCE_IMAGE=$OUT/reference.img
 fi
 "$REPO/bench/appliance/layer.sh" "$OUT/layer.img"
 log "appliance layer ready ($((SECONDS - t0)) s)"

@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use cudarc::driver::{CudaContext, sys};
-use picoevb_abi::{H2C2H_DST_CUDA, H2C2H_SRC_CUDA};
+use gdr_client::{Sink, Source};
 
 fn main() -> ExitCode {
     match run() {
@@ -85,17 +85,11 @@ fn run() -> Result<(), String> {
         };
         r.result().map_err(|e| format!("SYNC_MEMOPS: {e:?}"))?;
     }
-    let hs = dev.pin_cuda(sp, bytes).map_err(|e| e.to_string())?;
-    let hd = dev.pin_cuda(dp, bytes).map_err(|e| e.to_string())?;
-    let t = dev.h2c2h(
-        hs.0.into(),
-        hd.0.into(),
-        bytes,
-        H2C2H_SRC_CUDA | H2C2H_DST_CUDA,
-    );
-    // Unpin before the surfaces are freed, whatever happened.
-    let _ = dev.unpin_cuda(hs);
-    let _ = dev.unpin_cuda(hd);
+    // Pinned until these guards drop, which is before the surfaces are freed, whatever happens.
+    let ps = dev.pin(sp, bytes).map_err(|e| e.to_string())?;
+    let pd = dev.pin(dp, bytes).map_err(|e| e.to_string())?;
+    let t = dev.h2c2h(Source::Cuda(&ps), Sink::Cuda(&pd), bytes);
+    drop((ps, pd));
     let t = t.map_err(|e| e.to_string())?;
     let out = dst.as_slice().map_err(|e| format!("{e:?}"))?;
     match out.iter().enumerate().find(|&(i, &w)| w != data(i)) {

@@ -1,11 +1,16 @@
 //! The agent's D-Bus API from the client side (blocking; one connection per [`Agent`]).
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
 
 use serde::Deserialize;
 use zbus::blocking::{Connection, Proxy};
 
 use crate::{BUS_NAME, CARD_IFACE, Device, Error, MANAGER_IFACE, MANAGER_PATH, card_path};
+
+/// How long a call waits for the agent's answer unless told otherwise (libdbus's default reply timeout):
+/// a wedged agent must not block an application's `Open` forever.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// A connection to the agent.
 pub struct Agent {
@@ -27,17 +32,39 @@ pub struct CardSummary {
 }
 
 impl Agent {
-    /// Connects to the system bus (where the agent runs).
+    /// Connects to the system bus (where the agent runs); calls time out after [`DEFAULT_TIMEOUT`].
     pub fn system() -> Result<Self, Error> {
-        Ok(Self {
-            conn: Connection::system()?,
-        })
+        Self::system_with_timeout(Some(DEFAULT_TIMEOUT))
     }
 
-    /// Connects to the bus at `address` (tests use a private bus).
+    /// Connects to the system bus; every call gives up after `timeout` (None: waits as long as the agent
+    /// takes, for operations that take long, e.g. a JTAG reprogram).
+    pub fn system_with_timeout(timeout: Option<Duration>) -> Result<Self, Error> {
+        Self::build(zbus::blocking::connection::Builder::system()?, timeout)
+    }
+
+    /// Connects to the bus at `address` (tests use a private bus); [`DEFAULT_TIMEOUT`].
     pub fn at(address: &str) -> Result<Self, Error> {
-        let conn = zbus::blocking::connection::Builder::address(address)?.build()?;
-        Ok(Self { conn })
+        Self::at_with_timeout(address, Some(DEFAULT_TIMEOUT))
+    }
+
+    /// Connects to the bus at `address` with a method timeout (see [`Self::system_with_timeout`]).
+    pub fn at_with_timeout(address: &str, timeout: Option<Duration>) -> Result<Self, Error> {
+        Self::build(
+            zbus::blocking::connection::Builder::address(address)?,
+            timeout,
+        )
+    }
+
+    fn build(
+        b: zbus::blocking::connection::Builder<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<Self, Error> {
+        let b = match timeout {
+            Some(t) => b.method_timeout(t),
+            None => b,
+        };
+        Ok(Self { conn: b.build()? })
     }
 
     fn manager(&self) -> Result<Proxy<'_>, Error> {
@@ -114,9 +141,26 @@ impl Agent {
         Ok(self.card(index)?.call("Reprogram", &())?)
     }
 
-    /// The card's device fd, if the agent lets this caller have it.
+    /// The card's device fd, if the agent lets this caller have it. The fd is close-on-exec: a program the
+    /// application starts never inherits the card.
     pub fn open(&self, index: u32) -> Result<Device, Error> {
         let fd: zbus::zvariant::OwnedFd = self.card(index)?.call("Open", &())?;
-        Ok(Device::from_fd(OwnedFd::from(fd)))
+        let fd = OwnedFd::from(fd);
+        set_cloexec(&fd)?;
+        Ok(Device::from_fd(fd))
     }
+}
+
+/// Sets FD_CLOEXEC on `fd` (a descriptor received over the bus carries no such flag by itself).
+pub(crate) fn set_cloexec(fd: &OwnedFd) -> Result<(), Error> {
+    // SAFETY: F_GETFD on a descriptor we own; no pointers involved.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+    if flags < 0 {
+        return Err(Error::last_os("fcntl(F_GETFD)"));
+    }
+    // SAFETY: F_SETFD on a descriptor we own; no pointers involved.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(Error::last_os("fcntl(F_SETFD)"));
+    }
+    Ok(())
 }

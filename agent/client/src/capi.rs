@@ -1,5 +1,7 @@
-//! The C interface (`include/gdr.h`). Every function returns 0 or a negative `GDR_E_*` code; after
-//! `GDR_E_OS`, `errno` holds the system error (ENODEV: the card was reprogrammed or removed).
+//! The C interface (`include/gdrpico.h`). Every symbol is prefixed `gdrpico_`: NVIDIA's gdrcopy exports
+//! `gdr_open` and friends, and both may live in one process. Every function returns 0 or a negative
+//! `GDRPICO_E_*` code; after `GDRPICO_E_OS`, `errno` holds the system error (ENODEV: the card was
+//! reprogrammed or removed).
 
 use std::ffi::{c_char, c_int};
 use std::mem::ManuallyDrop;
@@ -7,7 +9,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
 use crate::{Agent, CudaHandle, Device, Error};
 
-/// `struct gdr_card_info` in gdr.h.
+/// `struct gdrpico_card_info` in gdrpico.h.
 #[repr(C)]
 pub struct GdrCardInfo {
     pub abi_version: u32,
@@ -26,10 +28,20 @@ fn fail(e: Error) -> c_int {
     e.code()
 }
 
-/// Borrows `fd` as a Device without taking ownership (the caller keeps and closes it).
-fn borrow(fd: c_int) -> ManuallyDrop<Device> {
-    // SAFETY: the caller passes an open fd it owns; ManuallyDrop never closes it.
-    ManuallyDrop::new(Device::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }))
+/// Borrows `fd` as a Device without taking ownership (the caller keeps and closes it). A negative fd (a
+/// failed open's -1) is refused here: an `OwnedFd` of -1 would abort the caller's process.
+fn borrow(fd: c_int) -> Result<ManuallyDrop<Device>, Error> {
+    if fd < 0 {
+        return Err(Error::Os {
+            op: "fd",
+            errno: libc::EBADF,
+        });
+    }
+    // SAFETY: `fd` is not negative, and the caller passes an fd it owns (a wrong one makes the ioctls fail
+    // with EBADF/ENOTTY); ManuallyDrop never closes it.
+    Ok(ManuallyDrop::new(Device::from_fd(unsafe {
+        OwnedFd::from_raw_fd(fd)
+    })))
 }
 
 /// Asks the agent (system bus) for card `card`'s fd; stores it in `*fd_out` (the caller closes it).
@@ -37,7 +49,7 @@ fn borrow(fd: c_int) -> ManuallyDrop<Device> {
 /// # Safety
 /// `fd_out` must be a valid pointer to an int.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdr_open(card: u32, fd_out: *mut c_int) -> c_int {
+pub unsafe extern "C" fn gdrpico_open(card: u32, fd_out: *mut c_int) -> c_int {
     if fd_out.is_null() {
         return Error::InvalidArgument("fd_out is NULL".into()).code();
     }
@@ -57,11 +69,11 @@ pub unsafe extern "C" fn gdr_open(card: u32, fd_out: *mut c_int) -> c_int {
 /// # Safety
 /// `fd` must be an open card fd; `info` a valid pointer.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdr_card_info(fd: c_int, info: *mut GdrCardInfo) -> c_int {
+pub unsafe extern "C" fn gdrpico_card_info(fd: c_int, info: *mut GdrCardInfo) -> c_int {
     if info.is_null() {
         return Error::InvalidArgument("info is NULL".into()).code();
     }
-    match borrow(fd).abi_info() {
+    match borrow(fd).and_then(|d| d.abi_info()) {
         Ok(a) => {
             // SAFETY: checked non-null; the caller guarantees validity.
             unsafe {
@@ -85,11 +97,16 @@ pub unsafe extern "C" fn gdr_card_info(fd: c_int, info: *mut GdrCardInfo) -> c_i
 /// # Safety
 /// `fd` must be an open card fd; `handle` a valid pointer.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdr_pin_cuda(fd: c_int, va: u64, size: u64, handle: *mut u32) -> c_int {
+pub unsafe extern "C" fn gdrpico_pin_cuda(
+    fd: c_int,
+    va: u64,
+    size: u64,
+    handle: *mut u32,
+) -> c_int {
     if handle.is_null() {
         return Error::InvalidArgument("handle is NULL".into()).code();
     }
-    match borrow(fd).pin_cuda(va, size) {
+    match borrow(fd).and_then(|d| d.pin_cuda(va, size)) {
         Ok(h) => {
             // SAFETY: checked non-null; the caller guarantees validity.
             unsafe { *handle = h.0 };
@@ -104,19 +121,19 @@ pub unsafe extern "C" fn gdr_pin_cuda(fd: c_int, va: u64, size: u64, handle: *mu
 /// # Safety
 /// `fd` must be an open card fd.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdr_unpin_cuda(fd: c_int, handle: u32) -> c_int {
+pub unsafe extern "C" fn gdrpico_unpin_cuda(fd: c_int, handle: u32) -> c_int {
     borrow(fd)
-        .unpin_cuda(CudaHandle(handle))
+        .and_then(|d| d.unpin_cuda(CudaHandle(handle)))
         .map_or_else(fail, |_| 0)
 }
 
-/// Source -> FPGA -> destination (`GDR_H2C2H_*_CUDA` flags select handles); DMA time in `*dma_ns`.
+/// Source -> FPGA -> destination (`GDRPICO_H2C2H_*_CUDA` flags select handles); DMA time in `*dma_ns`.
 ///
 /// # Safety
-/// `fd` must be an open card fd; user pointers in `src`/`dst` must be valid for `len` bytes; `dma_ns` may
-/// be NULL.
+/// `fd` must be an open card fd; user pointers in `src`/`dst` must be valid for `len` bytes (readable and
+/// writable respectively) and not used by the caller during the call; `dma_ns` may be NULL.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdr_h2c2h(
+pub unsafe extern "C" fn gdrpico_h2c2h(
     fd: c_int,
     src: u64,
     dst: u64,
@@ -124,7 +141,8 @@ pub unsafe extern "C" fn gdr_h2c2h(
     flags: u64,
     dma_ns: *mut u64,
 ) -> c_int {
-    match borrow(fd).h2c2h(src, dst, len, flags) {
+    // SAFETY: the caller's contract above is `Device::h2c2h_raw`'s.
+    match borrow(fd).and_then(|d| unsafe { d.h2c2h_raw(src, dst, len, flags) }) {
         Ok(t) => {
             if !dma_ns.is_null() {
                 // SAFETY: non-null; the caller guarantees validity.
@@ -138,7 +156,7 @@ pub unsafe extern "C" fn gdr_h2c2h(
 
 /// A static description of a `GDR_E_*` code.
 #[unsafe(no_mangle)]
-pub extern "C" fn gdr_strerror(code: c_int) -> *const c_char {
+pub extern "C" fn gdrpico_strerror(code: c_int) -> *const c_char {
     let s: &'static [u8] = match code {
         0 => b"success\0",
         -1 => b"the gdr agent is not running\0",
@@ -149,6 +167,7 @@ pub extern "C" fn gdr_strerror(code: c_int) -> *const c_char {
         -6 => b"the gdr agent reported an error\0",
         -7 => b"system error (see errno)\0",
         -8 => b"invalid argument\0",
+        -9 => b"the gdr agent did not answer in time\0",
         _ => b"unknown error\0",
     };
     s.as_ptr().cast()
@@ -166,28 +185,29 @@ mod tests {
 
     #[test]
     fn codes_match_the_header() {
-        let header = include_str!("../include/gdr.h");
+        let header = include_str!("../include/gdrpico.h");
         for (name, e) in [
-            ("GDR_E_NO_AGENT", Error::AgentNotRunning),
-            ("GDR_E_BUS", Error::Bus(String::new())),
-            ("GDR_E_ACCESS", Error::AccessDenied(String::new())),
-            ("GDR_E_NO_CARD", Error::NoSuchCard(String::new())),
-            ("GDR_E_NOT_READY", Error::NotReady(String::new())),
+            ("GDRPICO_E_NO_AGENT", Error::AgentNotRunning),
+            ("GDRPICO_E_BUS", Error::Bus(String::new())),
+            ("GDRPICO_E_ACCESS", Error::AccessDenied(String::new())),
+            ("GDRPICO_E_NO_CARD", Error::NoSuchCard(String::new())),
+            ("GDRPICO_E_NOT_READY", Error::NotReady(String::new())),
             (
-                "GDR_E_AGENT",
+                "GDRPICO_E_AGENT",
                 Error::Agent {
                     name: String::new(),
                     message: String::new(),
                 },
             ),
-            ("GDR_E_OS", Error::Os { op: "", errno: 0 }),
-            ("GDR_E_INVALID", Error::InvalidArgument(String::new())),
+            ("GDRPICO_E_OS", Error::Os { op: "", errno: 0 }),
+            ("GDRPICO_E_INVALID", Error::InvalidArgument(String::new())),
+            ("GDRPICO_E_TIMEOUT", Error::Timeout(String::new())),
         ] {
             let line = format!("#define {name} ({})", e.code());
-            assert!(header.contains(&line), "gdr.h lacks '{line}'");
+            assert!(header.contains(&line), "gdrpico.h lacks '{line}'");
         }
         assert!(header.contains(&format!(
-            "GDR_H2C2H_SRC_CUDA {}",
+            "GDRPICO_H2C2H_SRC_CUDA {}",
             picoevb_abi::H2C2H_SRC_CUDA
         )));
         assert_eq!(std::mem::size_of::<GdrCardInfo>(), 32);
@@ -196,6 +216,50 @@ mod tests {
     #[test]
     fn null_pointers_are_refused() {
         // SAFETY: NULL is exactly what is being tested; nothing is dereferenced.
-        assert_eq!(unsafe { gdr_open(0, std::ptr::null_mut()) }, -8);
+        assert_eq!(unsafe { gdrpico_open(0, std::ptr::null_mut()) }, -8);
+    }
+
+    #[test]
+    fn every_symbol_is_prefixed_and_declared() {
+        let header = include_str!("../include/gdrpico.h");
+        let source = include_str!("capi.rs");
+        let exported: Vec<&str> = source
+            .lines()
+            .filter_map(|l| l.split_once("extern \"C\" fn ").map(|(_, r)| r))
+            .filter_map(|r| r.split('(').next())
+            .collect();
+        assert!(exported.len() >= 6, "{exported:?}");
+        for f in exported {
+            assert!(f.starts_with("gdrpico_"), "{f} is not prefixed gdrpico_");
+            assert!(
+                header.contains(&format!("{f}(")),
+                "gdrpico.h does not declare {f}"
+            );
+        }
+        for line in header
+            .lines()
+            .filter(|l| l.starts_with("int ") || l.starts_with("const char"))
+        {
+            let name = line.split('(').next().unwrap_or("");
+            let name = name.rsplit([' ', '*']).next().unwrap_or("");
+            assert!(
+                name.starts_with("gdrpico_"),
+                "unprefixed declaration: {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_negative_fd_is_an_error_not_an_abort() {
+        let mut info = std::mem::MaybeUninit::<GdrCardInfo>::uninit();
+        let mut handle = 0u32;
+        // SAFETY: valid out-pointers; fd -1 is what is being tested.
+        unsafe {
+            assert_eq!(gdrpico_card_info(-1, info.as_mut_ptr()), -7);
+            assert_eq!(*libc::__errno_location(), libc::EBADF);
+            assert_eq!(gdrpico_pin_cuda(-1, 0x1000, 4096, &mut handle), -7);
+            assert_eq!(gdrpico_unpin_cuda(-1, 1), -7);
+            assert_eq!(gdrpico_h2c2h(-1, 0, 0, 4, 0, std::ptr::null_mut()), -7);
+        }
     }
 }

@@ -32,9 +32,60 @@ impl Transfer {
     }
 }
 
-/// A pinned CUDA allocation; unpin it with [`Device::unpin_cuda`] before freeing the memory.
+/// The driver's handle of a pinned CUDA allocation; unpin it with [`Device::unpin_cuda`] before freeing the
+/// memory (or use [`Device::pin`], which unpins on drop). A handle is only a name the driver checks: a stale
+/// or foreign one makes a call fail, never touch other memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaHandle(pub u32);
+
+/// A CUDA allocation pinned for DMA for as long as this lives: dropping it unpins it.
+#[derive(Debug)]
+pub struct Pinned<'d> {
+    dev: &'d Device,
+    handle: CudaHandle,
+    size: u64,
+}
+
+impl Pinned<'_> {
+    pub fn handle(&self) -> CudaHandle {
+        self.handle
+    }
+
+    /// Bytes pinned.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Unpins now and reports a failure (dropping unpins too, but cannot report).
+    pub fn unpin(self) -> Result<(), Error> {
+        let me = std::mem::ManuallyDrop::new(self);
+        me.dev.unpin_cuda(me.handle)
+    }
+}
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        let _ = self.dev.unpin_cuda(self.handle);
+    }
+}
+
+/// Where an [`Device::h2c2h`] transfer reads from.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// Host memory the transfer reads (at least `len` bytes).
+    Host(&'a [u8]),
+    /// Pinned CUDA memory.
+    Cuda(&'a Pinned<'a>),
+}
+
+/// Where an [`Device::h2c2h`] transfer writes to.
+#[derive(Debug)]
+pub enum Sink<'a> {
+    /// Host memory the transfer overwrites (at least `len` bytes).
+    Host(&'a mut [u8]),
+    /// Pinned CUDA memory.
+    Cuda(&'a Pinned<'a>),
+}
 
 impl Device {
     /// Wraps an fd (from the agent's `Open`).
@@ -56,6 +107,8 @@ impl Device {
     }
 
     fn ioctl<T>(&self, op: &'static str, cmd: u32, arg: *mut T) -> Result<(), Error> {
+        #[cfg(test)]
+        tests::IOCTLS.with(|l| l.borrow_mut().push(op));
         // SAFETY: `cmd` is one of picoevb-abi's commands and `arg` points to the struct of the size and
         // layout that command encodes (every caller below passes `&mut` of the matching type), valid for the
         // duration of the call.
@@ -93,7 +146,18 @@ impl Device {
         Ok(())
     }
 
-    /// Pins `size` bytes of CUDA memory at `va` (a cudaHostAlloc/cuMemAlloc address) for DMA.
+    /// Pins `size` bytes of CUDA memory at `va` (a cudaHostAlloc/cuMemAlloc address) for DMA, until the
+    /// returned [`Pinned`] is dropped. The driver checks that `va..va + size` is CUDA memory of this process.
+    pub fn pin(&self, va: u64, size: u64) -> Result<Pinned<'_>, Error> {
+        let handle = self.pin_cuda(va, size)?;
+        Ok(Pinned {
+            dev: self,
+            handle,
+            size,
+        })
+    }
+
+    /// [`Self::pin`] without the guard: the handle stays pinned until [`Self::unpin_cuda`] or the fd closes.
     pub fn pin_cuda(&self, va: u64, size: u64) -> Result<CudaHandle, Error> {
         let mut p = abi::PinCuda {
             va,
@@ -159,8 +223,51 @@ impl Device {
         })
     }
 
-    /// Source -> FPGA -> destination in one request (CUDA handles where `flags` say so).
-    pub fn h2c2h(&self, src: u64, dst: u64, len: u64, flags: u64) -> Result<Transfer, Error> {
+    /// `len` bytes from `src` through the FPGA RAM into `dst` in one request. Host buffers must hold at
+    /// least `len` bytes; the borrow rules keep them from overlapping.
+    pub fn h2c2h(&self, src: Source<'_>, dst: Sink<'_>, len: u64) -> Result<Transfer, Error> {
+        let (s, mut flags) = match src {
+            Source::Host(b) => {
+                fits("source", b.len(), len)?;
+                (b.as_ptr() as u64, 0)
+            }
+            Source::Cuda(p) => {
+                fits("source", p.size, len)?;
+                (u64::from(p.handle.0), abi::H2C2H_SRC_CUDA)
+            }
+        };
+        let d = match dst {
+            Sink::Host(b) => {
+                fits("destination", b.len(), len)?;
+                b.as_mut_ptr() as u64
+            }
+            Sink::Cuda(p) => {
+                fits("destination", p.size, len)?;
+                flags |= abi::H2C2H_DST_CUDA;
+                u64::from(p.handle.0)
+            }
+        };
+        // SAFETY: every host address comes from a slice borrowed for this call and at least `len` bytes
+        // long (checked above): the source shared, the destination exclusive, so nothing else reads or
+        // writes them until the ioctl has returned. CUDA sides are handles the driver checks.
+        unsafe { self.h2c2h_raw(s, d, len, flags) }
+    }
+
+    /// [`Self::h2c2h`] on raw addresses: `flags` (`H2C2H_SRC_CUDA`, `H2C2H_DST_CUDA`) say which side is a
+    /// pin handle instead of an address.
+    ///
+    /// # Safety
+    /// The card writes `len` bytes at `dst` and reads `len` bytes at `src` by DMA, behind the compiler's back.
+    /// For each side that is a host address: it must be mapped in this process for `len` bytes (readable for
+    /// `src`, writable for `dst`), and for the duration of the call no Rust reference may point into the
+    /// destination range and no mutable one into the source range. Handle sides have no requirement.
+    pub unsafe fn h2c2h_raw(
+        &self,
+        src: u64,
+        dst: u64,
+        len: u64,
+        flags: u64,
+    ) -> Result<Transfer, Error> {
         let mut d = abi::H2c2hDma {
             src,
             dst,
@@ -174,6 +281,17 @@ impl Device {
             dma_time_ns: d.dma_time_ns,
         })
     }
+}
+
+/// A host buffer or pinned range of `have` bytes must hold a transfer of `len`.
+fn fits(what: &str, have: impl TryInto<u64>, len: u64) -> Result<(), Error> {
+    let have: u64 = have.try_into().unwrap_or(u64::MAX);
+    if len > have {
+        return Err(Error::InvalidArgument(format!(
+            "the {what} holds {have} bytes, the transfer is {len}"
+        )));
+    }
+    Ok(())
 }
 
 impl Device {
@@ -192,6 +310,82 @@ impl AsRawFd for Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// The ioctls this thread issued, by name.
+        pub(super) static IOCTLS: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    fn ioctls() -> Vec<&'static str> {
+        IOCTLS.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    }
+
+    #[test]
+    fn h2c2h_takes_buffers_that_hold_the_transfer() {
+        let d = Device::open_path(Path::new("/dev/null")).unwrap();
+        ioctls();
+        let src = [1u8; 8];
+        let mut dst = [0u8; 4];
+        let e = d
+            .h2c2h(Source::Host(&src), Sink::Host(&mut dst), 8)
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(ref m) if m.contains("destination holds 4 bytes")),
+            "{e}"
+        );
+        let e = d
+            .h2c2h(Source::Host(&src[..2]), Sink::Host(&mut dst), 4)
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(ref m) if m.contains("source")),
+            "{e}"
+        );
+        assert!(ioctls().is_empty(), "nothing reached the driver");
+        // Buffers that hold it go to the driver (/dev/null: ENOTTY).
+        let e = d
+            .h2c2h(Source::Host(&src), Sink::Host(&mut dst), 4)
+            .unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOTTY));
+        assert_eq!(ioctls(), ["H2C2H_DMA"]);
+        // A pinned range is checked the same way.
+        let p = Pinned {
+            dev: &d,
+            handle: CudaHandle(7),
+            size: 4,
+        };
+        assert!(matches!(
+            d.h2c2h(Source::Cuda(&p), Sink::Host(&mut [0u8; 8]), 8),
+            Err(Error::InvalidArgument(_))
+        ));
+        std::mem::forget(p);
+    }
+
+    #[test]
+    fn a_pinned_range_is_unpinned_when_dropped_or_unpinned_once() {
+        let d = Device::open_path(Path::new("/dev/null")).unwrap();
+        ioctls();
+        let p = Pinned {
+            dev: &d,
+            handle: CudaHandle(7),
+            size: 4096,
+        };
+        drop(p);
+        assert_eq!(ioctls(), ["UNPIN_CUDA"]);
+        let p = Pinned {
+            dev: &d,
+            handle: CudaHandle(8),
+            size: 4096,
+        };
+        assert_eq!(
+            p.unpin().unwrap_err().errno(),
+            Some(libc::ENOTTY),
+            "reported"
+        );
+        assert_eq!(ioctls(), ["UNPIN_CUDA"], "exactly once");
+        // pin() on memory the driver refuses gives no guard at all.
+        assert!(d.pin(0x1000, 4096).is_err());
+        assert_eq!(ioctls(), ["PIN_CUDA"]);
+    }
 
     #[test]
     fn errors_name_the_operation_and_errno() {

@@ -21,6 +21,8 @@ pub enum Error {
     Os { op: &'static str, errno: i32 },
     /// A bad argument, caught before anything was sent.
     InvalidArgument(String),
+    /// The agent did not answer within the connection's method timeout (a wedged agent).
+    Timeout(String),
 }
 
 impl Error {
@@ -43,6 +45,7 @@ impl Error {
             Error::Agent { .. } => -6,
             Error::Os { .. } => -7,
             Error::InvalidArgument(_) => -8,
+            Error::Timeout(_) => -9,
         }
     }
 
@@ -69,6 +72,7 @@ impl fmt::Display for Error {
                 write!(f, "{op}: {}", std::io::Error::from_raw_os_error(*errno))
             }
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::Timeout(m) => write!(f, "the gdr agent did not answer: {m}"),
         }
     }
 }
@@ -102,6 +106,9 @@ impl From<zbus::Error> for Error {
                 zbus::fdo::Error::UnknownObject(m) => Error::NoSuchCard(m),
                 other => Error::Bus(other.to_string()),
             },
+            zbus::Error::InputOutput(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                Error::Timeout(e.to_string())
+            }
             other => Error::Bus(other.to_string()),
         }
     }

@@ -4,15 +4,16 @@
 //!   [`Agent::open`], which hands back the card's device fd once the agent has checked the caller.
 //! * [`Device`] wraps that fd: card info, CUDA pinning, DMA. It fails with `ENODEV` once the card is
 //!   reprogrammed or removed; ask the agent for a new fd then.
-//! * `include/gdr.h` is the C interface to the same functions (`capi`).
+//! * `include/gdrpico.h` is the C interface to the same functions (`capi`), prefixed `gdrpico_` so that it
+//!   never collides with gdrcopy's `gdr_*` in one process.
 
 mod agent;
 pub mod capi;
 mod device;
 mod error;
 
-pub use agent::{Agent, CardSummary};
-pub use device::{CudaHandle, Device, Transfer};
+pub use agent::{Agent, CardSummary, DEFAULT_TIMEOUT};
+pub use device::{CudaHandle, Device, Pinned, Sink, Source, Transfer};
 pub use error::Error;
 
 /// Well-known bus name of the agent.

@@ -15,6 +15,10 @@ const USAGE: &str = "usage: gdr-agent [--config PATH] [--bus ADDRESS] [--check]
   --bus ADDRESS   serve on this D-Bus address instead of the system bus (tests)
   --check         validate the configuration and the bitstream manifest, then exit";
 
+/// How long a stop waits for running operations; below the unit's `TimeoutStopSec=90s`, so the agent
+/// rescans a card still off the bus itself rather than being killed first.
+const STOP_WAIT: Duration = Duration::from_secs(75);
+
 static HUP: AtomicBool = AtomicBool::new(false);
 static TERM: AtomicBool = AtomicBool::new(false);
 
@@ -58,6 +62,10 @@ fn main() -> ExitCode {
         }
     };
     if check {
+        let keep_all = config
+            .cards
+            .iter()
+            .all(|c| c.loader == config::LoaderKind::None);
         return match gdr_agent::manifest::Manifest::load(&config.agent.bitstream_dir) {
             Ok(m) => {
                 println!(
@@ -65,6 +73,13 @@ fn main() -> ExitCode {
                     path.display(),
                     m.version,
                     m.expected
+                );
+                ExitCode::SUCCESS
+            }
+            Err(_) if keep_all => {
+                println!(
+                    "{}: ok; no manifest needed (loader 'none': every card's design is kept)",
+                    path.display()
                 );
                 ExitCode::SUCCESS
             }
@@ -91,6 +106,8 @@ fn main() -> ExitCode {
     agent.start();
     run(&agent, interval);
     let _ = notify("STOPPING=1");
+    let _ = notify(&status_line("stopping: waiting for running operations"));
+    agent.shutdown(STOP_WAIT);
     ExitCode::SUCCESS
 }
 
@@ -99,17 +116,24 @@ fn main() -> ExitCode {
 fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
     let watchdog = watchdog_usec().map(Duration::from_micros);
     // Feed at most every half watchdog period, and check health at least that often.
-    let tick = watchdog.map_or(interval, |w| interval.min(w / 2));
+    let tick_of = |interval: Duration| watchdog.map_or(interval, |w| interval.min(w / 2));
+    let mut tick = tick_of(interval);
     let mut ready = false;
     let mut last_status = String::new();
     let mut next = Instant::now();
     while !TERM.load(Ordering::SeqCst) {
         if HUP.swap(false, Ordering::SeqCst) {
-            let _ = notify("RELOADING=1");
-            if let Err(e) = agent.reload() {
-                eprintln!("<3>reload refused: {e}");
+            // During bring-up READY=1 would tell systemd the start is over: a reload then only reloads.
+            if ready {
+                let _ = notify("RELOADING=1");
             }
-            let _ = notify("READY=1");
+            match agent.reload() {
+                Ok(()) => tick = tick_of(Duration::from_secs(agent.config().health.interval_s)),
+                Err(e) => eprintln!("<3>reload refused: {e}"),
+            }
+            if ready {
+                let _ = notify("READY=1");
+            }
         }
         let status = agent.status_text();
         if status != last_status {
@@ -131,7 +155,6 @@ fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    agent.stop();
 }
 
 fn usage(e: &str) -> ExitCode {

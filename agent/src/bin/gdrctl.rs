@@ -45,7 +45,17 @@ fn main() -> ExitCode {
     let Some((cmd, args)) = rest.split_first() else {
         return usage("no command");
     };
-    let agent = match bus.as_deref().map_or_else(Agent::system, Agent::at) {
+    // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
+    // everything else must answer within the client's default timeout.
+    let timeout = match cmd.as_str() {
+        "selftest" | "bench" | "reprogram" => None,
+        _ => Some(gdr_client::DEFAULT_TIMEOUT),
+    };
+    let connect = match bus.as_deref() {
+        Some(b) => Agent::at_with_timeout(b, timeout),
+        None => Agent::system_with_timeout(timeout),
+    };
+    let agent = match connect {
         Ok(a) => a,
         Err(e) => return fail(&out, &e),
     };
@@ -116,6 +126,34 @@ fn version(v: &Value) -> String {
     }
 }
 
+/// What the card runs, and what the agent wants it to run.
+fn design_line(s: &Value) -> String {
+    let runs = match s["design"].as_str().unwrap_or("unknown") {
+        "reference" => "reference (NVIDIA jetson-rdma-picoevb, no ID block)".to_string(),
+        "gdr" => format!(
+            "gdr {} build {:08x}",
+            version(&s["design_version"]),
+            s["build_hash"].as_u64().unwrap_or(0)
+        ),
+        other => other.to_string(),
+    };
+    let wants = if s["loader"] == "none" {
+        "no bitstream configured: loader 'none' keeps the card's design".to_string()
+    } else {
+        format!(
+            "manifest wants {} build {:08x}",
+            version(&s["expected_version"]),
+            s["expected_hash"].as_u64().unwrap_or(0)
+        )
+    };
+    let golden = if s["fell_back_to_golden"] == true {
+        ", FELL BACK TO GOLDEN"
+    } else {
+        ""
+    };
+    format!("{runs} ({wants}){golden}")
+}
+
 fn status(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
     let cards = match args.first() {
         Some(_) => vec![card_arg(args, 0)?],
@@ -149,18 +187,7 @@ fn status(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
                 s["link_speed"].as_str().unwrap_or("?"),
                 s["link_width"]
             );
-            println!(
-                "  design:    {} build {:08x} (manifest wants {} build {:08x}){}",
-                version(&s["design_version"]),
-                s["build_hash"].as_u64().unwrap_or(0),
-                version(&s["expected_version"]),
-                s["expected_hash"].as_u64().unwrap_or(0),
-                if s["fell_back_to_golden"] == true {
-                    ", FELL BACK TO GOLDEN"
-                } else {
-                    ""
-                }
-            );
+            println!("  design:    {}", design_line(s));
             println!("  healthy:   {}", s["healthy"]);
             let t = &s["last_selftest"];
             if !t.is_null() {

@@ -2,16 +2,25 @@
 //!
 //! Each stage that can fail transiently is retried `retry.attempts` times with doubling backoff; a stage
 //! that still fails ends the card in `Failed` with the stage and the reason, never in a silent wait.
+//!
+//! With `loader = "none"` the card is never programmed: identify reads whichever design it carries
+//! (gdr's or NVIDIA's reference design) and the bring-up goes straight on to the self-test.
+//!
+//! Taking the function off the bus is recorded first ([`journal`]); a bring-up starts by bringing back a
+//! function an earlier, interrupted run left off the bus. Once the agent is stopping, no new stage starts,
+//! but a removed function is always rescanned before the bring-up returns.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use picoevb_abi::{ABI_VERSION, abi_major};
 
+use super::journal::{self, OffBus};
 use super::ports::{Events, Loader, Node, Pci, SelfTester, Sleep};
-use super::stage::{CardStatus, Stage};
-use crate::config::{CardConfig, Config};
+use super::stage::{CardStatus, Design, Stage};
+use crate::config::{CardConfig, Config, LoaderKind};
 use crate::manifest::{Identity, Manifest};
 use crate::selftest::{self, SelfTestResult};
 
@@ -34,6 +43,8 @@ pub struct Machine {
     pub events: Arc<dyn Events>,
     pub sleep: Arc<dyn Sleep>,
     pub status: Arc<Mutex<CardStatus>>,
+    /// Set when the agent is stopping: no new stage starts.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// A stage's failure: its reason and whether another try may help.
@@ -85,13 +96,39 @@ impl Machine {
         self.card.device.clone()
     }
 
-    /// Runs `f` up to `attempts` times, sleeping with doubling backoff between tries.
-    fn retry<T>(&self, mut f: impl FnMut(u32) -> Result<T, Fail>) -> Result<T, String> {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Fails `stage` if the agent is stopping (checked before each stage that may take long).
+    fn go_on(&self, stage: Stage) -> Result<(), (Stage, String)> {
+        if self.stopping() {
+            return Err((stage, "not started: the agent is stopping".into()));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` up to `attempts` times, sleeping with doubling backoff between tries; gives up early
+    /// when the agent is stopping.
+    fn retry<T>(&self, f: impl FnMut(u32) -> Result<T, Fail>) -> Result<T, String> {
+        self.retry_with(true, f)
+    }
+
+    /// [`Self::retry`]; `stoppable = false` keeps trying while the agent stops (bringing a removed
+    /// function back must not be cut short).
+    fn retry_with<T>(
+        &self,
+        stoppable: bool,
+        mut f: impl FnMut(u32) -> Result<T, Fail>,
+    ) -> Result<T, String> {
         let r = &self.config.retry;
         let mut wait = r.backoff_ms;
         for attempt in 1..=r.attempts {
             match f(attempt) {
                 Ok(v) => return Ok(v),
+                Err(e) if stoppable && self.stopping() => {
+                    return Err(format!("{} (the agent is stopping)", e.reason));
+                }
                 Err(e) if !e.retry || attempt == r.attempts => {
                     return Err(if attempt > 1 {
                         format!("{} (after {attempt} tries)", e.reason)
@@ -130,22 +167,44 @@ impl Machine {
 
     fn run(&self, force_program: bool) -> Result<(), (Stage, String)> {
         let at = |stage| move |e| (stage, e);
-        let expected = self.manifest.as_ref().map(|m| m.expected);
+        let keep = self.card.loader == LoaderKind::None;
+        // A card whose design is kept is compared with no manifest, even where one is installed.
+        let expected = if keep {
+            None
+        } else {
+            self.manifest.as_ref().map(|m| m.expected)
+        };
         self.set(|s| {
             s.fell_back_to_golden = false;
-            if let Some(e) = expected {
-                s.expected_version = e.design_version;
-                s.expected_hash = e.build_hash;
-            }
+            s.loader = self.card.loader.name().to_string();
+            let e = expected.unwrap_or_default();
+            s.expected_version = e.design_version;
+            s.expected_hash = e.build_hash;
         });
 
+        self.go_on(Stage::Discover)?;
         self.enter(Stage::Discover, "looking for the card on the PCI bus");
+        self.recover()?;
         let bdf = self
             .retry(|_| self.discover())
             .map_err(at(Stage::Discover))?;
         self.set(|s| s.pci = bdf.clone());
 
+        if keep {
+            self.enter(
+                Stage::Identify,
+                "reading the card's design (loader 'none': it is kept, never programmed)",
+            );
+            // Bound and answering, with the right ABI: the boot may still be binding the driver.
+            self.retry(|_| self.bound(&bdf))
+                .map_err(at(Stage::Identify))?;
+            return self.finish(&bdf);
+        }
+
         self.enter(Stage::Identify, "reading the ID block");
+        // At boot udev may not have bound the driver or opened the node to the agent yet: an ID block
+        // unreadable for that reason is no reason to reprogram the card.
+        self.await_node(&bdf);
         let found = self.identify(&bdf);
         let Some(expected) = expected else {
             return Err((
@@ -185,7 +244,12 @@ impl Machine {
                 format!("card runs {id}, the manifest wants {expected}"),
             ));
         }
-        if let Some((speed, width)) = self.pci.link(&bdf) {
+        self.finish(&bdf)
+    }
+
+    /// The link as trained, then the self-test (if configured).
+    fn finish(&self, bdf: &str) -> Result<(), (Stage, String)> {
+        if let Some((speed, width)) = self.pci.link(bdf) {
             self.set(|s| {
                 s.link_speed = speed;
                 s.link_width = width;
@@ -193,6 +257,7 @@ impl Machine {
         }
 
         if self.config.selftest.on_start {
+            self.go_on(Stage::SelfTest)?;
             let r = self.selftest();
             if !r.passed {
                 return Err((Stage::SelfTest, r.reason));
@@ -203,6 +268,34 @@ impl Machine {
 
     fn note(&self, message: &str) {
         self.set(|s| s.message = message.to_string());
+    }
+
+    fn journal(&self) -> PathBuf {
+        journal::path(&self.config.agent.state_dir, self.index)
+    }
+
+    /// Brings back a function an interrupted run (stop, kill, crash, power cut of the agent only) left
+    /// off the bus, so that discovery can find it.
+    fn recover(&self) -> Result<(), (Stage, String)> {
+        let file = self.journal();
+        let Some(record) = journal::read(&file) else {
+            return Ok(());
+        };
+        let why = match &record {
+            Ok(r) => format!(
+                "an earlier run was stopped during '{}' with {} off the bus",
+                r.op, r.pci
+            ),
+            Err(e) => format!("an earlier run left an unreadable record ({e})"),
+        };
+        eprintln!("<4>card{}: {why}: rescanning", self.index);
+        self.note(&format!("{why}: rescanning"));
+        let back = match &record {
+            Ok(r) => self.relink(&r.pci),
+            Err(_) => self.pci.rescan(),
+        };
+        back.map_err(|e| (Stage::Relink, format!("{why}; it did not come back: {e}")))?;
+        journal::clear(&file).map_err(|e| (Stage::Relink, e))
     }
 
     fn discover(&self) -> Result<String, Fail> {
@@ -240,6 +333,7 @@ impl Machine {
             build_hash: info.build_hash,
         };
         self.set(|s| {
+            s.design = Design::of(&info);
             s.design_version = id.design_version;
             s.build_hash = id.build_hash;
             s.abi_version = info.abi_version;
@@ -253,6 +347,7 @@ impl Machine {
         }
         let info = self.node.abi_info(&self.node()).map_err(transient)?;
         self.set(|s| {
+            s.design = Design::of(&info);
             s.abi_version = info.abi_version;
             s.design_version = info.design_version;
             s.build_hash = info.build_hash;
@@ -285,6 +380,7 @@ impl Machine {
             .clone();
         let mut last = String::new();
         for attempt in 1..=self.config.retry.attempts {
+            self.go_on(Stage::Program)?;
             self.enter(
                 Stage::Program,
                 &format!(
@@ -294,14 +390,41 @@ impl Machine {
                 ),
             );
             self.events.extend_timeout(PROGRAM_EXTEND_USEC);
+            // Recorded before the function leaves the bus, so a later start can bring it back; a card
+            // whose removal cannot be recorded is not removed.
+            let offbus = OffBus {
+                op: "program".into(),
+                pci: bdf.to_string(),
+                since: crate::selftest::now(),
+            };
+            journal::record(&self.journal(), &offbus).map_err(|e| {
+                (
+                    Stage::Program,
+                    format!("not programmed: cannot record the operation: {e}"),
+                )
+            })?;
             // Take the function off the bus first: the link drops while the FPGA reconfigures.
             if let Err(e) = self.pci.remove(bdf) {
-                return Err((Stage::Relink, format!("cannot remove {bdf}: {e}")));
+                // The helper may still remove it after the call gave up (a timeout on a loaded box):
+                // bring the function back before anything else, then try again.
+                last = format!("cannot remove {bdf}: {e}");
+                self.note(&last);
+                self.relink(bdf)
+                    .map_err(|back| (Stage::Relink, format!("{last}; bringing it back: {back}")))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+                if attempt < self.config.retry.attempts {
+                    self.sleep
+                        .sleep(Duration::from_millis(self.config.retry.backoff_ms));
+                }
+                continue;
             }
             let loaded = loader.program(&image, self.card.target);
             self.set(|s| s.programmed += 1);
             self.enter(Stage::Relink, "rescanning the PCI bus");
             let back = self.relink(bdf);
+            if back.is_ok() {
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+            }
             if let Err(e) = loaded {
                 last = format!("{} loader: {e}", loader.name());
             } else if let Err(e) = back {
@@ -329,12 +452,30 @@ impl Machine {
         Err((Stage::Program, last))
     }
 
+    /// Waits up to `retry.attempts` x `retry.bind_timeout_s` for the driver to be bound to `bdf` and its
+    /// node to answer (udev's coldplug of a slow boot; at once on a box whose udev is done).
+    fn await_node(&self, bdf: &str) {
+        let r = &self.config.retry;
+        let polls = (r.bind_timeout_s * 10 * u64::from(r.attempts)).max(1);
+        for _ in 0..polls {
+            if self.pci.driver(bdf).as_deref() == Some(DRIVER)
+                && self.node.abi_info(&self.node()).is_ok()
+            {
+                return;
+            }
+            if self.stopping() {
+                return;
+            }
+            self.sleep.sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Rescans until the function is back with the driver bound and its node opens. The node appears
     /// with the driver but belongs to root until udev has applied the rules, so binding alone is not
     /// enough: an open in that window fails with EACCES.
     fn relink(&self, bdf: &str) -> Result<(), String> {
         let polls = (self.config.retry.bind_timeout_s * 10).max(1);
-        self.retry(|_| {
+        self.retry_with(false, |_| {
             self.pci.rescan().map_err(transient)?;
             let mut why = format!("driver '{DRIVER}' not bound");
             for _ in 0..polls {

@@ -1,6 +1,7 @@
 //! A card's life: the stages it goes through ([`stage`]), what the machine needs from the world
 //! ([`ports`]) and the bring-up itself ([`machine`]).
 
+pub mod journal;
 pub mod machine;
 pub mod ports;
 pub mod stage;
@@ -8,4 +9,4 @@ pub mod stage;
 mod tests;
 
 pub use machine::Machine;
-pub use stage::{CardStatus, Stage};
+pub use stage::{CardStatus, Design, Stage};

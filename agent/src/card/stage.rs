@@ -57,6 +57,40 @@ impl fmt::Display for Stage {
     }
 }
 
+/// Which design a card runs, as its registers tell it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Design {
+    /// Not read yet (or unreadable).
+    #[default]
+    Unknown,
+    /// gdr's design: the ID block gives its version and build.
+    Gdr,
+    /// NVIDIA's jetson-rdma-picoevb design: the same PCI identity, XDMA and BRAM, but no ID block.
+    Reference,
+}
+
+impl Design {
+    /// The design behind what the driver reports: an ID block is gdr's, none is NVIDIA's (both are
+    /// 10de:0001 with subsystem PicoEVB, so the ID block is the only tell).
+    pub fn of(info: &picoevb_abi::AbiInfo) -> Self {
+        if info.caps & picoevb_abi::CAP_ID_BLOCK != 0 || info.design_version != 0 {
+            Design::Gdr
+        } else {
+            Design::Reference
+        }
+    }
+
+    /// For gdrctl, D-Bus (`Design`) and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Design::Unknown => "unknown",
+            Design::Gdr => "gdr",
+            Design::Reference => "reference",
+        }
+    }
+}
+
 /// Everything the agent knows about one card; D-Bus properties, gdrctl and metrics read this.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CardStatus {
@@ -68,6 +102,12 @@ pub struct CardStatus {
     pub message: String,
     /// PCI address, once discovered.
     pub pci: String,
+    /// The design the card runs.
+    #[serde(default)]
+    pub design: Design,
+    /// The configured loader (`model`, `openocd`, `none`: the card's design is kept, never programmed).
+    #[serde(default)]
+    pub loader: String,
     /// ID block read from the card (design_version 0 = none).
     pub design_version: u32,
     pub build_hash: u32,
@@ -96,6 +136,8 @@ impl CardStatus {
             failed_stage: None,
             message: String::new(),
             pci: String::new(),
+            design: Design::Unknown,
+            loader: String::new(),
             design_version: 0,
             build_hash: 0,
             expected_version: 0,

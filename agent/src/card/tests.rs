@@ -1,6 +1,7 @@
 //! The state machine against a scripted card: no bus, no hardware.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use picoevb_abi::{ABI_VERSION, AbiInfo};
@@ -37,6 +38,13 @@ struct World {
     selftest_fails: bool,
     /// The next `n` opens of the node are refused (udev has not applied the rules yet).
     node_denied: u32,
+    /// While programming: the off-bus record that must exist, and whether it did.
+    journal: Option<PathBuf>,
+    journal_seen: bool,
+    /// The next `n` removes report a failure (a helper call that timed out) but take the function off.
+    remove_times_out: u32,
+    /// Set while programming (the agent is told to stop mid-operation).
+    stop_on_program: Option<Arc<AtomicBool>>,
 }
 
 #[derive(Clone, Default)]
@@ -70,6 +78,10 @@ impl Pci for Fake {
         w.log.push(format!("remove {bdf}"));
         w.present = false;
         w.bound = false;
+        if w.remove_times_out > 0 {
+            w.remove_times_out -= 1;
+            return Err("privileged helper: Resource temporarily unavailable (os error 11)".into());
+        }
         Ok(())
     }
     fn rescan(&self) -> Result<(), String> {
@@ -128,6 +140,12 @@ impl Loader for Fake {
             !w.present,
             "programmed while the function was still on the bus"
         );
+        if let Some(j) = w.journal.clone() {
+            w.journal_seen = j.exists();
+        }
+        if let Some(stop) = &w.stop_on_program {
+            stop.store(true, Ordering::SeqCst);
+        }
         if w.corrupt_programs > 0 {
             w.corrupt_programs -= 1;
             w.design = GOLDEN;
@@ -222,6 +240,7 @@ fn machine(fake: &Fake, dir: &Path) -> (Machine, Arc<Recorder>) {
         events: rec.clone(),
         sleep: Arc::new(NoSleep),
         status,
+        stop: Arc::new(AtomicBool::new(false)),
     };
     (m, rec)
 }
@@ -301,6 +320,15 @@ fn a_node_udev_has_not_opened_yet_is_waited_for_after_rescan() {
         ["remove 0000:01:00.0", "program update.img", "rescan"],
         "no second program"
     );
+}
+
+#[test]
+fn a_node_udev_has_not_opened_yet_at_boot_is_waited_for_not_reprogrammed() {
+    let f = card(GOOD);
+    f.w().node_denied = 5;
+    let (m, _) = machine(&f, &tmp("boot-race"));
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert!(f.w().log.is_empty(), "reprogrammed: {:?}", f.w().log);
 }
 
 #[test]
@@ -409,4 +437,187 @@ fn a_damaged_image_is_never_programmed() {
     let s = m.status.lock().unwrap();
     assert_eq!(s.failed_stage, Some(Stage::Program));
     assert!(s.message.contains("sha256"), "{}", s.message);
+}
+
+const REFERENCE: Identity = Identity {
+    design_version: 0,
+    build_hash: 0,
+};
+
+/// A card whose design is kept (`loader = "none"`), on a box without a bitstream (no manifest).
+fn keeping(fake: &Fake, dir: &Path) -> (Machine, Arc<Recorder>) {
+    let (mut m, rec) = machine(fake, dir);
+    m.card.loader = LoaderKind::None;
+    m.card.port = None;
+    m.loader = None;
+    m.manifest = None;
+    (m, rec)
+}
+
+#[test]
+fn without_a_bitstream_the_reference_design_is_kept_tested_and_served() {
+    let f = card(REFERENCE);
+    let d = tmp("keep-ref");
+    let (m, rec) = keeping(&f, &d);
+    assert_eq!(
+        m.bring_up(false),
+        Stage::Ready,
+        "{}",
+        m.status.lock().unwrap().message
+    );
+    assert!(f.w().log.is_empty(), "never programmed: {:?}", f.w().log);
+    let s = m.status.lock().unwrap().clone();
+    assert_eq!(s.design, Design::Reference);
+    assert_eq!(s.loader, "none");
+    assert_eq!((s.expected_version, s.expected_hash), (0, 0));
+    assert!(s.last_selftest.as_ref().unwrap().passed, "self-tested");
+    assert_eq!(
+        *rec.stages.lock().unwrap(),
+        [
+            Stage::Pending,
+            Stage::Discover,
+            Stage::Identify,
+            Stage::SelfTest,
+            Stage::Ready
+        ]
+    );
+    // A reprogram of a failed card (a forced bring-up) still never programs it.
+    assert_eq!(m.bring_up(true), Stage::Ready);
+    assert!(f.w().log.is_empty(), "{:?}", f.w().log);
+}
+
+#[test]
+fn without_a_bitstream_any_gdr_design_is_kept_even_beside_a_manifest() {
+    let f = card(GOLDEN);
+    let (mut m, _) = keeping(&f, &tmp("keep-gdr"));
+    let (with_manifest, _) = machine(&f, &tmp("keep-gdr-m"));
+    m.manifest = with_manifest.manifest.clone();
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert!(f.w().log.is_empty(), "{:?}", f.w().log);
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.design, Design::Gdr);
+    assert_eq!(s.design_version, GOLDEN.design_version);
+}
+
+#[test]
+fn without_a_bitstream_a_driver_still_binding_is_waited_for_not_failed() {
+    let f = card(REFERENCE);
+    f.w().node_denied = 2;
+    let (m, _) = keeping(&f, &tmp("keep-race"));
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    let f = card(REFERENCE);
+    f.w().abi = 2 << 16;
+    let (m, _) = keeping(&f, &tmp("keep-abi"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    assert!(m.status.lock().unwrap().message.contains("driver ABI 2.0"));
+}
+
+#[test]
+fn removal_is_recorded_before_the_card_leaves_the_bus_and_cleared_once_back() {
+    let f = card(GOLDEN);
+    let d = tmp("journal");
+    let record = journal::path(&d, 0);
+    f.w().journal = Some(record.clone());
+    let (m, _) = machine(&f, &d);
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert!(f.w().journal_seen, "no off-bus record while programming");
+    assert!(!record.exists(), "record left behind once the card is back");
+}
+
+#[test]
+fn a_card_an_interrupted_run_left_off_the_bus_is_rescanned_and_brought_up() {
+    // The previous agent removed the function, programmed, and died before the rescan.
+    let f = card(GOOD);
+    {
+        let mut w = f.w();
+        w.present = false;
+        w.bound = false;
+    }
+    let d = tmp("recover");
+    let record = journal::path(&d, 0);
+    journal::record(
+        &record,
+        &journal::OffBus {
+            op: "program".into(),
+            pci: "0000:01:00.0".into(),
+            since: 1,
+        },
+    )
+    .unwrap();
+    let (m, _) = machine(&f, &d);
+    assert_eq!(
+        m.bring_up(false),
+        Stage::Ready,
+        "{}",
+        m.status.lock().unwrap().message
+    );
+    assert_eq!(f.w().log, ["rescan"], "rescanned, not reprogrammed");
+    assert!(!record.exists());
+
+    // Without a record the card is not looked for behind the bus's back.
+    let f = card(GOOD);
+    f.w().present = false;
+    let (m, _) = machine(&f, &tmp("no-record"));
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    assert!(f.w().log.is_empty());
+
+    // A record that cannot be read still gets the bus rescanned.
+    let f = card(GOOD);
+    f.w().present = false;
+    let d = tmp("bad-record");
+    std::fs::write(journal::path(&d, 0), "{").unwrap();
+    let (m, _) = machine(&f, &d);
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    assert!(!journal::path(&d, 0).exists());
+}
+
+#[test]
+fn a_stop_during_programming_still_brings_the_card_back_then_starts_nothing_new() {
+    let f = card(GOLDEN);
+    let d = tmp("stop");
+    let (m, _) = machine(&f, &d);
+    f.w().stop_on_program = Some(m.stop.clone());
+    // The first rescan finds nothing: the relink must keep trying although the agent stops.
+    f.w().lost_rescans = 1;
+    assert_eq!(m.bring_up(false), Stage::Failed);
+    assert_eq!(
+        f.w().log,
+        [
+            "remove 0000:01:00.0",
+            "program update.img",
+            "rescan",
+            "rescan"
+        ],
+        "the removed function is rescanned although the agent stops"
+    );
+    assert!(f.w().present && f.w().bound);
+    assert!(!journal::path(&d, 0).exists());
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, Some(Stage::SelfTest));
+    assert!(s.message.contains("stopping"), "{}", s.message);
+}
+
+#[test]
+fn a_remove_that_timed_out_but_happened_is_rescanned_and_tried_again() {
+    let f = card(GOLDEN);
+    f.w().remove_times_out = 1;
+    let d = tmp("remove-timeout");
+    let (m, _) = machine(&f, &d);
+    assert_eq!(
+        m.bring_up(false),
+        Stage::Ready,
+        "{}",
+        m.status.lock().unwrap().message
+    );
+    assert_eq!(
+        f.w().log,
+        [
+            "remove 0000:01:00.0",
+            "rescan",
+            "remove 0000:01:00.0",
+            "program update.img",
+            "rescan"
+        ]
+    );
+    assert!(!journal::path(&d, 0).exists());
 }

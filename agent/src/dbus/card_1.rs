@@ -167,6 +167,19 @@ impl Card {
         self.s().pci
     }
 
+    /// The design the card runs: `gdr`, `reference` (NVIDIA's jetson-rdma-picoevb: no ID block) or
+    /// `unknown` (not read yet).
+    #[zbus(property)]
+    fn design(&self) -> String {
+        self.s().design.name().to_string()
+    }
+
+    /// How the card is programmed: `model`, `openocd`, or `none` (its design is kept).
+    #[zbus(property)]
+    fn loader(&self) -> String {
+        self.s().loader
+    }
+
     /// Design version from the card's ID block ("" = none).
     #[zbus(property)]
     fn design_version(&self) -> String {

@@ -63,6 +63,7 @@ fn forward(conn: &Connection, change: Change) -> zbus::Result<()> {
                 card.stage_changed(emitter).await?;
                 card.failed_stage_changed(emitter).await?;
                 card.message_changed(emitter).await?;
+                card.design_changed(emitter).await?;
                 card.design_version_changed(emitter).await?;
                 card.healthy_changed(emitter).await?;
                 card.last_self_test_changed(emitter).await?;

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -43,19 +43,20 @@ impl ModelLoader {
         }
     }
 
-    /// Sends one request line and reads one reply line, giving up after `timeout`.
+    /// Sends one request line and reads its reply line, giving up after `timeout`.
+    ///
+    /// The channel may still hold the reply to a request of an agent that was killed before it read it
+    /// (virtio-serial keeps it until the port is opened again). So the exchange starts with a
+    /// `program_state` request, whose reply no `program` produces, and drops every line before that reply.
     pub fn request(&self, req: &Value) -> Result<Value, String> {
-        let mut ch = self.open()?;
-        let line = format!("{req}\n");
-        ch.write_all(line.as_bytes())
-            .map_err(|e| format!("model port: {e}"))?;
-        wait_readable(ch.as_raw_fd(), self.timeout)?;
-        let mut reply = String::new();
-        BufReader::new(ch)
-            .read_line(&mut reply)
-            .map_err(|e| format!("model port: {e}"))?;
-        let v: Value = serde_json::from_str(reply.trim())
-            .map_err(|e| format!("model answered '{}': {e}", reply.trim().escape_debug()))?;
+        let mut ch = BufReader::new(self.open()?);
+        send(ch.get_mut(), &json!({"cmd": "program_state"}))?;
+        let deadline = Instant::now() + self.timeout;
+        while read_reply(&mut ch, deadline)?.get("programs").is_none() {
+            eprintln!("<4>model port: dropped a reply nobody read (an earlier agent's)");
+        }
+        send(ch.get_mut(), req)?;
+        let v = read_reply(&mut ch, Instant::now() + self.timeout)?;
         if v["ok"] != json!(true) {
             return Err(format!(
                 "model refused: {}",
@@ -64,6 +65,29 @@ impl ModelLoader {
         }
         Ok(v)
     }
+}
+
+fn send(ch: &mut Box<dyn Channel>, req: &Value) -> Result<(), String> {
+    ch.write_all(format!("{req}\n").as_bytes())
+        .map_err(|e| format!("model port: {e}"))
+}
+
+/// The next reply line as JSON, waiting until `deadline` for it.
+fn read_reply(ch: &mut BufReader<Box<dyn Channel>>, deadline: Instant) -> Result<Value, String> {
+    if ch.buffer().is_empty() {
+        wait_readable(
+            ch.get_ref().as_raw_fd(),
+            deadline.saturating_duration_since(Instant::now()),
+        )?;
+    }
+    let mut reply = String::new();
+    ch.read_line(&mut reply)
+        .map_err(|e| format!("model port: {e}"))?;
+    if reply.is_empty() {
+        return Err("model port: closed without an answer".into());
+    }
+    serde_json::from_str(reply.trim())
+        .map_err(|e| format!("model answered '{}': {e}", reply.trim().escape_debug()))
 }
 
 fn wait_readable(fd: i32, timeout: Duration) -> Result<(), String> {
@@ -114,15 +138,30 @@ mod tests {
     use super::*;
     use std::os::unix::net::UnixListener;
 
-    fn serve(reply: &'static str) -> (PathBuf, std::thread::JoinHandle<String>) {
-        let p =
-            std::env::temp_dir().join(format!("gdr-model-{}-{}", std::process::id(), reply.len()));
+    /// A model that answers the sync request, then one request with `reply` ("" = never), after first
+    /// writing `stale` (an earlier agent's unread reply).
+    fn serve_after(
+        stale: &'static str,
+        reply: &'static str,
+    ) -> (PathBuf, std::thread::JoinHandle<String>) {
+        let p = std::env::temp_dir().join(format!(
+            "gdr-model-{}-{}-{}",
+            std::process::id(),
+            reply.len(),
+            stale.len()
+        ));
         let _ = std::fs::remove_file(&p);
         let l = UnixListener::bind(&p).unwrap();
         let h = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
+            (&s).write_all(stale.as_bytes()).unwrap();
+            let mut r = BufReader::new(&s);
             let mut line = String::new();
-            BufReader::new(&s).read_line(&mut line).unwrap();
+            r.read_line(&mut line).unwrap();
+            assert!(line.contains("program_state"), "{line}");
+            (&s).write_all(b"{\"ok\":true,\"programs\":3}\n").unwrap();
+            line.clear();
+            r.read_line(&mut line).unwrap();
             if !reply.is_empty() {
                 (&s).write_all(reply.as_bytes()).unwrap();
             } else {
@@ -131,6 +170,29 @@ mod tests {
             line
         });
         (p, h)
+    }
+
+    fn serve(reply: &'static str) -> (PathBuf, std::thread::JoinHandle<String>) {
+        serve_after("", reply)
+    }
+
+    #[test]
+    fn an_earlier_agents_unread_reply_is_not_taken_for_this_one() {
+        let (p, h) = serve_after(
+            "{\"ok\":true,\"loaded\":\"golden\"}\n",
+            "{\"ok\":true,\"loaded\":\"update\"}\n",
+        );
+        let img = p.with_extension("img");
+        std::fs::write(&img, "gdr-model-image 1\n").unwrap();
+        let l = ModelLoader {
+            port: p,
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(
+            l.program(&img, Target::Flash).unwrap(),
+            "model loaded the update design"
+        );
+        assert!(h.join().unwrap().contains("\"program\""));
     }
 
     #[test]

@@ -1,0 +1,287 @@
+//! The agent core over a scripted card, through the lifetime events an operator meets: a box without a
+//! bitstream, a reprogram that cannot or need not happen, and a stop while a card is off the bus.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use gdr_agent::card::ports::{Loader, Node, Pci, SelfTester, Sleep};
+use gdr_agent::card::{Design, Stage};
+use gdr_agent::config::{Config, Target};
+use gdr_agent::daemon::{Agent, AgentError, Change, World};
+use gdr_agent::selftest::Measurement;
+use picoevb_abi::{ABI_VERSION, AbiInfo};
+
+#[derive(Default)]
+struct Bus {
+    present: bool,
+    design: u32,
+    log: Vec<String>,
+    /// The loader waits until this is false.
+    hold_program: bool,
+}
+
+#[derive(Clone, Default)]
+struct Fake(Arc<(Mutex<Bus>, Condvar)>);
+
+impl Fake {
+    fn bus(&self) -> std::sync::MutexGuard<'_, Bus> {
+        self.0.0.lock().unwrap()
+    }
+    fn release(&self) {
+        self.bus().hold_program = false;
+        self.0.1.notify_all();
+    }
+}
+
+impl Pci for Fake {
+    fn list(&self) -> Result<Vec<String>, String> {
+        Ok(if self.bus().present {
+            vec!["0000:01:00.0".into()]
+        } else {
+            vec![]
+        })
+    }
+    fn driver(&self, _: &str) -> Option<String> {
+        self.bus().present.then(|| "picoevb".into())
+    }
+    fn remove(&self, bdf: &str) -> Result<(), String> {
+        let mut b = self.bus();
+        b.log.push(format!("remove {bdf}"));
+        b.present = false;
+        Ok(())
+    }
+    fn rescan(&self) -> Result<(), String> {
+        let mut b = self.bus();
+        b.log.push("rescan".into());
+        b.present = true;
+        Ok(())
+    }
+    fn link(&self, _: &str) -> Option<(String, u32)> {
+        Some(("5.0 GT/s PCIe".into(), 1))
+    }
+    fn aer_errors(&self, _: &str) -> Option<u64> {
+        None
+    }
+}
+
+impl Node for Fake {
+    fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
+        let b = self.bus();
+        if !b.present {
+            return Err("ENODEV".into());
+        }
+        Ok(AbiInfo {
+            abi_version: ABI_VERSION,
+            design_version: b.design,
+            build_hash: if b.design == 0 { 0 } else { 0xd00d },
+            ..Default::default()
+        })
+    }
+}
+
+impl Loader for Fake {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn image_role(&self, _: Target) -> &'static str {
+        "model-update"
+    }
+    fn program(&self, _: &Path, _: Target) -> Result<String, String> {
+        let mut b = self.bus();
+        b.log.push("program".into());
+        while b.hold_program {
+            b = self.0.1.wait(b).unwrap();
+        }
+        b.design = 0x0100_0000;
+        Ok(String::new())
+    }
+}
+
+impl SelfTester for Fake {
+    fn run(&self, _: &Path) -> Result<Measurement, String> {
+        Ok(Measurement {
+            memory: "host".into(),
+            memory_note: "scripted".into(),
+            bytes: 4096,
+            h2c_mbps: 1.0,
+            c2h_mbps: 1.0,
+            duration_us: 1,
+            mismatches: 0,
+            first_mismatch: None,
+        })
+    }
+}
+
+struct NoSleep;
+impl Sleep for NoSleep {
+    fn sleep(&self, _: Duration) {}
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gdr-lifecycle-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// An agent over `fake` with one card of `loader`; `manifest` writes a bitstream manifest into `d`.
+fn agent(
+    d: &Path,
+    fake: &Fake,
+    loader: &str,
+    manifest: bool,
+) -> (Arc<Agent>, Arc<Mutex<Vec<Change>>>) {
+    if manifest {
+        let image = b"model image";
+        std::fs::write(d.join("u.img"), image).unwrap();
+        std::fs::write(
+            d.join("manifest.json"),
+            format!(
+                r#"{{"schema":1,"version":"1.0.0","id_block":{{"design_version":"0x01000000","build_hash":"0xd00d"}},
+                   "files":[{{"name":"u.img","role":"model-update","sha256":"{}"}}]}}"#,
+                gdr_agent::manifest::sha256_hex(image)
+            ),
+        )
+        .unwrap();
+    }
+    let port = if loader == "model" {
+        format!("port = \"{}/port\"\n", d.display())
+    } else {
+        String::new()
+    };
+    let path = d.join("agent.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agent]\nbitstream_dir = \"{d}\"\nstate_dir = \"{d}/state\"\nmetrics_file = \"\"\n\
+             [retry]\nattempts = 2\nbackoff_ms = 0\nbind_timeout_s = 1\n\
+             [[card]]\ndevice = \"{d}/picoevb0\"\nloader = \"{loader}\"\n{port}",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    let world = World {
+        pci: Arc::new(fake.clone()),
+        node: Arc::new(fake.clone()),
+        sleep: Arc::new(NoSleep),
+        loader: Some(Arc::new(fake.clone())),
+        tester: Some(Arc::new(fake.clone())),
+    };
+    let a = Agent::new(&path, config, world);
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let c = changes.clone();
+    a.subscribe(move |ch| c.lock().unwrap().push(ch));
+    (a, changes)
+}
+
+fn wait_stage(a: &Agent, want: Stage) {
+    let t0 = Instant::now();
+    while a.status(0).unwrap().stage != want {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "card0 never {want}: {}",
+            a.status(0).unwrap().summary()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn card(design: u32) -> Fake {
+    let f = Fake::default();
+    f.bus().present = true;
+    f.bus().design = design;
+    f
+}
+
+#[test]
+fn a_box_without_a_bitstream_serves_the_reference_design() {
+    let d = dir("nobitstream");
+    let f = card(0);
+    let (a, changes) = agent(&d, &f, "none", false);
+    a.start();
+    wait_stage(&a, Stage::Ready);
+    let s = a.status(0).unwrap();
+    assert_eq!(s.design, Design::Reference);
+    assert!(s.last_selftest.unwrap().passed);
+    assert!(f.bus().log.is_empty(), "{:?}", f.bus().log);
+    // Nothing to program on a ready card: refused, and nobody's fd is revoked.
+    let e = a.reprogram(0).unwrap_err();
+    assert!(
+        matches!(e, AgentError::InvalidArgument(ref m) if m.contains("nothing to program")),
+        "{e}"
+    );
+    assert!(!changes.lock().unwrap().contains(&Change::Revoked(0)));
+    assert_eq!(a.status(0).unwrap().stage, Stage::Ready);
+}
+
+#[test]
+fn a_reprogram_refused_for_want_of_a_manifest_revokes_nothing() {
+    let d = dir("nomanifest");
+    let f = card(0x0100_0000);
+    let (a, changes) = agent(&d, &f, "model", true);
+    a.start();
+    wait_stage(&a, Stage::Ready);
+    std::fs::remove_file(d.join("manifest.json")).unwrap();
+    assert!(matches!(a.reprogram(0), Err(AgentError::Failed(_))));
+    assert!(!changes.lock().unwrap().contains(&Change::Revoked(0)));
+    assert_eq!(a.status(0).unwrap().stage, Stage::Ready);
+}
+
+#[test]
+fn a_stop_while_the_card_is_off_the_bus_waits_and_brings_it_back() {
+    let d = dir("stop");
+    let f = card(0x0009_0000);
+    f.bus().hold_program = true;
+    let (a, _) = agent(&d, &f, "model", true);
+    a.start();
+    wait_stage(&a, Stage::Program);
+    while f.bus().log.last().map(String::as_str) != Some("program") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!f.bus().present);
+    let releaser = {
+        let f = f.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            f.release();
+        })
+    };
+    let t0 = Instant::now();
+    let late = a.shutdown(Duration::from_secs(10));
+    releaser.join().unwrap();
+    assert!(late.is_empty(), "the operation finished within the limit");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(250),
+        "shutdown did not wait"
+    );
+    assert!(f.bus().present, "card left off the bus: {:?}", f.bus().log);
+    assert!(!d.join("state/card0-offbus.json").exists());
+}
+
+#[test]
+fn a_stop_that_runs_out_of_time_rescans_and_leaves_the_record_for_the_next_start() {
+    let d = dir("stop-late");
+    let f = card(0x0009_0000);
+    f.bus().hold_program = true;
+    let (a, _) = agent(&d, &f, "model", true);
+    a.start();
+    wait_stage(&a, Stage::Program);
+    while f.bus().log.last().map(String::as_str) != Some("program") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(a.shutdown(Duration::from_millis(200)), [0]);
+    assert_eq!(f.bus().log, ["remove 0000:01:00.0", "program", "rescan"]);
+    assert!(d.join("state/card0-offbus.json").exists());
+
+    // The next start finds the record and brings the card up. (A new bus: the first agent's thread
+    // stays blocked in its loader, as in a process that was killed.)
+    let g = Fake::default();
+    g.bus().design = 0x0100_0000;
+    let (b, _) = agent(&d, &g, "model", true);
+    b.start();
+    wait_stage(&b, Stage::Ready);
+    assert_eq!(g.bus().log, ["rescan"], "brought back, not reprogrammed");
+    assert!(!d.join("state/card0-offbus.json").exists());
+}
