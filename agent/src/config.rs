@@ -310,7 +310,8 @@ impl Config {
             return bad("health.interval_s", "must be 1..=3600 seconds".into());
         }
         let s = &self.selftest;
-        if s.bytes == 0 || s.bytes % 4 != 0 || s.bytes > picoevb_regs::pci::FPGA_RAM_SIZE {
+        if s.bytes == 0 || !s.bytes.is_multiple_of(4) || s.bytes > picoevb_regs::pci::FPGA_RAM_SIZE
+        {
             return bad(
                 "selftest.bytes",
                 format!(

@@ -40,10 +40,10 @@ pub fn check(
         ));
     }
     let aer = pci.aer_errors(bdf);
-    if let (Some(now), Some(before)) = (aer, base.aer_errors) {
-        if now > before {
-            problems.push(format!("{} new AER error(s)", now - before));
-        }
+    if let (Some(now), Some(before)) = (aer, base.aer_errors)
+        && now > before
+    {
+        problems.push(format!("{} new AER error(s)", now - before));
     }
     base.aer_errors = aer.or(base.aer_errors);
     match node.abi_info(device) {
