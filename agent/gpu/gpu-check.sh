@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA part of the agent's self-test on a real GPU (no PicoEVB needed): loads the PTX kernels through
 # the driver's JIT, checks fill/verify against the host pattern and against planted errors, and prints the
-# verify kernel's bandwidth beside the device memory bandwidth measured in the same run.
+# verify kernel's bandwidth beside the device memory bandwidth measured in the same run; then the GPU-memory
+# paths the device offers (--gpu-paths: attributes, dma-buf exports, the client's choice) and the GPU's
+# reaction time to a word in pinned host memory (--gpu-wake). docs/agent-gpu.md has a run.
 #
 #   agent/gpu/gpu-check.sh build OUTDIR   (here: needs cargo) build gdr-selftest, copy it and this script
 #   gpu-check.sh [BINARY] [MiB]            (on the GPU machine: needs only the NVIDIA driver) run it
@@ -26,3 +28,5 @@ if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/driver: /'
 fi
 "$bin" --gpu-check "$mib"
+"$bin" --gpu-paths
+"$bin" --gpu-wake 20000

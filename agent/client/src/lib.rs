@@ -11,6 +11,7 @@ mod agent;
 pub mod capi;
 mod device;
 mod error;
+pub mod gpu_path;
 
 pub use agent::{Agent, CardSummary, DEFAULT_TIMEOUT};
 pub use device::{CudaHandle, Device, Pinned, Sink, Source, Transfer};

@@ -22,6 +22,28 @@ fn main() -> ExitCode {
             Err(e) => fail(&e),
         };
     }
+    if args.peek().map(String::as_str) == Some("--gpu-wake") {
+        let n = std::env::args()
+            .nth(2)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(10_000);
+        return match gdr_agent::selftest::gpuwake::run(n) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
+    }
+    if args.peek().map(String::as_str) == Some("--gpu-paths") {
+        return match gdr_agent::selftest::gpupaths::run() {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
+    }
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -33,7 +55,7 @@ fn main() -> ExitCode {
             "--memory" => memory = val(),
             _ => {
                 return fail(
-                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host] | --gpu-check [MiB]",
+                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host] | --gpu-check [MiB] | --gpu-paths | --gpu-wake [N]",
                 );
             }
         }

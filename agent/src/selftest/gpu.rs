@@ -129,8 +129,13 @@ impl Gpu {
         cu("cuPointerSetAttribute(SYNC_MEMOPS)", r.result())
     }
 
-    fn launch(&self, f: sys::CUfunction, n: u32, params: &mut [*mut c_void]) -> Result<(), String> {
-        let grid = n.div_ceil(BLOCK).max(1);
+    fn launch(
+        &self,
+        f: sys::CUfunction,
+        threads: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<(), String> {
+        let grid = threads.div_ceil(BLOCK).max(1);
         // SAFETY: `params` point to values of the kernel's parameter types, alive for the call.
         cu("cuLaunchKernel", unsafe {
             result::launch_kernel(
@@ -159,8 +164,12 @@ impl Gpu {
         )
     }
 
-    /// Checks `n` words of `buf` on the GPU: (wrong words, first wrong index).
+    /// Checks `n` words of `buf` on the GPU: (wrong words, first wrong index). Each thread loads four
+    /// words at once, so `buf` must be 16-byte aligned (every CUDA allocation is).
     pub fn verify(&self, buf: sys::CUdeviceptr, n: u32) -> Result<(u32, Option<u32>), String> {
+        if !buf.is_multiple_of(16) {
+            return Err(format!("verify: buffer {buf:#x} is not 16-byte aligned"));
+        }
         let init = [0u32, u32::MAX];
         // SAFETY: `self.result` holds 8 bytes.
         cu("cuMemcpyHtoD", unsafe {
@@ -169,7 +178,7 @@ impl Gpu {
         let (mut b, mut n2, mut r) = (buf, n, self.result);
         self.launch(
             self.verify,
-            n,
+            n.div_ceil(4),
             &mut [
                 (&mut b as *mut u64).cast(),
                 (&mut n2 as *mut u32).cast(),
@@ -182,6 +191,37 @@ impl Gpu {
             result::memcpy_dtoh_sync(&mut out, self.result)
         })?;
         Ok((out[0], (out[0] > 0).then_some(out[1])))
+    }
+
+    /// Queues the verify kernel on `stream` and returns at once (the wake benchmark's consumer; its
+    /// result is not read).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context, and `buf` holds `n` words until the stream has run.
+    pub unsafe fn verify_on(
+        &self,
+        stream: sys::CUstream,
+        buf: sys::CUdeviceptr,
+        n: u32,
+    ) -> Result<(), String> {
+        let (mut b, mut n2, mut r) = (buf, n, self.result);
+        let mut params: [*mut c_void; 3] = [
+            (&mut b as *mut u64).cast(),
+            (&mut n2 as *mut u32).cast(),
+            (&mut r as *mut u64).cast(),
+        ];
+        let grid = n.div_ceil(4).div_ceil(BLOCK).max(1);
+        // SAFETY: the parameters match gdr_verify's and are copied by the call; `stream` is live.
+        cu("cuLaunchKernel", unsafe {
+            result::launch_kernel(
+                self.verify,
+                (grid, 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        })
     }
 
     /// Seconds `f` takes on the GPU, timed with events.

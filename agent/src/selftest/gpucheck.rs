@@ -2,7 +2,8 @@
 //! device's own memory bandwidth measured in the same run as the baseline. Run by `agent/gpu/gpu-check.sh`.
 //!
 //! Proves: the PTX loads (JIT) on this driver; fill and verify agree with each other and with the host's
-//! pattern; verify finds planted errors at the right offset (so a broken verify cannot pass); pinned host
+//! pattern; verify finds planted errors at the right offset, in every lane of its 16-byte loads and in
+//! the word-by-word tail (so a broken verify cannot pass); pinned host
 //! memory allocated as the self-test does (flags 0) works with the kernels.
 
 use std::fmt::Write;
@@ -76,11 +77,15 @@ pub fn run(mib: usize) -> Result<String, String> {
         "the GPU's pattern equals the host's (pattern.rs)",
     )?;
     d.copy_from_slice(s);
-    d[777_777] ^= 0x10;
-    let (bad, first) = g.verify(dd, host_words as u32)?;
+    // One error in each of the four words a thread loads at once, and one in the last thread's words
+    // checked one by one (n not a multiple of four).
+    for i in [777_776, 777_777, 777_778, 777_779, host_words - 2] {
+        d[i] ^= 0x10;
+    }
+    let (bad, first) = g.verify(dd, host_words as u32 - 1)?;
     check(
-        bad == 1 && first == Some(777_777),
-        "verify on pinned host memory finds one planted error",
+        bad == 5 && first == Some(777_776),
+        "verify on pinned host memory finds the five planted errors",
     )?;
 
     let gbs = |bytes: f64, secs: f64| bytes / secs / 1e9;
@@ -107,7 +112,7 @@ pub fn run(mib: usize) -> Result<String, String> {
     );
     let _ = writeln!(
         r,
-        "checks: fill/verify agree, complement fails, planted error found at 777777: ok"
+        "checks: fill/verify agree, complement fails, planted errors found (4 lanes + tail): ok"
     );
     Ok(r)
 }

@@ -7,6 +7,8 @@
 pub mod child;
 pub mod gpu;
 pub mod gpucheck;
+pub mod gpupaths;
+pub mod gpuwake;
 pub mod history;
 pub mod pattern;
 pub mod runner;
