@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Parses both kas configurations offline and checks gdr-image's dependency graph (not part of CI: the
+# Parses the kas configurations offline and checks gdr-image's dependency graph (not part of CI: the
 # layers cannot be fetched there).
 #
-#   image/check-parse.sh --mirrors DIR [--work DIR] [--user NAME] [--lts-mixins-stand-in COMMIT] [orin|xavier ...]
+#   image/check-parse.sh --mirrors DIR [--work DIR] [--user NAME] [--lts-mixins-stand-in COMMIT] [orin|xavier|thor ...]
 #
 # DIR holds git clones (bare or not) named after the kas repos: bitbake, openembedded-core, meta-tegra,
 # meta-openembedded, meta-lts-mixins; kas checks the pinned commits out of them (KAS_PREMIRRORS), nothing
@@ -14,7 +14,7 @@
 # dirs, a copy of this repository's files) go to --work (default /var/tmp/gdr-yocto-parse).
 # --lts-mixins-stand-in parses Xavier with that commit of meta-lts-mixins instead of the pinned one when
 # the mirror lacks the pin; the summary line says so.
-# Cold: about 4 minutes per machine on 2 cores; warm: under a minute.
+# Cold: about 4 minutes per machine on 2 idle cores (15-20 under load); warm: under a minute.
 set -euo pipefail
 
 KAS_VERSION=5.5
@@ -30,12 +30,12 @@ while [[ $# -gt 0 ]]; do
         --work) work=$2; shift 2 ;;
         --user) user=$2; shift 2 ;;
         --lts-mixins-stand-in) standin=$2; shift 2 ;;
-        orin|xavier) machines+=("$1"); shift ;;
+        orin|xavier|thor) machines+=("$1"); shift ;;
         -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
-[[ ${#machines[@]} -gt 0 ]] || machines=(orin xavier)
+[[ ${#machines[@]} -gt 0 ]] || machines=(orin xavier thor)
 [[ -n $mirrors ]] || die "--mirrors DIR is required (git clones of bitbake, openembedded-core, meta-tegra, meta-openembedded, meta-lts-mixins)"
 mirrors=$(cd "$mirrors" && pwd) || die "--mirrors: no such directory"
 for r in bitbake openembedded-core meta-tegra meta-openembedded meta-lts-mixins; do
@@ -95,6 +95,8 @@ fail=0
 for m in "${machines[@]}"; do
     case $m in
         orin) kasfile=image/jetson-agx-orin-devkit.yml extra="nvidia-kernel-oot linux-yocto" ;;
+        # Thor: the Orin configuration on tegra264, the module built without nvidia_p2p.
+        thor) kasfile=image/jetson-agx-thor-devkit.yml extra="linux-yocto" ;;
         xavier) kasfile=image/jetson-agx-xavier-devkit.yml extra="linux-tegra rust-library-src-native"
             [[ -z $lts_note ]] || kasfile+=:image/lts-mixins-stand-in.yml ;;
     esac
@@ -106,6 +108,9 @@ for m in "${machines[@]}"; do
         -c 'bitbake -p && bitbake -g gdr-image && echo "RUSTVERSION=$(bitbake-getvar --value RUSTVERSION)" &&
             echo "KMOD_DIR=$(bitbake-getvar -r picoevb-mod --value GDR_KMOD_DIR)" &&
             echo "LOADER=$(bitbake-getvar -r gdr-agent --value GDR_AGENT_LOADER)" &&
+            echo "P2P=$(bitbake-getvar -r picoevb-mod --value GDR_KMOD_P2P_CFLAGS)" &&
+            echo "KDEPENDS=$(bitbake-getvar -r picoevb-mod --value DEPENDS)" &&
+            echo "KRDEPENDS=$(bitbake-getvar -r picoevb-mod --value RDEPENDS:picoevb-mod)" &&
             { bitbake -c gdr_check_rust gdr-agent; echo "GDR_CHECK_RUST=$?"; }' \
         >"$log" 2>&1; then
         tail -n 30 "$log" >&2
@@ -127,11 +132,22 @@ for m in "${machines[@]}"; do
     loader=$(sed -n 's/^LOADER=//p' "$log" | tail -n 1)
     echo "check-parse: $m: $parsed; $(wc -l <"$list") recipes in gdr-image's graph; gdr: ${gdr% }; driver ${kmod:-?}; agent loader ${loader:-?} (no bitstream); Rust ${rust:-?}; $((SECONDS - start)) s$([[ $m != xavier ]] || echo "$lts_note")"
     # The flavour the kernel provider's override picks, and the no-bitstream agent configuration.
-    case $m in orin) want_kmod=kmod/picoevb ;; xavier) want_kmod=kmod/picoevb-5.10 ;; esac
+    case $m in orin|thor) want_kmod=kmod/picoevb ;; xavier) want_kmod=kmod/picoevb-5.10 ;; esac
     if [[ $kmod != "$want_kmod" || $loader != none ]]; then
         echo "check-parse: $m: FAILED: picoevb-mod builds ${kmod:-?} (want $want_kmod), gdr-agent's loader is ${loader:-?} (want none)"
         fail=1
     fi
+    # nvidia_p2p: linked on Orin (the module's hard dependency), absent on Thor (not supported there).
+    p2p=$(sed -n 's/^P2P=//p' "$log" | tail -n 1)
+    kdeps=$(sed -n 's/^KDEPENDS=//p' "$log" | tail -n 1)
+    krdeps=$(sed -n 's/^KRDEPENDS=//p' "$log" | tail -n 1)
+    case $m in
+        orin) [[ $p2p == *-DGDR_P2P_LINKED* && $kdeps == *nvidia-kernel-oot* && $krdeps == *nvidia-p2p* ]] ||
+            { echo "check-parse: $m: FAILED: picoevb-mod does not link nvidia_p2p (KCFLAGS '$p2p', DEPENDS '$kdeps', RDEPENDS '$krdeps')"; fail=1; } ;;
+        thor) [[ $p2p != *GDR_P2P* && $kdeps != *nvidia-kernel-oot* && $krdeps != *nvidia-p2p* ]] ||
+            { echo "check-parse: $m: FAILED: picoevb-mod still uses nvidia_p2p (KCFLAGS '$p2p', DEPENDS '$kdeps', RDEPENDS '$krdeps')"; fail=1; }
+            echo "check-parse: $m: picoevb-mod without nvidia_p2p (no GDR_P2P_* flags, no nvidia-kernel-oot in DEPENDS, no nvidia-p2p in RDEPENDS)" ;;
+    esac
     # The workspace's rust-version against the configuration's Rust: gdr_rust_version.bbclass stops the
     # build at gdr-agent's first task then (not a parse error).
     # gdr_rust_version.bbclass's task, run for real: it must pass exactly when the configuration's Rust is

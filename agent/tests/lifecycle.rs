@@ -102,6 +102,7 @@ impl SelfTester for Fake {
     fn run(&self, _: &Path) -> Result<Measurement, String> {
         Ok(Measurement {
             memory: "host".into(),
+            path: "host".into(),
             memory_note: "scripted".into(),
             bytes: 4096,
             h2c_mbps: 1.0,

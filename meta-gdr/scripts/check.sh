@@ -52,8 +52,9 @@ suppress=(
     oelint.vars.homepageping             # a network check: CI is offline
 )
 # oelint-constants.json: MAKE_TARGETS (module.bbclass's) is a known variable; gdr-kernel-linux-tegra, the
-# override picoevb-mod_git.bb adds for L4T R35's kernel, is declared as a machine override, the only kind of
-# override oelint-adv lets a layer declare.
+# override picoevb-mod_git.bb adds for L4T R35's kernel, and tegra264 (meta-tegra's SoC family of Thor,
+# which oelint-adv's machine list lacks) are declared as machine overrides, the only kind of override
+# oelint-adv lets a layer declare.
 recipes=$(git ls-files -co --exclude-standard 'meta-gdr/*.bb' 'meta-gdr/*.bbappend' 'meta-gdr/*.inc' 'meta-gdr/*.bbclass')
 # Rules that sit next to what they excuse are "# nooelint: <rule> - <why>" comments in the recipes.
 for release in $(sed -n 's/^LAYERSERIES_COMPAT_gdr *= *"\(.*\)"/\1/p' meta-gdr/conf/layer.conf); do

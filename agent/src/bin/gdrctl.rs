@@ -209,11 +209,12 @@ fn selftest_line(t: &Value) -> String {
         format!("FAILED: {}", t["reason"].as_str().unwrap_or(""))
     };
     format!(
-        "{verdict}; {} bytes, H2C {:.1} MB/s, C2H {:.1} MB/s, {} memory ({})",
+        "{verdict}; {} bytes, H2C {:.1} MB/s, C2H {:.1} MB/s, {} memory via {} ({})",
         t["bytes"],
         t["h2c_mbps"].as_f64().unwrap_or(0.0),
         t["c2h_mbps"].as_f64().unwrap_or(0.0),
         t["memory"].as_str().unwrap_or("?"),
+        t["path"].as_str().filter(|p| !p.is_empty()).unwrap_or("?"),
         t["memory_note"].as_str().unwrap_or("")
     )
 }

@@ -161,6 +161,7 @@ impl SelfTester for Fake {
         let w = self.w();
         Ok(Measurement {
             memory: "host".into(),
+            path: "host".into(),
             memory_note: "test".into(),
             bytes: 4096,
             h2c_mbps: 10.0,

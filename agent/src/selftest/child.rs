@@ -1,13 +1,17 @@
 //! What the `gdr-selftest` child does: two surfaces (CUDA pinned memory when it can, else plain host
-//! memory, and it says which), pattern fill, PIN_CUDA, H2C then C2H through the card's RAM, verify (on the
-//! GPU for CUDA memory), UNPIN before the memory is freed.
+//! memory, and it says which), pattern fill, H2C then C2H through the card's RAM, verify (on the GPU for
+//! CUDA memory). CUDA memory reaches the card on the path `gdr_client::gpu_path::choose` picks from CUDA's
+//! attributes and the driver's capabilities: PIN_CUDA (nv-p2p, unpinned before the memory is freed) or the
+//! host DMA path on `cuMemHostAlloc` memory (pinned host: Thor, Orin after CUDA 14).
 
 use std::path::Path;
 use std::time::Instant;
 
-use gdr_client::{Device, Transfer};
+use gdr_client::gpu_path::{self, DriverPaths, GpuPath};
+use gdr_client::{Device, Error, Transfer};
+use picoevb_abi::CAP_CUDA_JETSON;
 
-use super::{Measurement, Mismatch, gpu, pattern};
+use super::{Measurement, Mismatch, gpu, gpupaths, pattern};
 
 /// Runs the test on `node` with `bytes` per direction; `memory` is `auto`, `cuda` or `host`.
 pub fn run(node: &Path, bytes: u64, memory: &str) -> Result<Measurement, String> {
@@ -39,6 +43,7 @@ fn host(dev: &Device, words: usize, why: String) -> Result<Measurement, String> 
     let (mismatches, first_mismatch) = pattern::verify(&dst);
     Ok(measurement(
         "host",
+        "host",
         why,
         h2c,
         c2h,
@@ -47,8 +52,29 @@ fn host(dev: &Device, words: usize, why: String) -> Result<Measurement, String> 
     ))
 }
 
+/// What the driver can pin. A driver without ABI_INFO is NVIDIA's reference, which has Jetson nv-p2p.
+fn driver_paths(dev: &Device) -> Result<DriverPaths, String> {
+    match dev.abi_info() {
+        Ok(info) => Ok(DriverPaths::from_caps(info.caps)),
+        Err(Error::Os { errno, .. }) if errno == libc::ENOTTY || errno == libc::EINVAL => {
+            Ok(DriverPaths::from_caps(CAP_CUDA_JETSON))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
     let g = gpu::Gpu::new()?;
+    let path = gpu_path::choose(gpupaths::attrs()?, driver_paths(dev)?);
+    match path {
+        GpuPath::NvP2pTegra | GpuPath::NvP2pDgpu => p2p(dev, &g, words, path),
+        GpuPath::PinnedHost => pinned_host(dev, &g, words),
+        GpuPath::DmaBuf => Err("the dma-buf path has no self-test yet".into()),
+    }
+}
+
+/// nv-p2p: both surfaces pinned with PIN_CUDA.
+fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measurement, String> {
     let n = u32::try_from(words).map_err(|_| "size too large".to_string())?;
     let src = g.alloc_host(words)?;
     let dst = g.alloc_host(words)?;
@@ -74,7 +100,40 @@ fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
     let unpinned = dev.unpin_cuda(hs).and(dev.unpin_cuda(hd));
     let (h2c, c2h) = moved.map_err(|e| e.to_string())?;
     unpinned.map_err(|e| e.to_string())?;
-    let (count, first) = g.verify(dd, n)?;
+    verified(g, &dst, n, path, h2c, c2h)
+}
+
+/// Pinned host: `cuMemHostAlloc` memory, filled by the GPU, moved by the host DMA path (the driver pins
+/// it as any host memory), verified by the GPU.
+fn pinned_host(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, String> {
+    let n = u32::try_from(words).map_err(|_| "size too large".to_string())?;
+    let src = g.alloc_host(words)?;
+    let dst = g.alloc_host(words)?;
+    let (ds, dd) = (g.device_ptr(&src)?, g.device_ptr(&dst)?);
+    g.fill(ds, dd, n)?;
+    // SAFETY: both are live cuMemHostAlloc allocations of `words` u32, distinct; the GPU is idle (fill
+    // synchronised the context) and touches them again only in `verified`, after these borrows end.
+    let (s, d) = unsafe {
+        (
+            std::slice::from_raw_parts(src.ptr.cast::<u8>(), words * 4),
+            std::slice::from_raw_parts_mut(dst.ptr.cast::<u8>(), words * 4),
+        )
+    };
+    let h2c = dev.h2c(s, 0).map_err(|e| e.to_string())?;
+    let c2h = dev.c2h(d, 0).map_err(|e| e.to_string())?;
+    verified(g, &dst, n, GpuPath::PinnedHost, h2c, c2h)
+}
+
+/// Verifies `dst` on the GPU and builds the measurement.
+fn verified(
+    g: &gpu::Gpu,
+    dst: &gpu::HostBuf,
+    n: u32,
+    path: GpuPath,
+    h2c: Transfer,
+    c2h: Transfer,
+) -> Result<Measurement, String> {
+    let (count, first) = g.verify(g.device_ptr(dst)?, n)?;
     let first_mismatch = match first {
         Some(i) => {
             // SAFETY: `i` < n words of the live pinned buffer `dst`; the GPU is idle (verify synchronised).
@@ -89,6 +148,7 @@ fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
     };
     Ok(measurement(
         "cuda",
+        path.name(),
         g.name.clone(),
         h2c,
         c2h,
@@ -99,6 +159,7 @@ fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
 
 fn measurement(
     memory: &str,
+    path: &str,
     note: String,
     h2c: Transfer,
     c2h: Transfer,
@@ -107,6 +168,7 @@ fn measurement(
 ) -> Measurement {
     Measurement {
         memory: memory.into(),
+        path: path.into(),
         memory_note: note,
         bytes: h2c.bytes,
         h2c_mbps: h2c.mbps(),

@@ -92,6 +92,21 @@ impl Newer {
     }
 }
 
+/// The three attributes of device 0 (an attribute this driver does not know reads as false), for the
+/// self-test's choice of path. Needs a current context (`Gpu::new`).
+pub fn attrs() -> Result<CudaAttrs, String> {
+    let n = Newer::load()?;
+    Ok(CudaAttrs {
+        gpu_direct_rdma: n
+            .attr(gpu_path::CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED)
+            .unwrap_or(false),
+        dma_buf: n.attr(gpu_path::CU_ATTR_DMA_BUF_SUPPORTED).unwrap_or(false),
+        host_alloc_dma_buf: n
+            .attr(gpu_path::CU_ATTR_HOST_ALLOC_DMA_BUF_SUPPORTED)
+            .unwrap_or(false),
+    })
+}
+
 fn error_name(code: i32) -> String {
     match code {
         1 => "CUDA_ERROR_INVALID_VALUE".into(),

@@ -31,6 +31,11 @@ pub struct Mismatch {
 pub struct Measurement {
     /// `cuda` or `host`.
     pub memory: String,
+    /// How the memory reached the card: `nv-p2p`, `nv-p2p-dgpu` or `pinned-host` for CUDA memory
+    /// (`gdr_client::gpu_path::GpuPath::name`), `host` for plain host memory. Empty in results older
+    /// than the field.
+    #[serde(default)]
+    pub path: String,
     /// Why host memory was used, or which GPU ran it.
     pub memory_note: String,
     pub bytes: u64,
@@ -65,6 +70,7 @@ impl SelfTestResult {
             reason,
             measurement: Measurement {
                 memory: String::new(),
+                path: String::new(),
                 memory_note: String::new(),
                 bytes: 0,
                 h2c_mbps: 0.0,
@@ -124,6 +130,7 @@ mod tests {
     pub(crate) fn good() -> Measurement {
         Measurement {
             memory: "host".into(),
+            path: "host".into(),
             memory_note: "no libcuda".into(),
             bytes: 65536,
             h2c_mbps: 100.0,

@@ -24,6 +24,14 @@ GDR_KMOD_DEPENDS = "kernel-module-nvidia-kernel-oot"
 GDR_KMOD_CFLAGS = "-I${STAGING_INCDIR}/nvidia-kernel-oot"
 GDR_KMOD_RDEPENDS = "nv-kernel-module-nvidia-p2p"
 
+# -- Thor (tegra264: linux-yocto 6.18 as Orin). NVIDIA's CUDA 13 GPUDirect RDMA guide: nvidia_p2p is not
+# supported on Blackwell-based Tegra. The module is built without it (no link to nvidia-kernel-oot, no
+# hard dependency on nvidia-p2p): PIN_CUDA answers as on a box without a provider, ABI_INFO has no
+# CAP_CUDA_* bit, and the agent's self-test takes CUDA pinned host memory (gdr_client::gpu_path). --
+GDR_KMOD_DEPENDS:tegra264 = ""
+GDR_KMOD_P2P_CFLAGS:tegra264 = ""
+GDR_KMOD_RDEPENDS:tegra264 = ""
+
 # -- L4T R35 (Xavier, scarthgap-l4t-r35.x: linux-tegra 5.10, no Rust-for-Linux) --
 GDR_KMOD_CLASS:gdr-kernel-linux-tegra = "module"
 GDR_KMOD_DIR:gdr-kernel-linux-tegra = "kmod/picoevb-5.10"
@@ -49,7 +57,8 @@ MODULES_MODULE_SYMVERS_LOCATION = "${GDR_KMOD_DIR}"
 # NVIDIA exports nvidia_p2p_* with plain EXPORT_SYMBOL, which symbol_get() cannot resolve on kernels >= 6.5:
 # call them directly (p2p.c's GDR_P2P_LINKED, a hard module dependency modprobe follows) and compile
 # against NVIDIA's own header (GDR_P2P_SYSTEM_HEADER), whose struct layout is this kernel's.
-EXTRA_OEMAKE += "KCFLAGS='-DGDR_P2P_LINKED -DGDR_P2P_SYSTEM_HEADER ${GDR_KMOD_CFLAGS}'"
+GDR_KMOD_P2P_CFLAGS ?= "-DGDR_P2P_LINKED -DGDR_P2P_SYSTEM_HEADER ${GDR_KMOD_CFLAGS}"
+EXTRA_OEMAKE += "KCFLAGS='${GDR_KMOD_P2P_CFLAGS}'"
 
 RDEPENDS:${PN} += "${GDR_KMOD_RDEPENDS}"
 KERNEL_MODULE_AUTOLOAD += "picoevb"
