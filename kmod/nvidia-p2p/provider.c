@@ -35,6 +35,7 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
@@ -116,6 +117,17 @@ struct gdr_pt {
 static bool nonblock_callbacks;
 module_param(nonblock_callbacks, bool, 0644);
 MODULE_PARM_DESC(nonblock_callbacks, "test only: run callbacks from non-blockable invalidations, as NVIDIA's Tegra module does");
+
+/*
+ * Test control: run every free callback as direct reclaim runs an invalidation (fs_reclaim held for lockdep,
+ * PF_MEMALLOC set), so lockdep learns at once what a client's callback takes and reports any of those locks
+ * held across an allocation that may reclaim (the recursion reclaim would make on the same thread), which a
+ * bench guest with plenty of memory never really reclaims. __mmu_notifier_register primes lockdep the same
+ * way for invalidate_range_start.
+ */
+static bool reclaim_callbacks;
+module_param(reclaim_callbacks, bool, 0644);
+MODULE_PARM_DESC(reclaim_callbacks, "test only: run free callbacks in a direct-reclaim context (fs_reclaim, PF_MEMALLOC)");
 
 /*
  * Test control: "DDDD:BB:DD.F" clears that unbound PCI device's dev.dma_parms, as NVIDIA's reference
@@ -438,7 +450,18 @@ static void gdr_teardown(struct gdr_pt *pt);
 /* Run the client's free callback (this thread claimed it), then finish the end of life. */
 static void gdr_fire(struct gdr_pt *pt)
 {
-	pt->free_callback(pt->data);
+	if (READ_ONCE(reclaim_callbacks)) {
+		unsigned int noreclaim;
+
+		/* As __perform_reclaim: the lockdep map first, then no reclaim from inside reclaim. */
+		fs_reclaim_acquire(GFP_KERNEL);
+		noreclaim = memalloc_noreclaim_save();
+		pt->free_callback(pt->data);
+		memalloc_noreclaim_restore(noreclaim);
+		fs_reclaim_release(GFP_KERNEL);
+	} else {
+		pt->free_callback(pt->data);
+	}
 #ifdef GDR_P2P_DGPU
 	/* NVIDIA's dGPU driver frees the page table and its mappings itself once the callback returns. */
 	gdr_teardown(pt);
