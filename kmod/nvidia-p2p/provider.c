@@ -35,6 +35,7 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
@@ -116,6 +117,17 @@ struct gdr_pt {
 static bool nonblock_callbacks;
 module_param(nonblock_callbacks, bool, 0644);
 MODULE_PARM_DESC(nonblock_callbacks, "test only: run callbacks from non-blockable invalidations, as NVIDIA's Tegra module does");
+
+/*
+ * Test control: run free callbacks that come from outside an invalidation (unpin, exit, revoke) as direct
+ * reclaim runs an invalidation (fs_reclaim held for lockdep, PF_MEMALLOC set), so lockdep learns what a
+ * client's callback takes and reports any of those locks held across an allocation that may reclaim (the
+ * recursion reclaim would make on the same thread), which a bench guest with plenty of memory never really
+ * reclaims. __mmu_notifier_register primes lockdep the same way for invalidate_range_start.
+ */
+static bool reclaim_callbacks;
+module_param(reclaim_callbacks, bool, 0644);
+MODULE_PARM_DESC(reclaim_callbacks, "test only: run free callbacks in a direct-reclaim context (fs_reclaim, PF_MEMALLOC)");
 
 /*
  * Test control: "DDDD:BB:DD.F" clears that unbound PCI device's dev.dma_parms, as NVIDIA's reference
@@ -435,10 +447,25 @@ static void gdr_unmap_locked(struct gdr_pt *pt, struct gdr_map *m)
 static void gdr_teardown(struct gdr_pt *pt);
 #endif
 
-/* Run the client's free callback (this thread claimed it), then finish the end of life. */
-static void gdr_fire(struct gdr_pt *pt)
+/*
+ * Run the client's free callback (this thread claimed it), then finish the end of life. @invalidating: from
+ * invalidate_range_start, whose lockdep map the kernel already orders after fs_reclaim (the priming in
+ * __mmu_notifier_register); fs_reclaim taken inside it would be a false recursion.
+ */
+static void gdr_fire(struct gdr_pt *pt, bool invalidating)
 {
-	pt->free_callback(pt->data);
+	if (READ_ONCE(reclaim_callbacks) && !invalidating) {
+		unsigned int noreclaim;
+
+		/* As __perform_reclaim: the lockdep map first, then no reclaim from inside reclaim. */
+		fs_reclaim_acquire(GFP_KERNEL);
+		noreclaim = memalloc_noreclaim_save();
+		pt->free_callback(pt->data);
+		memalloc_noreclaim_restore(noreclaim);
+		fs_reclaim_release(GFP_KERNEL);
+	} else {
+		pt->free_callback(pt->data);
+	}
 #ifdef GDR_P2P_DGPU
 	/* NVIDIA's dGPU driver frees the page table and its mappings itself once the callback returns. */
 	gdr_teardown(pt);
@@ -490,7 +517,7 @@ static void gdr_revoke_work(struct work_struct *work)
 	if (act & GDR_A_PUT_NOTIFIER)
 		mmu_notifier_put(&pt->mn);
 	if (act & GDR_A_RUN_CALLBACK)
-		gdr_fire(pt);
+		gdr_fire(pt, false);
 	gdr_pt_put(pt);
 	kfree(r);
 	atomic_inc(&revokes_done);
@@ -557,7 +584,7 @@ static int gdr_mn_invalidate_range_start(struct mmu_notifier *mn, const struct m
 		spin_lock(&gdr_frames_lock);
 		list_add(&frame.node, &gdr_frames);
 		spin_unlock(&gdr_frames_lock);
-		gdr_fire(pt);
+		gdr_fire(pt, true);
 		spin_lock(&gdr_frames_lock);
 		list_del(&frame.node);
 		spin_unlock(&gdr_frames_lock);
@@ -574,7 +601,7 @@ static void gdr_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
 	if (act & GDR_A_PUT_NOTIFIER)	/* allowed from .release, see mmu_notifier_put() */
 		mmu_notifier_put(&pt->mn);
 	if (act & GDR_A_RUN_CALLBACK)
-		gdr_fire(pt);
+		gdr_fire(pt, false);
 }
 
 static void gdr_mn_free_notifier(struct mmu_notifier *mn)

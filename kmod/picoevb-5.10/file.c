@@ -33,7 +33,9 @@ static int pevb_open(struct inode *inode, struct file *file)
 	pf->card = card;
 	pevb_surfaces_init(&pf->surfaces);
 	file->private_data = pf;
-	return 0;
+	/* No file position (the ioctls carry their addresses): lseek fails with ESPIPE, as on 6.18, whose
+	 * open drops FMODE_LSEEK for file operations without llseek. */
+	return nonseekable_open(inode, file);
 }
 
 static int pevb_release(struct inode *inode, struct file *file)
@@ -248,5 +250,5 @@ const struct file_operations pevb_fops = {
 	.release = pevb_release,
 	.unlocked_ioctl = pevb_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = noop_llseek,
+	.llseek = no_llseek,
 };

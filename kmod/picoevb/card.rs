@@ -24,7 +24,7 @@ use kernel::{
     new_mutex, pci,
     prelude::*,
     revocable::RevocableGuard,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, MutexGuard},
     time::{Instant, Monotonic},
 };
 
@@ -66,7 +66,7 @@ pub(crate) struct Card {
     caches: Mutex<KVec<Arc<RegCache>>>,
     /// Host pins of requests whose engine could not be shown idle: kept until unbind (see `wedge`).
     #[pin]
-    quarantine: Mutex<KVec<HostPin>>,
+    quarantine: Mutex<Quarantine>,
     /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
     caps: AtomicU64,
     design_version: AtomicU32,
@@ -93,7 +93,10 @@ impl Card {
             callbacks_awaited: AtomicU32::new(0),
             pin_lock <- new_mutex!(()),
             caches <- new_mutex!(KVec::new()),
-            quarantine <- new_mutex!(KVec::new()),
+            quarantine <- new_mutex!(Quarantine {
+                pins: KVec::new(),
+                reserved: 0,
+            }),
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
@@ -118,26 +121,50 @@ impl Card {
         self.port.is_wedged()
     }
 
-    /// Keeps a request's host pins until unbind: its engine was not shown idle (see `wedge`).
-    pub(crate) fn quarantine(&self, mut pin: HostPin) {
+    /// Room in the quarantine for `n` host pins of a request, taken before it pins anything: keeping a
+    /// pin must not need an allocation that can fail, since a pin can be neither forgotten (a cached
+    /// pin's mmu notifier has its ops in module text, which rmmod would free) nor unpinned while a wedged
+    /// engine may still write it.
+    pub(crate) fn quarantine_room(&self, n: usize) -> Result<QuarantineRoom<'_>> {
+        let mut q = locked_with_room(
+            &self.quarantine,
+            |q| &mut q.pins,
+            |q| q.pins.len() + q.reserved + n,
+        )?;
+        q.reserved += n;
+        Ok(QuarantineRoom { card: self, n })
+    }
+
+    /// Keeps a request's host pin until unbind, in a slot of its `room`: its engine was not shown idle
+    /// (see `wedge`).
+    pub(crate) fn quarantine(&self, room: &mut QuarantineRoom<'_>, mut pin: HostPin) {
         if let HostPin::Once(p) = &mut pin {
             p.quarantined();
         }
         let mut q = self.quarantine.lock();
-        let kept = match q.reserve(1, GFP_KERNEL) {
-            Ok(()) => q.push_within_capacity(pin).map_err(|e| e.0),
-            Err(_) => Err(pin),
-        };
-        if let Err(pin) = kept {
-            // Losing track of it is safer than unpinning memory the device may still write.
-            core::mem::forget(pin);
+        if room.n > 0 {
+            room.n -= 1;
+            q.reserved -= 1;
+        }
+        // `pins` has room for `len + reserved` (`quarantine_room`), and this pin's slot was in `reserved`.
+        if let Err(e) = q.pins.push_within_capacity(pin) {
+            drop(q);
+            // Only a request that kept more pins than it took room for gets here. Bus mastering is off
+            // (`wedge`): unpinning is the lesser harm than forgetting a pin whose notifier outlives us.
+            dev_err!(
+                self.dev(),
+                "quarantine full: unpinning a wedged request's pages\n"
+            );
+            drop(e);
         }
     }
 
-    /// Records a GPU surface mapped for this device (the caller holds an `Active`).
+    /// Records a GPU surface mapped for this device (the caller holds an `Active`). The list grows
+    /// outside its lock: the surface's free callback takes it, and reclaim may run that callback on
+    /// this very thread from inside an allocation (`docs/nvidia-p2p.md`).
     pub(crate) fn add_surface(&self, s: Arc<Surface>) -> Result {
-        self.surfaces.lock().push(s, GFP_KERNEL)?;
-        Ok(())
+        let mut list = locked_with_room(&self.surfaces, |v| v, |v| v.len() + 1)?;
+        list.push_within_capacity(s).map_err(|_| ENOMEM)
     }
 
     /// Counts removal's wait for a surface's free callback while the returned value lives.
@@ -171,7 +198,7 @@ impl Card {
             (caches.len(), buffers)
         };
         writeln!(f, "caches {files} cached_buffers {buffers}")?;
-        writeln!(f, "quarantined_pins {}", self.quarantine.lock().len())
+        writeln!(f, "quarantined_pins {}", self.quarantine.lock().pins.len())
     }
 
     /// Locks out other PIN_CUDA calls on this card while one checks for overlaps and pins.
@@ -260,7 +287,8 @@ impl Card {
         self.c2h.wake();
         self.port.drain();
         // Quarantined pins (`wedge`): the engines were stopped again above and bus mastering is off.
-        drop(core::mem::take(&mut *self.quarantine.lock()));
+        let quarantined = core::mem::take(&mut self.quarantine.lock().pins);
+        drop(quarantined);
         self.h2c.release_table();
         self.c2h.release_table();
         // Unmap outside the lock: a surface's free callback takes it too.
@@ -399,6 +427,62 @@ pub(crate) fn state_file<'a>(
         Ok::<_, Error>(card.clone()),
         &|c: &Arc<Card>, f| c.write_state(f),
     )
+}
+
+/// Host pins kept until unbind, and the slots running requests have taken for theirs.
+struct Quarantine {
+    pins: KVec<HostPin>,
+    /// Slots of `pins`' capacity promised to `QuarantineRoom`s.
+    reserved: usize,
+}
+
+/// A request's slots in the quarantine (`Card::quarantine_room`), given back when it ends.
+pub(crate) struct QuarantineRoom<'a> {
+    card: &'a Card,
+    n: usize,
+}
+
+impl Drop for QuarantineRoom<'_> {
+    fn drop(&mut self) {
+        self.card.quarantine.lock().reserved -= self.n;
+    }
+}
+
+/// `m` locked, with capacity in its vector `vec` for `want` items (both read under the lock). The vector
+/// grows by an allocation made without the lock, since that allocation may enter reclaim, which may run
+/// code that takes the lock (a provider's free callback).
+fn locked_with_room<S, T>(
+    m: &Mutex<S>,
+    vec: fn(&mut S) -> &mut KVec<T>,
+    want: impl Fn(&S) -> usize,
+) -> Result<MutexGuard<'_, S>> {
+    loop {
+        let need = {
+            let mut g = m.lock();
+            let w = want(&g);
+            if vec(&mut g).capacity() >= w {
+                return Ok(g);
+            }
+            w
+        };
+        let mut grown = KVec::with_capacity(need, GFP_KERNEL)?;
+        let mut g = m.lock();
+        let w = want(&g);
+        let cur = vec(&mut g);
+        if cur.capacity() >= w {
+            return Ok(g);
+        }
+        if grown.capacity() < w {
+            // It grew meanwhile: allocate again, without the lock.
+            continue;
+        }
+        for x in cur.drain_all() {
+            // Cannot fail: `grown` has room for `w` items, at least as many as `cur` holds.
+            let _ = grown.push_within_capacity(x);
+        }
+        *cur = grown;
+        return Ok(g);
+    }
 }
 
 /// Removal's wait for one free callback, counted in `Card::callbacks_awaited` while it lasts.

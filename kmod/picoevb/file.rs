@@ -4,7 +4,7 @@
 
 use crate::abi;
 use crate::cache_policy;
-use crate::card::Card;
+use crate::card::{Card, QuarantineRoom};
 use crate::cuda::{self, InUse, Surfaces};
 use crate::engine::kerr;
 use crate::regcache::{self, HostPin, RegCache};
@@ -98,35 +98,50 @@ impl PicoevbFile {
 
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
         let _active = self.card.begin()?;
+        let mut room = self.card.quarantine_room(1)?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
         let mut held = self.enter(x.host, held)?;
         let segs = held.segments(x.len, dir == Dir::H2c)?;
         let r = self.card.one_way(dir, &segs, x.fpga, x.len);
-        self.release(held, &r);
+        self.release(held, &r, &mut room);
         r
     }
 
     fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
         let _active = self.card.begin()?;
+        let mut room = self.card.quarantine_room(2)?;
         let src = self.pin_user(x.src, x.len, true)?;
         let dst = self.pin_user(x.dst, x.len, false)?;
-        let (mut src, mut dst) = (self.enter(x.src, src)?, self.enter(x.dst, dst)?);
-        let (src_segs, dst_segs) = (src.segments(x.len, true)?, dst.segments(x.len, false)?);
-        let r = self.card.round_trip(&src_segs, &dst_segs, x.len);
+        // Until both sides are held, at most one surface use exists and no host pin is held with it: a
+        // failed `enter` of the destination drops a source that is a host pin or nothing at all.
+        let mut src = self.enter(x.src, src)?;
+        let mut dst = match self.enter(x.dst, dst) {
+            Ok(d) => d,
+            Err(e) => {
+                // The device never saw it.
+                drop(src);
+                return Err(e);
+            }
+        };
+        // From here every outcome, errors included, goes through the ordered release below.
+        let r = src.segments(x.len, true).and_then(|s| {
+            let d = dst.segments(x.len, false)?;
+            self.card.round_trip(&s, &d, x.len)
+        });
         // Surface uses first: a provider callback may be waiting for them (cuda.rs) while holding up
-        // whatever the host side's release needs.
+        // whatever the host side's release needs (a folio lock that `unpin_user_pages_dirty_lock` takes).
         let (first, second) = if src.is_gpu() { (src, dst) } else { (dst, src) };
-        self.release(first, &r);
-        self.release(second, &r);
+        self.release(first, &r, &mut room);
+        self.release(second, &r, &mut room);
         r
     }
 
     /// Lets go of one side of a finished request. If the request failed because its engine could not be
     /// shown idle (the card is wedged), host pages stay pinned until unbind; a surface use is released,
     /// since its provider callback (munmap, close) must not wait until unbind, and bus mastering is off.
-    fn release(&self, held: Held, r: &Result<u64>) {
+    fn release(&self, held: Held, r: &Result<u64>, room: &mut QuarantineRoom<'_>) {
         match held {
-            Held::User(p) if r.is_err() && self.card.is_wedged() => self.card.quarantine(p),
+            Held::User(p) if r.is_err() && self.card.is_wedged() => self.card.quarantine(room, p),
             h => drop(h),
         }
     }
@@ -155,8 +170,11 @@ impl MiscDevice for PicoevbFile {
         // First: the file holds the module until after its release (see helpers.c), also if we fail below.
         // SAFETY: `file` is being opened by misc_open(), which holds misc_mtx around this call.
         kernel::error::to_result(unsafe { crate::ffi::pevb_file_hold_module(file.as_ptr()) })?;
-        // SAFETY: every registration of this type is the `misc` field of a `PicoevbDriver`, and misc_open()
-        // holds misc_mtx, so the registration (and the driver data around it) cannot go away meanwhile.
+        // SAFETY: every registration of this type is the `misc` field of a `PicoevbDriver`, which probe's
+        // `try_pin_init!` writes last, after `card` (fields are written in the initializer's order);
+        // misc_register() lists the device under misc_mtx, which misc_open() holds around this call, so
+        // `card` is written and visible here. misc_deregister() (the driver data's drop) takes misc_mtx
+        // too, so the registration and the driver data around it cannot go away meanwhile.
         let drv =
             unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
         let cache = RegCache::new()?;

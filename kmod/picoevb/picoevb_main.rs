@@ -263,14 +263,16 @@ impl pci::Driver for PicoevbDriver {
         let name = NAMES[slot.0 as usize];
         let debug = kernel::debugfs::Dir::new(name);
         let drv = KBox::pin_init(
+            // Fields are initialised in the order written here (not declared): the device node last, so
+            // an open() finds every other field, `card` above all, written (`PicoevbFile::open`).
             try_pin_init!(Self {
                 irq <- pdev.request_irq(0, irq::Flags::SHARED, c_str!("picoevb"), Ok::<_, Error>(handler))?,
-                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
                 _state <- card::state_file(&debug, &card),
                 card,
                 _vectors: vectors,
                 _slot: slot,
                 _enabled: enabled,
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
             }),
             GFP_KERNEL,
         )?;

@@ -179,18 +179,20 @@ impl Table {
 /// The cache of one open file.
 #[pin_data(PinnedDrop)]
 pub(crate) struct RegCache {
-    #[pin]
-    table: Mutex<Table>,
+    /// In an allocation of its own: `sweep` borrows it while the cache's drop holds `&mut RegCache`
+    /// (waiting for `sweep`), and that exclusive borrow covers only the box's pointer, not the table.
+    table: Pin<KBox<Mutex<Table>>>,
     /// Runs `sweep` once a notifier fired; null where the kernel has no mmu notifiers (nothing is cached).
     work: AtomicPtr<ffi::PevbWork>,
 }
 
 /// Queued by a cached pin's notifier: drops the stale buffers.
 unsafe extern "C" fn sweep(data: *mut c_void) {
-    // SAFETY: `data` is the cache that owns this work item; it frees the work item, waiting for this call,
-    // before it can go away (`RegCache`'s drop).
-    let cache = unsafe { &*data.cast::<RegCache>() };
-    let mut t = cache.table.lock();
+    // SAFETY: `data` is the table of the cache that owns this work item (`RegCache::new`). The cache's
+    // drop frees the work item, waiting for this call, before the table's box is freed (fields drop after
+    // `PinnedDrop::drop`); the table is only ever borrowed shared, so this borrow aliases no `&mut`.
+    let table = unsafe { &*data.cast::<Mutex<Table>>() };
+    let mut t = table.lock();
     for slot in 0..CAPACITY {
         if t.pins[slot].as_ref().is_some_and(|p| p.stale()) {
             t.remove(slot, Removal::Invalidated);
@@ -206,22 +208,26 @@ pub(crate) fn supported() -> bool {
 
 impl RegCache {
     pub(crate) fn new() -> Result<Arc<Self>> {
+        let table = KBox::pin_init(
+            new_mutex!(Table {
+                policy: Policy::new(PAGE_SIZE as u64),
+                pins: [const { None }; CAPACITY],
+                closed: false,
+            }),
+            GFP_KERNEL,
+        )?;
         let cache = Arc::pin_init(
             pin_init!(RegCache {
-                table <- new_mutex!(Table {
-                    policy: Policy::new(PAGE_SIZE as u64),
-                    pins: [const { None }; CAPACITY],
-                    closed: false,
-                }),
+                table,
                 work: AtomicPtr::new(core::ptr::null_mut()),
             }),
             GFP_KERNEL,
         )?;
         if supported() {
-            let data = core::ptr::from_ref::<RegCache>(&cache)
+            let data = core::ptr::from_ref::<Mutex<Table>>(&cache.table)
                 .cast_mut()
                 .cast::<c_void>();
-            // SAFETY: `data` outlives the work item: the cache's drop frees it first.
+            // SAFETY: `data` outlives the work item: the cache's drop frees the item before its table.
             let w = unsafe { ffi::pevb_work_new(Some(sweep), data) };
             if w.is_null() {
                 return Err(ENOMEM);

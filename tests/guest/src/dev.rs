@@ -21,6 +21,17 @@ impl Device {
         Ok(Device { file })
     }
 
+    /// `lseek(fd, offset, whence)`: the new file position.
+    pub fn lseek(&self, offset: i64, whence: libc::c_int) -> io::Result<i64> {
+        // SAFETY: a plain syscall on our open fd; it touches no memory of ours.
+        let r = unsafe { libc::lseek(self.file.as_raw_fd(), offset, whence) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r)
+        }
+    }
+
     /// `ioctl(fd, cmd, arg)` with `arg` passed through untouched; returns the ioctl's return value.
     ///
     /// # Safety

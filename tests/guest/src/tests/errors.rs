@@ -48,6 +48,7 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test("errors::pin_cuda_unsupported", pin_cuda_unsupported).needs(Needs::NoProvider));
     v.push(test("errors::null_arg_efault", null_arg));
     v.push(test("errors::readonly_arg_efault", readonly_arg));
+    v.push(test("errors::lseek_espipe", lseek_espipe));
     v.push(test("errors::device_still_works", sanity));
 }
 
@@ -114,6 +115,24 @@ fn unknown_ioctl(ctx: &mut Ctx) -> TestResult {
                 .ioctl_raw(cmd, scratch.as_mut_ptr() as libc::c_ulong)
         };
         expect_errno(&format!("ioctl {cmd:#x} ('P' nr 0x7f)"), r, libc::ENOTTY)?;
+    }
+    sanity(ctx)
+}
+
+/// The node has no file position (the ioctls carry their addresses): every lseek fails with ESPIPE, on
+/// both builds alike (5.10's module once answered 0, 6.18's ESPIPE).
+fn lseek_espipe(ctx: &mut Ctx) -> TestResult {
+    for (off, whence, name) in [
+        (0, libc::SEEK_SET, "SEEK_SET 0"),
+        (4096, libc::SEEK_SET, "SEEK_SET 4096"),
+        (1, libc::SEEK_CUR, "SEEK_CUR 1"),
+        (0, libc::SEEK_END, "SEEK_END 0"),
+    ] {
+        expect_errno(
+            &format!("lseek {name}"),
+            ctx.dev.lseek(off, whence),
+            libc::ESPIPE,
+        )?;
     }
     sanity(ctx)
 }

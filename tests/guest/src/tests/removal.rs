@@ -8,7 +8,7 @@
 use std::fs;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,10 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test(
         "removal::probe_stops_a_left_running_engine",
         probe_stops_left_running_engine,
+    ));
+    v.push(test(
+        "removal::open_races_probe_and_remove",
+        open_races_probe,
     ));
     v.push(
         test(
@@ -397,6 +401,92 @@ fn refuses_everything(busy: &Device, cache: bool, when: &str) -> TestResult {
         t0.elapsed()
     );
     Ok(())
+}
+
+/// Remove/rescan rounds in `open_races_probe`.
+const RACE_ROUNDS: u32 = 12;
+/// Threads opening the node meanwhile.
+const RACE_OPENERS: usize = 4;
+
+/// Threads open the node in a tight loop while the card is removed and rescanned, again and again: an
+/// opener blocked on the node as soon as probe creates it enters the driver's open the moment the
+/// registration is published, so an open that ran before probe had written the card would use memory
+/// that is not a card yet (before the fix: a KASAN report from `PicoevbFile::open`, usually on the
+/// previous card, freed). Every open that succeeds must give a working file of card 0 or one that fails
+/// with ENODEV (its card went away since), and the openers must have got in during the rounds.
+fn open_races_probe(ctx: &mut Ctx) -> TestResult {
+    let sysfs = card_sysfs()?;
+    let dev_path = ctx.dev_path.to_string();
+    let stop = AtomicBool::new(false);
+    let opened = AtomicU64::new(0);
+    let rounds = thread::scope(|s| {
+        let openers: Vec<_> = (0..RACE_OPENERS)
+            .map(|_| {
+                s.spawn(|| -> TestResult {
+                    while !stop.load(Ordering::Relaxed) {
+                        let f = match Device::open(&dev_path) {
+                            Ok(f) => f,
+                            Err(e)
+                                if matches!(
+                                    e.raw_os_error(),
+                                    Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)
+                                ) =>
+                            {
+                                thread::yield_now();
+                                continue;
+                            }
+                            Err(e) => return Err(format!("open {dev_path}: {e}")),
+                        };
+                        opened.fetch_add(1, Ordering::Relaxed);
+                        match f.abi_info() {
+                            Ok(i) => ensure!(
+                                i.abi_version == picoevb_abi::ABI_VERSION && i.card_index == 0,
+                                "a file opened during remove/rescan reads ABI_INFO {i:?}"
+                            ),
+                            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+                            Err(e) => {
+                                return Err(format!("ABI_INFO on a file opened meanwhile: {e}"));
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let rounds = (|| -> Result<u64, String> {
+            let mut during = 0;
+            for round in 0..RACE_ROUNDS {
+                let before = opened.load(Ordering::Relaxed);
+                remove_all(&sysfs)?;
+                wait_for("/dev node removed", Duration::from_secs(10), || {
+                    fs::metadata(&dev_path).is_err()
+                })?;
+                fs::write("/sys/bus/pci/rescan", "1")
+                    .map_err(|e| format!("rescan {round}: {e}"))?;
+                wait_for("/dev node back", Duration::from_secs(10), || {
+                    fs::metadata(&dev_path).is_ok()
+                })?;
+                // Let the openers in on the new card before the next removal.
+                wait_for("an open of the new card", Duration::from_secs(10), || {
+                    opened.load(Ordering::Relaxed) > before
+                })?;
+                during += 1;
+            }
+            Ok(during)
+        })();
+        stop.store(true, Ordering::Relaxed);
+        let results: Vec<TestResult> = openers
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| Err("opener panicked".into())))
+            .collect();
+        super::first_failure(&results)?;
+        rounds
+    })?;
+    ensure!(
+        rounds == u64::from(RACE_ROUNDS),
+        "{rounds} of {RACE_ROUNDS} rounds"
+    );
+    rescan_and_use(ctx, &dev_path)
 }
 
 /// Takes every card off the bus, as a hot-unplug does.

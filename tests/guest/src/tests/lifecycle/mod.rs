@@ -13,6 +13,7 @@ mod concurrency;
 mod counters;
 mod kill;
 mod memory;
+mod reclaim;
 mod revoke;
 
 use std::panic::{self, AssertUnwindSafe};
@@ -104,6 +105,10 @@ pub fn register(v: &mut Vec<Test>) {
         })
         .into_extended(),
     );
+    v.push(cuda(
+        "lifecycle::callbacks_in_reclaim_context",
+        reclaim::callbacks_in_reclaim,
+    ));
     v.push(cuda("lifecycle::device_still_works", sanity));
     // Runs with or without a provider: host DMA pins and maps too.
     v.push(test(
