@@ -21,6 +21,8 @@ use crate::abi;
 use crate::errno::Errno;
 
 /// An open file's part in the RAM's ownership: the ownership generation it is a member of (0: none).
+/// Transparent: the 5.10 glue keeps it as a `u64`.
+#[repr(transparent)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Member(u64);
 
@@ -248,7 +250,11 @@ mod tests {
         assert_eq!(o.begin(&mut b, B), Err(Errno::EBUSY));
         o.close(&mut a2);
         assert_eq!(o.state(&b, B), abi::RAM_FREE);
-        assert_eq!(o.begin(&mut b, B), Ok(Grant::ScrubFirst), "freed RAM is dirty");
+        assert_eq!(
+            o.begin(&mut b, B),
+            Ok(Grant::ScrubFirst),
+            "freed RAM is dirty"
+        );
     }
 
     #[test]
