@@ -80,7 +80,9 @@ impl Card {
 
     /// The file closes: the RAM is free once its owner's last file is closed.
     pub(crate) fn ram_close(&self, member: &Mutex<Member>) {
-        self.ram.lock().owner.close(&mut member.lock());
+        // The file's lock first, then the card's: the order every path takes them in.
+        let mut m = member.lock();
+        self.ram.lock().owner.close(&mut m);
     }
 
     /// At removal, after the drain: frees the scrub's page (a later claim fails at the gate).
