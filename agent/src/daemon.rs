@@ -351,6 +351,9 @@ impl Agent {
         }
         let m = self.machine(i as usize);
         let r = m.selftest();
+        if r.reason == selftest::BUSY {
+            return Err(AgentError::Busy(format!("card{i}: {}", selftest::BUSY)));
+        }
         let stage = if r.passed {
             Stage::Ready
         } else {
@@ -400,16 +403,18 @@ impl Agent {
             memory: config.selftest.memory,
             timeout: Duration::from_secs(config.selftest.timeout_s),
         };
-        Ok(sizes
-            .iter()
-            .map(|&b| {
-                let now = selftest::now();
-                match tester.run_bytes(&node, b.into()) {
-                    Ok(m) => selftest::judge(now, m, &config.selftest),
-                    Err(e) => SelfTestResult::error(now, e),
+        let mut results = Vec::with_capacity(sizes.len());
+        for &b in sizes {
+            let now = selftest::now();
+            results.push(match tester.run_bytes(&node, b.into()) {
+                Ok(m) => selftest::judge(now, m, &config.selftest),
+                Err(e) if e == selftest::BUSY => {
+                    return Err(AgentError::Busy(format!("card{i}: {}", selftest::BUSY)));
                 }
-            })
-            .collect())
+                Err(e) => SelfTestResult::error(now, e),
+            });
+        }
+        Ok(results)
     }
 
     /// The last `count` self-test results of card `i`, oldest first.

@@ -15,6 +15,7 @@ struct pevb_file {
 	struct pevb_card *card;
 	struct pevb_surfaces surfaces;	/* GPU surfaces pinned through this file */
 	struct pevb_cache *cache;	/* host buffers cached through this file (regcache.c) */
+	u64 ram_member;			/* its part in the card RAM's ownership (ram.c), under ram_lock */
 };
 
 static int pevb_open(struct inode *inode, struct file *file)
@@ -44,6 +45,8 @@ static int pevb_release(struct inode *inode, struct file *file)
 
 	pevb_surfaces_unpin_all(&pf->surfaces);
 	pevb_cache_release(pf->card, pf->cache);
+	/* No request of this file is in flight any more: the RAM is free if this was its owner's last file. */
+	pevb_ram_closed(pf->card, &pf->ram_member);
 	pevb_card_put(pf->card);
 	kfree(pf);
 	return 0;
@@ -118,6 +121,11 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
+	ret = pevb_ram_use(card, &pf->ram_member);
+	if (ret) {
+		pevb_card_end(card);
+		return ret;
+	}
 	ret = take_user(pf, host, r->len, h2c, &h) ?: take_gpu(pf, host, r->len, h2c, &h);
 	if (ret)
 		goto out;
@@ -129,6 +137,7 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	mutex_unlock(&e->lock);
 out:
 	release(card, &h, ret);
+	pevb_ram_unuse(card);
 	pevb_card_end(card);
 	return ret;
 }
@@ -146,6 +155,11 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
+	ret = pevb_ram_use(card, &pf->ram_member);
+	if (ret) {
+		pevb_card_end(card);
+		return ret;
+	}
 	ret = take_user(pf, &r->src, r->len, true, &src) ?: take_user(pf, &r->dst, r->len, false, &dst) ?:
 	      take_gpu(pf, &r->src, r->len, true, &src) ?: take_gpu(pf, &r->dst, r->len, false, &dst);
 	if (ret)
@@ -168,6 +182,7 @@ out:
 		release(card, &dst, ret);
 		release(card, &src, ret);
 	}
+	pevb_ram_unuse(card);
 	pevb_card_end(card);
 	return ret;
 }
@@ -236,6 +251,13 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PEVB_OP_REG_CACHE:
 		ret = pevb_cache_control(pf->cache, buf, size);
 		break;
+	case PEVB_OP_RAM_OWNER: {
+		u32 state;
+
+		ret = pevb_ram_control(card, &pf->ram_member, req.value, &state) ?:
+		      pevb_ioctl_done(op, buf, size, 0, state);
+		break;
+	}
 	default:
 		return -ENOTTY;
 	}

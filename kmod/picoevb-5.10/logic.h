@@ -19,6 +19,7 @@ enum pevb_op {
 	PEVB_OP_PIN_CUDA = 7,
 	PEVB_OP_UNPIN_CUDA = 8,
 	PEVB_OP_REG_CACHE = 9,
+	PEVB_OP_RAM_OWNER = 10,
 };
 
 struct pevb_side {
@@ -29,7 +30,7 @@ struct pevb_side {
 
 struct pevb_req {
 	u32 op;
-	u32 value;		/* LED value, UNPIN_CUDA handle */
+	u32 value;		/* LED value, UNPIN_CUDA handle, RAM_OWNER op (RAM_QUERY/CLAIM/RELEASE) */
 	struct pevb_side src;
 	struct pevb_side dst;
 	u64 fpga;
@@ -129,6 +130,8 @@ struct pevb_layout {
 	u32 policy;		/* bytes of a cache_policy::Policy, opaque to C */
 	u32 policy_align;
 	u32 cache_slots;
+	u32 owner;		/* bytes of a ram_owner::RamOwner, opaque to C */
+	u32 owner_align;
 };
 
 /* cache_policy::Range: @len bytes at user address @addr of address space @mm (an identity only). */
@@ -140,6 +143,17 @@ struct pevb_range {
 
 /* A registration cache's bookkeeping (cache_policy::Policy): PEVB_LAYOUT.policy bytes, never read by C. */
 struct pevb_policy;
+
+/* The card RAM's ownership (ram_owner::RamOwner): PEVB_LAYOUT.owner bytes, never read by C. */
+#define PEVB_RAM_OWNER_WORDS 4
+struct pevb_ram_owner {
+	u64 opaque[PEVB_RAM_OWNER_WORDS];
+};
+
+enum {
+	PEVB_RAM_GO = 0,		/* pevb_ram_begin/claim: go ahead */
+	PEVB_RAM_SCRUB_FIRST = 1,	/* zero the whole RAM first, then pevb_ram_scrubbed (under ram_lock) */
+};
 
 /* Slots of a cache's table of pins (cache_policy::CAPACITY). */
 #define PEVB_CACHE_SLOTS 64
@@ -198,6 +212,16 @@ void pevb_policy_flush(struct pevb_policy *p, pevb_dropped_fn dropped, void *ctx
 u32 pevb_policy_entries(struct pevb_policy *p);
 bool pevb_ids_ok(u16 vendor, u16 device, u16 subvendor, u16 subdevice);
 
+/* The card RAM's ownership; every call under the card's ram_lock (ram.c). @m: a file's membership. */
+void pevb_ram_init(struct pevb_ram_owner *o);
+int pevb_ram_begin(struct pevb_ram_owner *o, u64 *m, u32 pid);
+void pevb_ram_end(struct pevb_ram_owner *o);
+int pevb_ram_claim(struct pevb_ram_owner *o, u64 *m, u32 pid);
+void pevb_ram_scrubbed(struct pevb_ram_owner *o, bool ok);
+int pevb_ram_release(struct pevb_ram_owner *o, u64 *m, u32 pid);
+void pevb_ram_close(struct pevb_ram_owner *o, u64 *m);
+u32 pevb_ram_state(struct pevb_ram_owner *o, u64 *m, u32 pid);
+
 /* The Rust panic handler's way out (main.c). */
 void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);
 
@@ -213,7 +237,9 @@ static inline bool pevb_layout_ok(void)
 	       PEVB_LAYOUT.step == sizeof(struct pevb_step) &&
 	       PEVB_LAYOUT.range == sizeof(struct pevb_range) &&
 	       PEVB_LAYOUT.policy_align <= sizeof(u64) &&	/* the C storage is u64-aligned */
-	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS;
+	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS &&
+	       PEVB_LAYOUT.owner <= sizeof(struct pevb_ram_owner) &&
+	       PEVB_LAYOUT.owner_align <= sizeof(u64);
 }
 
 #endif

@@ -140,6 +140,7 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&card->cachelock);
 	INIT_LIST_HEAD(&card->caches);
 	mutex_init(&card->pinlock);
+	pevb_ram_setup(card);
 	spin_lock_init(&card->slock);
 	INIT_LIST_HEAD(&card->surfaces);
 	/* Two init sites, two lock classes: H2C2H holds both engines, H2C first. */

@@ -54,6 +54,8 @@ struct pevb_card {
 	struct list_head caches;	/* the open files' registration caches, to empty at removal */
 	atomic_t callbacks_awaited;	/* free callbacks removal waits for now (debugfs state) */
 	struct dentry *debugfs;		/* /sys/kernel/debug/picoevbN: the state file */
+	struct mutex ram_lock;		/* ram_owner, and each file's membership of it (ram.c) */
+	struct pevb_ram_owner ram_owner;	/* who may use the card RAM */
 };
 
 /* The GPU surfaces of one open file, by handle. */
@@ -61,6 +63,13 @@ struct pevb_surfaces {
 	struct mutex lock;
 	struct idr idr;
 };
+
+/* ram.c: the card RAM's ownership (kmod/picoevb/ram.rs) */
+void pevb_ram_setup(struct pevb_card *card);
+int pevb_ram_use(struct pevb_card *card, u64 *member);
+void pevb_ram_unuse(struct pevb_card *card);
+int pevb_ram_control(struct pevb_card *card, u64 *member, u32 op, u32 *state);
+void pevb_ram_closed(struct pevb_card *card, u64 *member);
 
 /* card.c */
 int pevb_card_begin(struct pevb_card *card);

@@ -11,6 +11,7 @@ use crate::gpio::Leds;
 use crate::idblock::IdBlock;
 use crate::ids;
 use crate::port::{Active, Port};
+use crate::ram::Ram;
 use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
@@ -71,6 +72,9 @@ pub(crate) struct Card {
     caps: AtomicU64,
     design_version: AtomicU32,
     build_hash: AtomicU32,
+    /// Who owns the card RAM (`ram.rs`).
+    #[pin]
+    pub(crate) ram: Mutex<Ram>,
 }
 
 impl Card {
@@ -100,6 +104,7 @@ impl Card {
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
+            ram <- Ram::new(dev)?,
         }))
     }
 
@@ -291,6 +296,7 @@ impl Card {
         drop(quarantined);
         self.h2c.release_table();
         self.c2h.release_table();
+        self.ram_release_zeros();
         // Unmap outside the lock: a surface's free callback takes it too.
         let surfaces = core::mem::take(&mut *self.surfaces.lock());
         for s in surfaces.iter() {

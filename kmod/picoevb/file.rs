@@ -7,6 +7,7 @@ use crate::cache_policy;
 use crate::card::{Card, QuarantineRoom};
 use crate::cuda::{self, InUse, Surfaces};
 use crate::engine::kerr;
+use crate::ram_owner::{self, Member};
 use crate::regcache::{self, HostPin, RegCache};
 use crate::request::{self, Host};
 use crate::segments::Segment;
@@ -15,8 +16,9 @@ use crate::PicoevbDriver;
 use kernel::{
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceRegistration},
+    new_mutex,
     prelude::*,
-    sync::Arc,
+    sync::{Arc, Mutex},
     transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
@@ -29,6 +31,9 @@ pub(crate) struct PicoevbFile {
     #[pin]
     surfaces: Surfaces,
     cache: Arc<RegCache>,
+    /// Its part in the card RAM's ownership (`ram.rs`).
+    #[pin]
+    ram: Mutex<Member>,
 }
 
 /// Reads a `T` from user memory at `arg`, lets `f` update it, writes it back.
@@ -98,6 +103,7 @@ impl PicoevbFile {
 
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
         let _active = self.card.begin()?;
+        let _ram = self.card.ram_begin(&self.ram)?;
         let mut room = self.card.quarantine_room(1)?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
         let mut held = self.enter(x.host, held)?;
@@ -109,6 +115,7 @@ impl PicoevbFile {
 
     fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
         let _active = self.card.begin()?;
+        let _ram = self.card.ram_begin(&self.ram)?;
         let mut room = self.card.quarantine_room(2)?;
         let src = self.pin_user(x.src, x.len, true)?;
         let dst = self.pin_user(x.dst, x.len, false)?;
@@ -148,6 +155,7 @@ impl PicoevbFile {
 
     fn abi_info(&self) -> abi::AbiInfo {
         let mut info = self.card.abi_info();
+        info.caps |= abi::CAP_RAM_OWNER;
         if regcache::supported() {
             info.caps |= abi::CAP_REG_CACHE;
         }
@@ -185,6 +193,7 @@ impl MiscDevice for PicoevbFile {
                 card: drv.card.clone(),
                 surfaces <- Surfaces::new(),
                 cache: file_cache,
+                ram <- new_mutex!(Member::default()),
             }),
             GFP_KERNEL,
         );
@@ -204,6 +213,8 @@ impl MiscDevice for PicoevbFile {
         // The sweeps stop when the cache is dropped: here, or after unbind if a wedged card still holds
         // one of its pins (`RegCache`'s drop).
         me.card.drop_cache(&me.cache);
+        // No request of this file is in flight any more: the RAM is free if this was its owner's last file.
+        me.card.ram_close(&me.ram);
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -248,6 +259,11 @@ impl MiscDevice for PicoevbFile {
             abi::IOC_REG_CACHE => inout(arg, |req: &mut abi::RegCache| {
                 let op = cache_policy::parse(req).map_err(kerr)?;
                 *req = me.cache.control(op);
+                Ok(())
+            })?,
+            abi::IOC_RAM_OWNER => inout(arg, |req: &mut abi::RamOwner| {
+                let op = ram_owner::parse(req).map_err(kerr)?;
+                req.state = card.ram_control(&me.ram, op)?;
                 Ok(())
             })?,
             abi::IOC_UNPIN_CUDA => {

@@ -57,6 +57,9 @@ mod ids;
 #[path = "../logic/src/pipeline.rs"]
 mod pipeline;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/ram_owner.rs"]
+mod ram_owner;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/request.rs"]
 mod request;
 #[allow(dead_code, unreachable_pub)]
@@ -79,6 +82,7 @@ mod ffi;
 mod file;
 mod pin;
 mod port;
+mod ram;
 mod regcache;
 mod run;
 
@@ -132,6 +136,7 @@ plain_bytes! {
         op, max_entries, max_bytes, entries, capacity, bytes, hits, misses, evictions, invalidations,
         uncached, reserved
     }
+    abi::RamOwner { op, state, reserved }
 }
 
 /// Device node names; the misc layer keeps a pointer to the name, so they are static.

@@ -119,6 +119,22 @@ impl Device {
         Ok(())
     }
 
+    /// Takes the card RAM for this file now, never waiting (`IOC_RAM_OWNER` CLAIM, ABI 1.2): `Ok(false)`
+    /// if another holder has it (EBUSY). A driver without the ownership rules (ENOTTY) has nothing to take:
+    /// `Ok(true)`. The RAM is given back when the file closes.
+    pub fn claim_ram(&self) -> Result<bool, Error> {
+        let mut o = abi::RamOwner {
+            op: abi::RAM_CLAIM,
+            ..Default::default()
+        };
+        match self.ioctl("RAM_OWNER", abi::IOC_RAM_OWNER, &mut o) {
+            Ok(()) => Ok(true),
+            Err(e) if e.errno() == Some(libc::EBUSY) => Ok(false),
+            Err(e) if e.errno() == Some(libc::ENOTTY) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Driver ABI version, capabilities and the card's ID block.
     pub fn abi_info(&self) -> Result<abi::AbiInfo, Error> {
         let mut info = abi::AbiInfo::default();

@@ -71,6 +71,10 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Err(e) if e == gdr_agent::selftest::BUSY => {
+            eprintln!("gdr-selftest: {e}");
+            ExitCode::from(gdr_agent::selftest::BUSY_EXIT as u8)
+        }
         Err(e) => fail(&e),
     }
 }

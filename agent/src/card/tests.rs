@@ -36,6 +36,8 @@ struct World {
     hidden: u32,
     log: Vec<String>,
     selftest_fails: bool,
+    /// The self-test child finds the card RAM held by an application.
+    selftest_busy: bool,
     /// The next `n` opens of the node are refused (udev has not applied the rules yet).
     node_denied: u32,
     /// While programming: the off-bus record that must exist, and whether it did.
@@ -159,6 +161,9 @@ impl Loader for Fake {
 impl SelfTester for Fake {
     fn run(&self, _: &Path) -> Result<Measurement, String> {
         let w = self.w();
+        if w.selftest_busy {
+            return Err(crate::selftest::BUSY.into());
+        }
         Ok(Measurement {
             memory: "host".into(),
             path: "host".into(),
@@ -424,6 +429,23 @@ fn a_failed_selftest_fails_the_card_and_reprogram_is_forced() {
         f.w().log[1],
         "program update.img",
         "forced although the design was right"
+    );
+}
+
+/// The self-test never runs over an application's data: a card whose RAM is held comes up Ready, with the
+/// test skipped and nothing recorded, instead of failing. Fails if BUSY is judged as a failed self-test.
+#[test]
+fn a_held_card_skips_the_selftest_and_is_not_failed() {
+    let f = card(GOOD);
+    f.w().selftest_busy = true;
+    let d = tmp("st-busy");
+    let (m, _) = machine(&f, &d);
+    assert_eq!(m.bring_up(false), Stage::Ready);
+    let s = m.status.lock().unwrap();
+    assert_eq!(s.failed_stage, None);
+    assert!(
+        s.last_selftest.is_none(),
+        "a test that did not run was recorded"
     );
 }
 

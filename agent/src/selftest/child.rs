@@ -17,6 +17,10 @@ use super::{Measurement, Mismatch, gpu, gpupaths, pattern};
 pub fn run(node: &Path, bytes: u64, memory: &str) -> Result<Measurement, String> {
     let start = Instant::now();
     let dev = Device::open_path(node).map_err(|e| format!("{}: {e}", node.display()))?;
+    // Before anything moves: never over a holder's data. Ours until this process exits.
+    if !dev.claim_ram().map_err(|e| e.to_string())? {
+        return Err(super::BUSY.into());
+    }
     let words = usize::try_from(bytes / 4).map_err(|_| "size too large".to_string())?;
     let why_not_cuda = match memory {
         "host" => Some("host memory requested".to_string()),

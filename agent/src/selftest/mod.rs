@@ -17,6 +17,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::SelfTestSection;
 
+/// Why a self-test or Bench did not run: an application holds the card RAM (the driver refused the
+/// self-test's CLAIM). Not a verdict on the card: the test never runs over a holder's data.
+pub const BUSY: &str = "busy: an application holds the card RAM";
+/// `gdr-selftest`'s exit status for [`BUSY`] (EX_TEMPFAIL).
+pub const BUSY_EXIT: i32 = 75;
+
 /// The first word that came back wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mismatch {

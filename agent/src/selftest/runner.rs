@@ -58,6 +58,9 @@ impl ChildTester {
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
+        if status.code() == Some(super::BUSY_EXIT) {
+            return Err(super::BUSY.into());
+        }
         if !status.success() {
             let why = err.lines().last().unwrap_or("no message").to_string();
             return Err(format!("self-test child failed ({status}): {why}"));

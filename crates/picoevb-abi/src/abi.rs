@@ -165,8 +165,9 @@ const _: () = {
 // EINVAL: use only the reference ioctls then. `abi_version` major changes only if an extension changes
 // incompatibly; a minor bump adds ioctls or `caps` bits. Structs only grow at the end, into `reserved`.
 
-/// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE.
-pub const ABI_VERSION: u32 = 1 << 16 | 1;
+/// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
+/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it).
+pub const ABI_VERSION: u32 = 1 << 16 | 2;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -182,6 +183,8 @@ pub const CAP_ID_BLOCK: u64 = 1 << 2;
 pub const CAP_MSI: u64 = 1 << 3;
 /// Capability: pinned host buffers are cached between requests (registration cache, IOC_REG_CACHE).
 pub const CAP_REG_CACHE: u64 = 1 << 4;
+/// Capability: the card RAM has one owner at a time and is scrubbed between owners (IOC_RAM_OWNER).
+pub const CAP_RAM_OWNER: u64 = 1 << 5;
 
 /// `PICOEVB_IOC_ABI_INFO` argument.
 #[repr(C)]
@@ -260,4 +263,42 @@ pub const IOC_REG_CACHE: u32 = iowr(0x41, core::mem::size_of::<RegCache>());
 const _: () = {
     assert!(core::mem::size_of::<RegCache>() == 104);
     assert!(IOC_REG_CACHE == 0xc068_5041);
+};
+
+/// [`RamOwner::op`]: only read `state`.
+pub const RAM_QUERY: u32 = 0;
+/// [`RamOwner::op`]: take the card RAM now, or fail with EBUSY if another holder has it (never waits).
+pub const RAM_CLAIM: u32 = 1;
+/// [`RamOwner::op`]: give it back (EBUSY while a request of the owner is in flight or if it is another
+/// holder's); the next owner finds it zeroed.
+pub const RAM_RELEASE: u32 = 2;
+/// [`RamOwner::state`]: nobody owns the card RAM.
+pub const RAM_FREE: u32 = 0;
+/// [`RamOwner::state`]: the caller's (this file, or the process that claimed it) owns it.
+pub const RAM_MINE: u32 = 1;
+/// [`RamOwner::state`]: another holder owns it: H2C, C2H and H2C2H fail with EBUSY.
+pub const RAM_OTHER: u32 = 2;
+
+/// `PICOEVB_IOC_RAM_OWNER` argument: the card RAM's ownership. The first H2C, C2H or H2C2H through a file
+/// takes the RAM when it is free, and so does CLAIM; while one holder (the files of the process that took
+/// it, and any process using one of those files) owns it, every other holder's transfers and CLAIM fail with
+/// EBUSY. It is free again when the owner's last file closes or on RELEASE, and it is zeroed before the
+/// next owner's first use. A single holder using only the reference ioctls never notices.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RamOwner {
+    /// In: `RAM_QUERY`, `RAM_CLAIM` or `RAM_RELEASE`.
+    pub op: u32,
+    /// Out: `RAM_FREE`, `RAM_MINE` or `RAM_OTHER`, after the operation.
+    pub state: u32,
+    /// Reserved: zero in, zero out.
+    pub reserved: [u64; 3],
+}
+
+/// Query, claim or release the card RAM (only with [`CAP_RAM_OWNER`]).
+pub const IOC_RAM_OWNER: u32 = iowr(0x42, core::mem::size_of::<RamOwner>());
+
+const _: () = {
+    assert!(core::mem::size_of::<RamOwner>() == 32);
+    assert!(IOC_RAM_OWNER == 0xc020_5042);
 };

@@ -8,6 +8,8 @@ pub struct Errno(pub i32);
 impl Errno {
     /// I/O error: the engine reported a bus or descriptor error.
     pub const EIO: Errno = Errno(5);
+    /// Busy: another holder owns the card RAM (`ram_owner`).
+    pub const EBUSY: Errno = Errno(16);
     /// Out of memory.
     pub const ENOMEM: Errno = Errno(12);
     /// Bad user address.

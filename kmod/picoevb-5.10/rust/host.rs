@@ -1,7 +1,9 @@
 //! Host build of the 5.10 module's `extern "C"` surface for `cargo test`: the very `surface.rs` the kernel
 //! build compiles, over the same shared logic (here through the host crates instead of `#[path]`).
 
-use picoevb_logic::{abi, cache_policy, chain, errno, pipeline, request, segments, status, xdma};
+use picoevb_logic::{
+    abi, cache_policy, chain, errno, pipeline, ram_owner, request, segments, status, xdma,
+};
 use picoevb_regs::{channel, gpio, idblock, pci as ids};
 
 /// As in `picoevb_logic.rs`: the kernel's negative-errno convention.

@@ -38,6 +38,7 @@ fn every_command_has_its_own_operation() {
         abi::IOC_PIN_CUDA,
         abi::IOC_UNPIN_CUDA,
         abi::IOC_REG_CACHE,
+        abi::IOC_RAM_OWNER,
     ];
     let ops: Vec<i32> = cmds.iter().map(|&c| pevb_ioctl_op(c)).collect();
     assert!(ops.iter().all(|&o| o > 0), "{ops:?}");
@@ -132,10 +133,11 @@ fn abi_info_reports_the_facts() {
     let info: abi::AbiInfo = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
     assert_eq!(info.abi_version, abi::ABI_VERSION);
     assert_eq!(info.card_index, 3);
-    // No ID block: its values are not reported; no provider, no cache: no such capability.
+    // No ID block: its values are not reported; no provider, no cache: no such capability. The RAM's
+    // ownership is always enforced.
     assert_eq!(
         (info.caps, info.design_version, info.build_hash),
-        (abi::CAP_MSI, 0, 0)
+        (abi::CAP_MSI | abi::CAP_RAM_OWNER, 0, 0)
     );
     let cached = PevbFacts {
         reg_cache: 1,
@@ -148,7 +150,10 @@ fn abi_info_reports_the_facts() {
     );
     // SAFETY: as above.
     let info: abi::AbiInfo = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
-    assert_eq!(info.caps, abi::CAP_MSI | abi::CAP_REG_CACHE);
+    assert_eq!(
+        info.caps,
+        abi::CAP_MSI | abi::CAP_REG_CACHE | abi::CAP_RAM_OWNER
+    );
 }
 
 #[test]
@@ -414,4 +419,35 @@ fn a_window_of_a_cached_buffer() {
         unsafe { pevb_segments_window(segs.as_ptr(), 2, 0x700, 0x200, out.as_mut_ptr(), 1) },
         -22
     );
+}
+
+#[test]
+fn ram_owner_goes_through_the_logic() {
+    let claim = abi::RamOwner {
+        op: abi::RAM_CLAIM,
+        ..Default::default()
+    };
+    let r = check(abi::IOC_RAM_OWNER, 0, &bytes(&claim)).unwrap();
+    assert_eq!(r.value, abi::RAM_CLAIM);
+    let bad = abi::RamOwner { op: 7, ..claim };
+    assert_eq!(check(abi::IOC_RAM_OWNER, 0, &bytes(&bad)).err(), Some(-22));
+    // The C glue's storage: a u64 array of PEVB_LAYOUT.owner bytes.
+    assert!(PEVB_LAYOUT.owner as usize <= 4 * 8 && PEVB_LAYOUT.owner_align <= 8);
+    let mut o = core::mem::MaybeUninit::<super::ram_owner::RamOwner>::uninit();
+    let (mut a, mut b) = (0u64, 0u64);
+    // SAFETY: `o` is initialised by pevb_ram_init before any other call; `a`/`b` are memberships.
+    unsafe {
+        pevb_ram_init(o.as_mut_ptr());
+        let o = o.as_mut_ptr();
+        assert_eq!(pevb_ram_begin(o, &mut a, 1), RAM_SCRUB_FIRST);
+        pevb_ram_scrubbed(o, true);
+        pevb_ram_end(o);
+        assert_eq!(pevb_ram_begin(o, &mut b, 2), -16);
+        assert_eq!(pevb_ram_claim(o, &mut b, 2), -16);
+        assert_eq!(pevb_ram_state(o, &mut b, 2), abi::RAM_OTHER);
+        assert_eq!(pevb_ram_release(o, &mut b, 2), -16);
+        pevb_ram_close(o, &mut a);
+        assert_eq!(pevb_ram_state(o, &mut b, 2), abi::RAM_FREE);
+        assert_eq!(pevb_ram_claim(o, &mut b, 2), RAM_SCRUB_FIRST);
+    }
 }

@@ -43,6 +43,9 @@ mod ids;
 #[path = "../../logic/src/pipeline.rs"]
 mod pipeline;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/ram_owner.rs"]
+mod ram_owner;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/request.rs"]
 mod request;
 #[allow(dead_code, unreachable_pub)]

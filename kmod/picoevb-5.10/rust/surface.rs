@@ -6,11 +6,12 @@
 //! both sides agree on the structs' sizes.
 
 use crate::cache_policy::{Lookup, Policy, Range, Removal};
+use crate::ram_owner::{Grant, Member, Op, RamOwner};
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
 use crate::{
-    abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, request,
-    status,
+    abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, ram_owner,
+    request, status,
 };
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
@@ -26,6 +27,7 @@ const OP_H2C2H: c_int = 6;
 const OP_PIN_CUDA: c_int = 7;
 const OP_UNPIN_CUDA: c_int = 8;
 const OP_REG_CACHE: c_int = 9;
+const OP_RAM_OWNER: c_int = 10;
 
 /// One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
 #[repr(C)]
@@ -37,7 +39,8 @@ pub struct PevbSide {
 }
 
 /// A checked request. H2C: `src` and `fpga`; C2H: `dst` and `fpga`; H2C2H: `src` and `dst`; PIN_CUDA:
-/// `src.addr` and `len`; UNPIN_CUDA: `value` (the handle); LED: `value`.
+/// `src.addr` and `len`; UNPIN_CUDA: `value` (the handle); LED: `value`; RAM_OWNER: `value` (`RAM_QUERY`,
+/// `RAM_CLAIM` or `RAM_RELEASE`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct PevbReq {
@@ -108,6 +111,9 @@ pub struct PevbLayout {
     pub policy_align: u32,
     /// `cache_policy::CAPACITY`: the slots of the glue's table of cached pins.
     pub cache_slots: u32,
+    /// `ram_owner::RamOwner`: C keeps this many bytes, aligned to `owner_align`, and never looks inside.
+    pub owner: u32,
+    pub owner_align: u32,
 }
 
 #[no_mangle]
@@ -123,6 +129,8 @@ pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
     policy: size_of::<cache_policy::Policy>() as u32,
     policy_align: core::mem::align_of::<cache_policy::Policy>() as u32,
     cache_slots: cache_policy::CAPACITY as u32,
+    owner: size_of::<RamOwner>() as u32,
+    owner_align: core::mem::align_of::<RamOwner>() as u32,
 };
 
 /// The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
@@ -138,6 +146,7 @@ pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
         abi::IOC_PIN_CUDA => OP_PIN_CUDA,
         abi::IOC_UNPIN_CUDA => OP_UNPIN_CUDA,
         abi::IOC_REG_CACHE => OP_REG_CACHE,
+        abi::IOC_RAM_OWNER => OP_RAM_OWNER,
         _ => neg(Errno::ENOTTY),
     }
 }
@@ -257,6 +266,17 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                     op: op as u32,
                     ..PevbReq::default()
                 }),
+            OP_RAM_OWNER => read_arg::<abi::RamOwner>(buf, len)
+                .and_then(|a| ram_owner::parse(&a))
+                .map(|o| PevbReq {
+                    op: op as u32,
+                    value: match o {
+                        Op::Query => abi::RAM_QUERY,
+                        Op::Claim => abi::RAM_CLAIM,
+                        Op::Release => abi::RAM_RELEASE,
+                    },
+                    ..PevbReq::default()
+                }),
             OP_CARD_INFO | OP_ABI_INFO => Ok(PevbReq {
                 op: op as u32,
                 ..PevbReq::default()
@@ -275,7 +295,7 @@ pub unsafe extern "C" fn pevb_ioctl_check(
 }
 
 /// Writes a finished request's results into the copy-out buffer: the DMA time of a transfer, the handle of
-/// a PIN_CUDA.
+/// a PIN_CUDA, the state after a RAM_OWNER (in `handle`).
 ///
 /// # Safety
 /// `buf` is valid for reading and writing `len` bytes.
@@ -304,6 +324,10 @@ pub unsafe extern "C" fn pevb_ioctl_done(
             },
             OP_PIN_CUDA => match read_arg::<abi::PinCuda>(buf, len) {
                 Ok(a) => put(buf, len, abi::PinCuda { handle, ..a }),
+                Err(e) => neg(e),
+            },
+            OP_RAM_OWNER => match read_arg::<abi::RamOwner>(buf, len) {
+                Ok(a) => put(buf, len, abi::RamOwner { state: handle, ..a }),
                 Err(e) => neg(e),
             },
             _ => neg(Errno::EINVAL),
@@ -346,6 +370,8 @@ pub unsafe extern "C" fn pevb_ioctl_info(
             if f.reg_cache != 0 {
                 caps |= abi::CAP_REG_CACHE;
             }
+            // ram.c enforces ram_owner on every kernel this module builds for.
+            caps |= abi::CAP_RAM_OWNER;
             let (design_version, build_hash) = if f.id_block != 0 {
                 caps |= abi::CAP_ID_BLOCK;
                 (f.design_version, f.build_hash)
@@ -938,4 +964,113 @@ pub unsafe extern "C" fn pevb_segments_window(
         k += 1;
     }
     k as isize
+}
+
+// ---- The card RAM's ownership (`ram_owner`); every call under the card's `ram_lock` (ram.c) ----
+
+/// What `pevb_ram_begin`/`pevb_ram_claim` answer besides a negative errno.
+pub const RAM_GO: c_int = 0;
+pub const RAM_SCRUB_FIRST: c_int = 1;
+
+fn grant(g: Result<Grant, Errno>) -> c_int {
+    match g {
+        Ok(Grant::Go) => RAM_GO,
+        Ok(Grant::ScrubFirst) => RAM_SCRUB_FIRST,
+        Err(e) => neg(e),
+    }
+}
+
+/// The ownership at `o` and the membership at `m`.
+///
+/// # Safety
+/// `o` was initialised by `pevb_ram_init` and is aligned to `PEVB_LAYOUT.owner_align`; `m` is a file's
+/// `u64` membership (zero when opened); the glue holds the card's `ram_lock`, so nothing else uses them.
+unsafe fn owner<'a>(o: *mut RamOwner, m: *mut u64) -> (&'a mut RamOwner, &'a mut Member) {
+    // SAFETY: caller's contract; `Member` is a transparent `u64`, for which every value is valid.
+    unsafe { (&mut *o, &mut *m.cast::<Member>()) }
+}
+
+/// Makes `o` free and dirty (`RamOwner::new`).
+///
+/// # Safety
+/// `o` is valid for writing `PEVB_LAYOUT.owner` bytes and aligned to `PEVB_LAYOUT.owner_align`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_init(o: *mut RamOwner) {
+    // SAFETY: caller's contract.
+    unsafe { o.write(RamOwner::new()) };
+}
+
+/// `RamOwner::begin` by process `pid`: `RAM_GO`, `RAM_SCRUB_FIRST` or -EBUSY.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_begin(o: *mut RamOwner, m: *mut u64, pid: u32) -> c_int {
+    // SAFETY: caller's contract.
+    let (o, m) = unsafe { owner(o, m) };
+    grant(o.begin(m, pid))
+}
+
+/// `RamOwner::end`.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_end(o: *mut RamOwner) {
+    // SAFETY: caller's contract.
+    unsafe { &mut *o }.end();
+}
+
+/// `RamOwner::claim`: as `pevb_ram_begin`, without a request to end.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_claim(o: *mut RamOwner, m: *mut u64, pid: u32) -> c_int {
+    // SAFETY: caller's contract.
+    let (o, m) = unsafe { owner(o, m) };
+    grant(o.claim(m, pid))
+}
+
+/// `RamOwner::scrubbed`.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_scrubbed(o: *mut RamOwner, ok: bool) {
+    // SAFETY: caller's contract.
+    unsafe { &mut *o }.scrubbed(ok);
+}
+
+/// `RamOwner::release`: 0 or -EBUSY.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_release(o: *mut RamOwner, m: *mut u64, pid: u32) -> c_int {
+    // SAFETY: caller's contract.
+    let (o, m) = unsafe { owner(o, m) };
+    o.release(m, pid).map_or_else(neg, |()| 0)
+}
+
+/// `RamOwner::close`.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_close(o: *mut RamOwner, m: *mut u64) {
+    // SAFETY: caller's contract.
+    let (o, m) = unsafe { owner(o, m) };
+    o.close(m);
+}
+
+/// `RamOwner::state`: `RAM_FREE`, `RAM_MINE` or `RAM_OTHER`.
+///
+/// # Safety
+/// As `owner`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_ram_state(o: *mut RamOwner, m: *mut u64, pid: u32) -> u32 {
+    // SAFETY: caller's contract.
+    let (o, m) = unsafe { owner(o, m) };
+    o.state(m, pid)
 }

@@ -156,6 +156,22 @@ impl Device {
         unsafe { self.ioctl_ptr(abi::IOC_H2C2H_DMA, a) }
     }
 
+    /// IOC_RAM_OWNER with any argument struct (bad ops, reserved words); the driver writes `state` back.
+    pub fn ram_owner_raw(&self, a: &mut abi::RamOwner) -> io::Result<()> {
+        // SAFETY: RAM_OWNER reads and writes exactly one `RamOwner` through the pointer, ours and live.
+        unsafe { self.ioctl_ptr(abi::IOC_RAM_OWNER, a) }
+    }
+
+    /// IOC_RAM_OWNER `op` (`RAM_QUERY`, `RAM_CLAIM`, `RAM_RELEASE`); returns the state after it.
+    pub fn ram_owner(&self, op: u32) -> io::Result<u32> {
+        let mut a = abi::RamOwner {
+            op,
+            ..Default::default()
+        };
+        self.ram_owner_raw(&mut a)?;
+        Ok(a.state)
+    }
+
     /// IOC_REG_CACHE with any argument struct (bad ops, reserved words): returns the cache's state as the
     /// driver wrote it back into `a`.
     pub fn reg_cache_raw(&self, a: &mut abi::RegCache) -> io::Result<()> {

@@ -8,6 +8,7 @@ mod errors;
 mod faults;
 mod hardening;
 mod iommu;
+mod isolation;
 mod lifecycle;
 mod overlap;
 mod pipeline;
@@ -95,6 +96,8 @@ pub enum Needs {
     JetsonReaper,
     /// An IOMMU translates the card's DMA (the card has an iommu_group).
     Iommu,
+    /// ABI_INFO announces the card RAM's ownership (`CAP_RAM_OWNER`, ABI 1.2).
+    RamOwner,
 }
 
 impl Needs {
@@ -116,6 +119,14 @@ impl Needs {
         }
         let info = dev.abi_info().ok()?;
         let caps = info.caps;
+        if self == Needs::RamOwner {
+            return (caps & picoevb_abi::CAP_RAM_OWNER == 0).then(|| {
+                format!(
+                    "no RAM ownership: ABI_INFO caps {caps:#x} lack CAP_RAM_OWNER (abi_version {:#x})",
+                    info.abi_version
+                )
+            });
+        }
         if self == Needs::RegCache {
             return (caps & picoevb_abi::CAP_REG_CACHE == 0).then(|| {
                 format!(
@@ -220,6 +231,8 @@ pub fn all() -> Vec<Test> {
     cuda::register(&mut v);
     // Before lifecycle's counter checks: they pin memory whose other mappings are on their way out.
     overlap::register(&mut v);
+    // Each gives the shared file's RAM back and runs the other holder in a child process.
+    isolation::register(&mut v);
     hardening::register(&mut v);
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.

@@ -285,6 +285,8 @@ fn dropped_cached_buffer(ctx: &mut Ctx) -> TestResult {
     let pinning = open(ctx)?;
     let mut mem = Shared::new()?;
     mem.fill(0x3c);
+    // The child's DMA through `cached`, unused here, is another holder's (isolation).
+    super::isolation::let_another_process_in(ctx.dev)?;
     let hold = Hold::on()?;
     let mut child = Child::spawn(|sync| {
         // Cached through `cached`, in the child's address space (a buffer's second use registers it).

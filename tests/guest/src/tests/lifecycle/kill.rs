@@ -243,6 +243,8 @@ fn fork_busy(
     let page = SharedPage::new()?;
     let sh = page.get();
     let seed = ctx.rng.next_u64();
+    // The child's DMA through a file this process has not used is another holder's (isolation).
+    crate::tests::isolation::let_another_process_in(ctx.dev)?;
     // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
     // ordinary Rust; it never returns into the suite: it ends in _exit.
     let pid = unsafe { libc::fork() };
