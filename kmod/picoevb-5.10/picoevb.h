@@ -91,6 +91,7 @@ struct pevb_run {
 	struct pevb_chain c;
 	bool poll;		/* no interrupt armed at start: polled, armed if still busy */
 	bool completed;
+	bool killed;		/* the wait ended on a fatal signal: stopped unjudged (-EINTR) */
 };
 
 /* engine.c */
@@ -122,6 +123,7 @@ void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_devic
 int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
 void pevb_pin_drop(struct pevb_pin *p, bool dirty);
 int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
+int pevb_user_prefault(u64 uaddr, u64 len, bool write);
 
 /* regcache.c */
 struct pevb_cache;

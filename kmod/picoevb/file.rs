@@ -47,6 +47,15 @@ fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
         .write(v)
 }
 
+/// User memory of a request faulted in before the request holds the device (unbind waits for that hold)
+/// or any lock of the card: see `pin::prefault`. Cached pins are pinned writable, so write when allowed.
+fn prefault(host: Host, len: u64, device_writes: bool) -> Result {
+    match host {
+        Host::User(addr) => crate::pin::prefault(addr, len, device_writes || regcache::supported()),
+        Host::Cuda(_) => Ok(()),
+    }
+}
+
 /// One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface.
 enum Held {
     User(HostPin),
@@ -97,6 +106,7 @@ impl PicoevbFile {
     }
 
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
+        prefault(x.host, x.len, dir == Dir::C2h)?;
         let _active = self.card.begin()?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
         let mut held = self.enter(x.host, held)?;
@@ -107,6 +117,8 @@ impl PicoevbFile {
     }
 
     fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
+        prefault(x.src, x.len, false)?;
+        prefault(x.dst, x.len, true)?;
         let _active = self.card.begin()?;
         let src = self.pin_user(x.src, x.len, true)?;
         let dst = self.pin_user(x.dst, x.len, false)?;

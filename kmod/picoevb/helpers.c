@@ -62,6 +62,7 @@ void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
 unsigned long pevb_cpin_npages(struct pevb_cpin *p);
 u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i);
 int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n);
+int pevb_user_prefault(u64 uaddr, u64 len, bool write);
 
 /*
  * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
@@ -636,6 +637,43 @@ int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n)
 	return 0;
 }
 
+/*
+ * Faults [uaddr, uaddr + len) of the caller's memory in (for writing if @write and the memory allows it,
+ * else for reading), holding nothing of the driver's: the pins that follow under the card's pin lock or a
+ * request's hold on the device (which unbind drains) then find the pages present. A range whose fault
+ * never resolves (userfaultfd, a hung FUSE server) thus stalls this caller alone, in GUP's killable fault
+ * wait, not every PIN_CUDA and cache miss of the card nor the card's removal. Takes no reference past the
+ * call. Only a fatal signal is an error (-EINTR); whatever else fails here, the pin after it reports.
+ * Not a guarantee: memory the process unmaps or discards again before the pin faults there once more.
+ */
+int pevb_user_prefault(u64 uaddr, u64 len, bool write)
+{
+	struct page *pages[16];
+	unsigned long first, npages, done = 0;
+	unsigned int gup = write ? FOLL_WRITE : 0;
+
+	if (!len || uaddr + len < uaddr)
+		return 0;
+	first = uaddr >> PAGE_SHIFT;
+	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
+	while (done < npages) {
+		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
+		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, gup, pages);
+		int i;
+
+		if (got <= 0 && gup) {
+			gup = 0;	/* read-only memory the device only reads: present is enough */
+			continue;
+		}
+		if (got <= 0)
+			return fatal_signal_pending(current) ? -EINTR : 0;
+		for (i = 0; i < got; i++)
+			put_page(pages[i]);
+		done += got;
+	}
+	return 0;
+}
+
 /* One vector: MSI where the platform allows it, else the legacy INTx line. Returns 1 for MSI, 0 for INTx. */
 int pevb_irq_vectors_alloc(struct pci_dev *pdev)
 {
@@ -707,10 +745,14 @@ void pevb_completion_complete(struct completion *c)
 	complete(c);
 }
 
-/* Returns > 0 if completed, 0 on timeout. Uninterruptible: a signal must not abandon a running engine. */
+/*
+ * Returns > 0 if completed, 0 on timeout, -ERESTARTSYS when a fatal signal came first. Killable, not
+ * interruptible: only a dying process gives up the wait, and its caller then stops the engine (and shows it
+ * idle, or wedges the card) before a page is unpinned, exactly as after a timeout (run.rs).
+ */
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms)
 {
-	return wait_for_completion_timeout(c, msecs_to_jiffies(ms));
+	return wait_for_completion_killable_timeout(c, msecs_to_jiffies(ms));
 }
 
 /* Identity of the calling process's address space: two pins overlap only within one mm. */
