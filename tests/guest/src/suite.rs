@@ -68,6 +68,7 @@ pub fn run(opts: &Options) -> i32 {
                 Needs::JetsonProvider => " (needs the Jetson provider)",
                 Needs::JetsonReaper => " (needs the Jetson provider and process_mrelease)",
                 Needs::Iommu => " (needs an IOMMU)",
+                Needs::WritebackFs => " (needs ext4 and loop devices)",
             };
             let ext = if t.extended { " (extended)" } else { "" };
             println!("{}{ext}{needs}", t.name);

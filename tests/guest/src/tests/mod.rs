@@ -14,6 +14,7 @@ mod pipeline;
 mod regcache;
 mod removal;
 mod removal_callback;
+mod stall;
 
 use std::io;
 use std::thread;
@@ -95,6 +96,8 @@ pub enum Needs {
     JetsonReaper,
     /// An IOMMU translates the card's DMA (the card has an iommu_group).
     Iommu,
+    /// ext4 and loop devices in the kernel: a file system that writes back, on a file.
+    WritebackFs,
 }
 
 impl Needs {
@@ -106,6 +109,15 @@ impl Needs {
         }
         if self == Needs::Iommu {
             return iommu::unmet();
+        }
+        if self == Needs::WritebackFs {
+            let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+            let ext4 = fss
+                .lines()
+                .any(|l| l.split_whitespace().last() == Some("ext4"));
+            let loops = std::path::Path::new("/dev/loop-control").exists();
+            return (!(ext4 && loops))
+                .then(|| format!("no ext4 ({ext4}) or no loop devices ({loops}) in this kernel"));
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())
@@ -225,6 +237,7 @@ pub fn all() -> Vec<Test> {
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
     removal::register(&mut v);
     removal_callback::register(&mut v);
+    stall::register(&mut v);
     v
 }
 
