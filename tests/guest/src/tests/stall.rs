@@ -24,13 +24,13 @@ pub fn register(v: &mut Vec<Test>) {
             "stall::userfault_in_pin_cuda_stalls_only_its_caller",
             |ctx| stuck_caller(ctx, Stuck::PinCuda),
         )
-        .needs(Needs::JetsonProvider),
+        .needs(Needs::JetsonUserfaultfd),
     );
     v.push(
         test("stall::userfault_in_dma_stalls_only_its_caller", |ctx| {
             stuck_caller(ctx, Stuck::H2c)
         })
-        .needs(Needs::JetsonProvider),
+        .needs(Needs::JetsonUserfaultfd),
     );
 }
 
