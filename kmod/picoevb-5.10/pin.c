@@ -216,12 +216,8 @@ void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_devic
 		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
 		dma_addr_t a = sg_dma_address(sg) + (from - at);
 
-		if (from < to && dma_need_sync(p->dev, a)) {
-			if (for_device)
-				dma_sync_single_for_device(p->dev, a, to - from, dir);
-			else
-				dma_sync_single_for_cpu(p->dev, a, to - from, dir);
-		}
+		if (from < to && dma_need_sync(p->dev, a))
+			pevb_sync_pieces(p->dev, a, to - from, dir, for_device);
 		at += seg;
 		if (at >= end)
 			break;

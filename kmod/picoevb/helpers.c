@@ -63,6 +63,9 @@ unsigned long pevb_cpin_npages(struct pevb_cpin *p);
 u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i);
 int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n);
 int pevb_user_prefault(u64 uaddr, u64 len, bool write);
+/* p2p.c */
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device);
 
 /*
  * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
@@ -429,7 +432,8 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
  * (swiotlb) or invalidates (a non-coherent cache) the CPU's writes to the rest of a cached buffer, which
  * may be another buffer merged into it. Exact bytes, not rounded to cache lines: the architecture handles
  * partial lines at the edges (arm64 cleans and invalidates them), and swiotlb would copy stale bytes over
- * a neighbour's. One sync per mapped segment, and only where the DMA API says a sync does something
+ * a neighbour's. Synced per mapped segment in page pieces (pevb_sync_pieces: behind an IOMMU a segment's
+ * pages are not physically contiguous), and only where the DMA API says a sync does something
  * (dma_need_sync: a non-coherent device or a bounce buffer): DMA-API debug matches a partial sync to the
  * one mapping that contains it, and finds none when two mappings of one page share their addresses (no
  * IOMMU, no bounce buffer), which is exactly where a sync does nothing.
@@ -445,12 +449,8 @@ void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bo
 		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
 		dma_addr_t a = sg_dma_address(sg) + (from - at);
 
-		if (from < to && dma_need_sync(p->pin.dev, a)) {
-			if (for_device)
-				dma_sync_single_for_device(p->pin.dev, a, to - from, dir);
-			else
-				dma_sync_single_for_cpu(p->pin.dev, a, to - from, dir);
-		}
+		if (from < to && dma_need_sync(p->pin.dev, a))
+			pevb_sync_pieces(p->pin.dev, a, to - from, dir, for_device);
 		at += seg;
 		if (at >= end)
 			break;

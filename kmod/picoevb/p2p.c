@@ -75,6 +75,7 @@
 #include <linux/pci.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
@@ -110,6 +111,8 @@ void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
 void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device);
 
 #ifdef GDR_P2P_DGPU
 #define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
@@ -726,10 +729,37 @@ void pevb_p2p_unmap_device(struct pevb_p2p *p)
 }
 
 /*
+ * Syncs [addr, addr + len) of one DMA segment for the CPU or for the device, in pieces that never cross a
+ * 4 KiB boundary of the bus address. Behind an IOMMU a segment is contiguous in IOVA only: the pages behind
+ * it may lie anywhere, and dma_sync_single_* translates the start alone (iommu_dma_sync_single_for_*:
+ * iommu_iova_to_phys(dma_handle), then arch_sync_dma_* and swiotlb over [phys, phys + size)), so one call
+ * over a page boundary would clean or invalidate whatever memory follows the first page physically. Every
+ * IOMMU granule and CPU page is a multiple of 4 KiB, mapped aligned, so each piece is physically
+ * contiguous. Without an IOMMU a segment is physically contiguous anyway (only such pages are merged) and
+ * the pieces cost a few calls more. Callers sync only where dma_need_sync() says it does anything. Shared
+ * by helpers.c's cached pins, the surfaces here and the 5.10 build's pin.c.
+ */
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device)
+{
+	while (len) {
+		u64 n = min_t(u64, len, SZ_4K - (addr & (SZ_4K - 1)));
+
+		if (for_device)
+			dma_sync_single_for_device(dev, addr, n, dir);
+		else
+			dma_sync_single_for_cpu(dev, addr, n, dir);
+		addr += n;
+		len -= n;
+	}
+}
+
+/*
  * Hands the first @len bytes of the surface to the device (before a DMA) or back to the CPU (after a C2H),
  * in the request's direction. Jetson: GPU memory is system memory that the provider DMA-mapped once, and
- * the CPU writes it through its caches (or, under swiotlb, the device sees a bounce copy). One sync per
- * segment, each inside one of the provider's mapped entries (pevb_p2p_collect). dGPU: the bus addresses
+ * the CPU writes it through its caches (or, under swiotlb, the device sees a bounce copy). Each segment is
+ * synced inside one of the provider's mapped entries (pevb_p2p_collect), page piece by page piece
+ * (pevb_sync_pieces). dGPU: the bus addresses
  * are the GPU's BAR, which the CPU does not cache: nothing to do. The caller holds off the callback (a
  * use), so the mapping is live.
  */
@@ -743,12 +773,8 @@ void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
 		u64 n = min(p->segs[i].len, len);
 
 		/* Only where it does something: see pevb_cpin_sync (helpers.c) for why. */
-		if (!dma_need_sync(p->dev, p->segs[i].addr))
-			;
-		else if (for_device)
-			dma_sync_single_for_device(p->dev, p->segs[i].addr, n, dir);
-		else
-			dma_sync_single_for_cpu(p->dev, p->segs[i].addr, n, dir);
+		if (dma_need_sync(p->dev, p->segs[i].addr))
+			pevb_sync_pieces(p->dev, p->segs[i].addr, n, dir, for_device);
 		len -= n;
 	}
 #endif
