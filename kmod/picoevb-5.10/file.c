@@ -49,12 +49,12 @@ static int pevb_release(struct inode *inode, struct file *file)
 
 /*
  * User memory of a request faulted in before the request holds the device (removal drains that hold) or
- * any lock of the card (pin.c's pevb_user_prefault); cached pins are pinned writable, so for writing where
- * the memory allows it.
+ * any lock of the card (pin.c's pevb_user_prefault); for writing only where the device writes (file.rs's
+ * prefault says why).
  */
-static int prefault(const struct pevb_side *s, u64 len)
+static int prefault(const struct pevb_side *s, u64 len, bool device_writes)
 {
-	return s->cuda ? 0 : pevb_user_prefault(s->addr, len, true);
+	return s->cuda ? 0 : pevb_user_prefault(s->addr, len, device_writes);
 }
 
 /*
@@ -123,7 +123,7 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	u64 t0;
 	int ret;
 
-	ret = prefault(host, r->len);
+	ret = prefault(host, r->len, !h2c);
 	if (ret)
 		return ret;
 	ret = pevb_card_begin(card);
@@ -157,7 +157,7 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	u64 t0;
 	int ret;
 
-	ret = prefault(&r->src, r->len) ?: prefault(&r->dst, r->len);
+	ret = prefault(&r->src, r->len, false) ?: prefault(&r->dst, r->len, true);
 	if (ret)
 		return ret;
 	ret = pevb_card_begin(card);

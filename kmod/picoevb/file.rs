@@ -48,10 +48,11 @@ fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
 }
 
 /// User memory of a request faulted in before the request holds the device (unbind waits for that hold)
-/// or any lock of the card: see `pin::prefault`. Cached pins are pinned writable, so write when allowed.
+/// or any lock of the card: see `pin::prefault`. For writing only where the device writes: a source is
+/// only read, and a write fault would dirty a shared file mapping's pages for nothing.
 fn prefault(host: Host, len: u64, device_writes: bool) -> Result {
     match host {
-        Host::User(addr) => crate::pin::prefault(addr, len, device_writes || regcache::supported()),
+        Host::User(addr) => crate::pin::prefault(addr, len, device_writes),
         Host::Cuda(_) => Ok(()),
     }
 }
