@@ -341,6 +341,14 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 
 	if (end < va + len || !end)
 		return -EINVAL;
+	/*
+	 * Faulted in first, holding nothing: the page lookups and the provider's pin below run under the
+	 * card's pin lock and the hold removal drains, where a fault that never resolves (userfaultfd, FUSE)
+	 * would stall every PIN_CUDA of the card and its removal (pin.c's pevb_user_prefault).
+	 */
+	ret = pevb_user_prefault(va, len, true);
+	if (ret)
+		return ret;
 	/* Mapping for the device: removal must wait for it and then find the surface to unmap. */
 	ret = pevb_card_begin(card);
 	if (ret)

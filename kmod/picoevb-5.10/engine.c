@@ -198,6 +198,7 @@ int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct p
 	r->e = e;
 	r->poll = poll;
 	r->completed = false;
+	r->killed = false;
 	atomic_set(&e->status, 0);
 	reinit_completion(&e->done);
 	return start(card, e, &r->c, !poll);
@@ -226,11 +227,13 @@ static bool poll_status(struct pevb_card *card, struct pevb_engine *e)
 /*
  * Waits until the chain ended or its timeout passed (or removal woke us). A polled run still busy gets its
  * interrupt armed; the channel interrupt is status & mask, so a run that ends meanwhile still interrupts.
- * Uninterruptible: a signal must not abandon a running engine.
+ * Killable, not interruptible: only a dying process gives up the wait, and pevb_run_finish then stops the
+ * engine (shown idle, or the card wedged) before the caller unpins anything, as after a timeout.
  */
 void pevb_run_wait(struct pevb_card *card, struct pevb_run *r)
 {
 	struct pevb_engine *e = r->e;
+	long left;
 
 	if (r->poll) {
 		if (poll_status(card, e)) {
@@ -240,12 +243,17 @@ void pevb_run_wait(struct pevb_card *card, struct pevb_run *r)
 		pevb_wr(card, ER(e).channel + REGS.ch_int_mask, REGS.int_mask);
 		pevb_wr(card, REGS.irq_chan_en_w1s, ER(e).irq_bit);
 	}
-	r->completed = wait_for_completion_timeout(&e->done, msecs_to_jiffies(timeout_ms(r->c.bytes))) > 0;
+	left = wait_for_completion_killable_timeout(&e->done, msecs_to_jiffies(timeout_ms(r->c.bytes)));
+	r->completed = left > 0;
+	r->killed = left < 0;
 }
 
 /* Judges the run (after pevb_run_wait) and ends it: 0 (r->c.bytes moved) or why not. */
 int pevb_run_finish(struct pevb_card *card, struct pevb_run *r)
 {
+	/* Killed: not judged (the process is dying), but stopped like any other run. */
+	if (r->killed)
+		return finish(card, r->e, pevb_card_gone(card) ? -ENODEV : -EINTR);
 	return finish(card, r->e, outcome(card, r->e, &r->c, r->completed, r->c.bytes));
 }
 

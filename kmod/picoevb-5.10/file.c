@@ -53,6 +53,16 @@ static int pevb_release(struct inode *inode, struct file *file)
 }
 
 /*
+ * User memory of a request faulted in before the request holds the device (removal drains that hold) or
+ * any lock of the card (pin.c's pevb_user_prefault); for writing only where the device writes (file.rs's
+ * prefault says why).
+ */
+static int prefault(const struct pevb_side *s, u64 len, bool device_writes)
+{
+	return s->cuda ? 0 : pevb_user_prefault(s->addr, len, device_writes);
+}
+
+/*
  * One side of a transfer, held for its duration: user memory pinned for this request or a use of a cached
  * buffer, or a use of a GPU surface.
  */
@@ -118,6 +128,9 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	u64 t0;
 	int ret;
 
+	ret = prefault(host, r->len, !h2c);
+	if (ret)
+		return ret;
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
@@ -130,7 +143,10 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	if (ret)
 		goto out;
 	segs = segments(&h, &n);
-	mutex_lock(&e->lock);
+	/* Killable: the engine may be busy with another request for up to its timeout. */
+	ret = mutex_lock_killable(&e->lock);
+	if (ret)
+		goto out;
 	t0 = ktime_get_ns();
 	ret = pevb_engine_transfer(card, e, segs, n, 0, r->fpga, r->len);
 	*ns = ktime_get_ns() - t0;
@@ -152,6 +168,9 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	u64 t0;
 	int ret;
 
+	ret = prefault(&r->src, r->len, false) ?: prefault(&r->dst, r->len, true);
+	if (ret)
+		return ret;
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
@@ -166,8 +185,14 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 		goto out;
 	src_segs = segments(&src, &ns_src);
 	dst_segs = segments(&dst, &ns_dst);
-	mutex_lock(&card->eng[0].lock);
-	mutex_lock(&card->eng[1].lock);
+	ret = mutex_lock_killable(&card->eng[0].lock);
+	if (ret)
+		goto out;
+	ret = mutex_lock_killable(&card->eng[1].lock);
+	if (ret) {
+		mutex_unlock(&card->eng[0].lock);
+		goto out;
+	}
 	t0 = ktime_get_ns();
 	ret = pevb_round_trip(card, src_segs, ns_src, dst_segs, ns_dst, r->len);
 	*ns = ktime_get_ns() - t0;

@@ -100,6 +100,7 @@ struct pevb_run {
 	struct pevb_chain c;
 	bool poll;		/* no interrupt armed at start: polled, armed if still busy */
 	bool completed;
+	bool killed;		/* the wait ended on a fatal signal: stopped unjudged (-EINTR) */
 };
 
 /* engine.c */
@@ -131,6 +132,7 @@ void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_devic
 int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
 void pevb_pin_drop(struct pevb_pin *p, bool dirty);
 int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
+int pevb_user_prefault(u64 uaddr, u64 len, bool write);
 
 /* regcache.c */
 struct pevb_cache;
@@ -168,6 +170,8 @@ bool pevb_provider_available(void);
 struct pevb_p2p;
 int pevb_p2p_init(void);
 void pevb_p2p_exit(void);
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device);
 int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,

@@ -3,10 +3,16 @@
  * Pinning user memory (as kmod/picoevb/helpers.c's pin_map, in 5.10's API): pin the pages, build an
  * sg_table that merges physically contiguous pages, DMA-map it, and hand the Rust logic the bus segments,
  * coalesced. For one request (FOLL_PIN, writable only when the device writes them) or for the registration
- * cache (FOLL_LONGTERM, writable, bidirectional; regcache.c syncs each request's bytes).
+ * cache (FOLL_LONGTERM, writable, bidirectional, never a shared mapping of a file system's file:
+ * long_pin_allowed; regcache.c syncs each request's bytes).
  */
 #include <linux/dma-mapping.h>
+#include <linux/fs.h>
+#include <linux/hugetlb_inline.h>
+#include <linux/magic.h>
 #include <linux/mm.h>
+#include <linux/mmap_lock.h>
+#include <linux/sched/signal.h>
 #include <linux/scatterlist.h>
 #include <linux/semaphore.h>
 #include <linux/slab.h>
@@ -132,15 +138,54 @@ int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device, struct
 }
 
 /*
+ * Whether [uaddr, uaddr + len) of the caller's memory may be pinned long-term for the device to write:
+ * -EOPNOTSUPP where a shared mapping of a file system's file covers part of it. The file system writes
+ * such pages back, cleans them and may release their buffers while the device still writes them (the GUP
+ * vs writeback problem). Linux 6.5+ refuses them in GUP itself for FOLL_LONGTERM | FOLL_WRITE
+ * (writable_file_mapping_allowed); 5.10's FOLL_LONGTERM refuses only DAX (check_dax_vmas), so the rule is
+ * here. Allowed: anonymous memory, private file mappings (FOLL_WRITE pins anonymous copies: COW is broken
+ * first), tmpfs and memfd (shmem: no writeback) and hugetlbfs. shmem is told by its superblock's magic
+ * because 5.10 exports neither vma_is_shmem() nor shmem_mapping(). Checked after the caller's notifier
+ * began its read (regcache.c's cpin_new): a mapping replaced after the check bumps the sequence, and the
+ * retry checks again.
+ */
+static int long_pin_allowed(u64 uaddr, u64 len)
+{
+	unsigned long start = uaddr & PAGE_MASK, end = PAGE_ALIGN(uaddr + len);
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	int ret = 0;
+
+	if (!mm)
+		return -EFAULT;
+	mmap_read_lock(mm);
+	for (vma = find_vma(mm, start); vma && vma->vm_start < end; vma = vma->vm_next) {
+		if (!(vma->vm_flags & VM_SHARED) || !vma->vm_file || is_vm_hugetlb_page(vma))
+			continue;
+		if (file_inode(vma->vm_file)->i_sb->s_magic != TMPFS_MAGIC) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+/*
  * A registration-cache pin (helpers.c's pevb_cpin_new pins the same way): FOLL_LONGTERM (CMA pages migrate
- * first; a file mapping that needs writeback is refused), writable, one bidirectional mapping serving H2C
- * and C2H. DMA_ATTR_SKIP_CPU_SYNC and no sync here: pevb_pin_sync_window hands over each request's bytes.
+ * first), writable, one bidirectional mapping serving H2C and C2H; shared file mappings that need writeback
+ * are refused here (long_pin_allowed), as 6.5+'s GUP does. DMA_ATTR_SKIP_CPU_SYNC and no sync here:
+ * pevb_pin_sync_window hands over each request's bytes.
  */
 int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out)
 {
-	struct pevb_pin *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	struct pevb_pin *p;
 	int ret;
 
+	ret = long_pin_allowed(uaddr, len);
+	if (ret)
+		return ret;
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
 	if (!p)
 		return -ENOMEM;
 	p->dev = dev;
@@ -171,12 +216,8 @@ void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_devic
 		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
 		dma_addr_t a = sg_dma_address(sg) + (from - at);
 
-		if (from < to && dma_need_sync(p->dev, a)) {
-			if (for_device)
-				dma_sync_single_for_device(p->dev, a, to - from, dir);
-			else
-				dma_sync_single_for_cpu(p->dev, a, to - from, dir);
-		}
+		if (from < to && dma_need_sync(p->dev, a))
+			pevb_sync_pieces(p->dev, a, to - from, dir, for_device);
 		at += seg;
 		if (at >= end)
 			break;
@@ -233,6 +274,40 @@ int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n)
 	sort(f, want, sizeof(*f), cmp_u64, NULL);
 	*out = f;
 	*n = want;
+	return 0;
+}
+
+/*
+ * Faults [uaddr, uaddr + len) of the caller's memory in (for writing if @write and the memory allows it)
+ * before the request holds the device (removal drains that hold) or the card's pin lock: a fault that never
+ * resolves (userfaultfd, FUSE) then stalls this caller alone, killably (helpers.c's pevb_user_prefault).
+ * Only a fatal signal is an error; whatever else fails is left to the pin that follows.
+ */
+int pevb_user_prefault(u64 uaddr, u64 len, bool write)
+{
+	struct page *pages[16];
+	unsigned long first, npages, done = 0;
+	unsigned int gup = write ? FOLL_WRITE : 0;
+
+	if (!len || uaddr + len < uaddr)
+		return 0;
+	first = uaddr >> PAGE_SHIFT;
+	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
+	while (done < npages) {
+		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
+		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, gup, pages);
+		int i;
+
+		if (got <= 0 && gup) {
+			gup = 0;	/* read-only memory the device only reads: present is enough */
+			continue;
+		}
+		if (got <= 0)
+			return fatal_signal_pending(current) ? -EINTR : 0;
+		for (i = 0; i < got; i++)
+			put_page(pages[i]);
+		done += got;
+	}
 	return 0;
 }
 

@@ -492,8 +492,9 @@ static int cached(struct pevb_cache *c, struct pevb_card *card, const struct pev
 	if (frames_in_use(card, frames, n, c, &want))
 		goto free_frames;
 	/*
-	 * Not cacheable: read-only memory the device only reads, memory that kept changing, a file mapping
-	 * that needs writeback (FOLL_LONGTERM refuses it), over RLIMIT_MEMLOCK. The one-off pin then serves
+	 * Not cacheable: read-only memory the device only reads, memory that kept changing, a shared file
+	 * mapping that needs writeback (pin.c's long_pin_allowed refuses it: 5.10's FOLL_LONGTERM does not),
+	 * over RLIMIT_MEMLOCK. The one-off pin then serves
 	 * it, or gives the request's real error (a bad address).
 	 */
 	if (cpin_new(&card->pdev->dev, &want, c, &p))

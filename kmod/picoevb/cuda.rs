@@ -344,6 +344,11 @@ impl Surfaces {
 
     /// PIN_CUDA: returns the new handle.
     pub(crate) fn pin(&self, card: &Arc<Card>, va: u64, len: u64) -> Result<u32> {
+        // Faulted in first, holding nothing: the page lookups and the provider's pin below run under the
+        // card's pin lock and the hold removal drains, where a fault that never resolves (userfaultfd,
+        // FUSE) would stall every PIN_CUDA of the card and its removal (`pin::prefault`). Only a GPU
+        // surface of system memory (Jetson) has struct pages to fault in; a dGPU's BAR simply fails here.
+        crate::pin::prefault(va, len, true)?;
         // Mapping for the device: removal must wait for it and then find the surface to unmap.
         let _active = card.begin()?;
         // SAFETY: plain call; balanced by the put below.

@@ -5,7 +5,7 @@
 //!
 //! Not 6.18's `kernel::sync::Completion`: it offers `complete_all` and an untimed
 //! `wait_for_completion` only, while a run needs `complete` (one wake-up, from hard IRQ context),
-//! `wait_for_completion_timeout` (a lost interrupt must not hang the request) and `reinit_completion`
+//! `wait_for_completion_killable_timeout` (a lost interrupt must not hang the request, a kill must end it) and `reinit_completion`
 //! (one completion per engine, reused for every run). The three are `static inline` or take jiffies, so
 //! helpers.c wraps them.
 
@@ -41,8 +41,22 @@ impl Done {
         // SAFETY: `inner` is an initialised completion; complete() is safe from hard IRQ context.
         unsafe { ffi::pevb_completion_complete(self.inner.get()) };
     }
-    pub(crate) fn wait(&self, ms: u32) -> bool {
+    /// Waits up to `ms` for the completion; a fatal signal ends the wait early (the process is dying).
+    pub(crate) fn wait(&self, ms: u32) -> Waited {
         // SAFETY: `inner` is an initialised completion that outlives the wait.
-        unsafe { ffi::pevb_completion_wait_ms(self.inner.get(), ms) > 0 }
+        match unsafe { ffi::pevb_completion_wait_ms(self.inner.get(), ms) } {
+            n if n > 0 => Waited::Completed,
+            0 => Waited::TimedOut,
+            _ => Waited::Killed,
+        }
     }
+}
+
+/// How a wait for an engine's completion ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waited {
+    Completed,
+    TimedOut,
+    /// A fatal signal: the engine may still run and must be stopped before the pages go.
+    Killed,
 }

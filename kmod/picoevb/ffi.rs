@@ -86,6 +86,7 @@ extern "C" {
         out: *mut u64,
         n: core::ffi::c_ulong,
     ) -> c_int;
+    pub(crate) fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
     pub(crate) fn pevb_p2p_init() -> c_int;

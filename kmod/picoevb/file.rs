@@ -52,6 +52,16 @@ fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
         .write(v)
 }
 
+/// User memory of a request faulted in before the request holds the device (unbind waits for that hold)
+/// or any lock of the card: see `pin::prefault`. For writing only where the device writes: a source is
+/// only read, and a write fault would dirty a shared file mapping's pages for nothing.
+fn prefault(host: Host, len: u64, device_writes: bool) -> Result {
+    match host {
+        Host::User(addr) => crate::pin::prefault(addr, len, device_writes),
+        Host::Cuda(_) => Ok(()),
+    }
+}
+
 /// One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface.
 enum Held {
     User(HostPin),
@@ -102,6 +112,7 @@ impl PicoevbFile {
     }
 
     fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
+        prefault(x.host, x.len, dir == Dir::C2h)?;
         let _active = self.card.begin()?;
         let _ram = self.card.ram_begin(&self.ram)?;
         let mut room = self.card.quarantine_room(1)?;
@@ -114,6 +125,8 @@ impl PicoevbFile {
     }
 
     fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
+        prefault(x.src, x.len, false)?;
+        prefault(x.dst, x.len, true)?;
         let _active = self.card.begin()?;
         let _ram = self.card.ram_begin(&self.ram)?;
         let mut room = self.card.quarantine_room(2)?;

@@ -62,6 +62,10 @@ void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
 unsigned long pevb_cpin_npages(struct pevb_cpin *p);
 u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i);
 int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n);
+int pevb_user_prefault(u64 uaddr, u64 len, bool write);
+/* p2p.c */
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device);
 
 /*
  * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
@@ -428,7 +432,8 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
  * (swiotlb) or invalidates (a non-coherent cache) the CPU's writes to the rest of a cached buffer, which
  * may be another buffer merged into it. Exact bytes, not rounded to cache lines: the architecture handles
  * partial lines at the edges (arm64 cleans and invalidates them), and swiotlb would copy stale bytes over
- * a neighbour's. One sync per mapped segment, and only where the DMA API says a sync does something
+ * a neighbour's. Synced per mapped segment in page pieces (pevb_sync_pieces: behind an IOMMU a segment's
+ * pages are not physically contiguous), and only where the DMA API says a sync does something
  * (dma_need_sync: a non-coherent device or a bounce buffer): DMA-API debug matches a partial sync to the
  * one mapping that contains it, and finds none when two mappings of one page share their addresses (no
  * IOMMU, no bounce buffer), which is exactly where a sync does nothing.
@@ -444,12 +449,8 @@ void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bo
 		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
 		dma_addr_t a = sg_dma_address(sg) + (from - at);
 
-		if (from < to && dma_need_sync(p->pin.dev, a)) {
-			if (for_device)
-				dma_sync_single_for_device(p->pin.dev, a, to - from, dir);
-			else
-				dma_sync_single_for_cpu(p->pin.dev, a, to - from, dir);
-		}
+		if (from < to && dma_need_sync(p->pin.dev, a))
+			pevb_sync_pieces(p->pin.dev, a, to - from, dir, for_device);
 		at += seg;
 		if (at >= end)
 			break;
@@ -636,6 +637,43 @@ int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n)
 	return 0;
 }
 
+/*
+ * Faults [uaddr, uaddr + len) of the caller's memory in (for writing if @write and the memory allows it,
+ * else for reading), holding nothing of the driver's: the pins that follow under the card's pin lock or a
+ * request's hold on the device (which unbind drains) then find the pages present. A range whose fault
+ * never resolves (userfaultfd, a hung FUSE server) thus stalls this caller alone, in GUP's killable fault
+ * wait, not every PIN_CUDA and cache miss of the card nor the card's removal. Takes no reference past the
+ * call. Only a fatal signal is an error (-EINTR); whatever else fails here, the pin after it reports.
+ * Not a guarantee: memory the process unmaps or discards again before the pin faults there once more.
+ */
+int pevb_user_prefault(u64 uaddr, u64 len, bool write)
+{
+	struct page *pages[16];
+	unsigned long first, npages, done = 0;
+	unsigned int gup = write ? FOLL_WRITE : 0;
+
+	if (!len || uaddr + len < uaddr)
+		return 0;
+	first = uaddr >> PAGE_SHIFT;
+	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
+	while (done < npages) {
+		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
+		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, gup, pages);
+		int i;
+
+		if (got <= 0 && gup) {
+			gup = 0;	/* read-only memory the device only reads: present is enough */
+			continue;
+		}
+		if (got <= 0)
+			return fatal_signal_pending(current) ? -EINTR : 0;
+		for (i = 0; i < got; i++)
+			put_page(pages[i]);
+		done += got;
+	}
+	return 0;
+}
+
 /* One vector: MSI where the platform allows it, else the legacy INTx line. Returns 1 for MSI, 0 for INTx. */
 int pevb_irq_vectors_alloc(struct pci_dev *pdev)
 {
@@ -707,10 +745,14 @@ void pevb_completion_complete(struct completion *c)
 	complete(c);
 }
 
-/* Returns > 0 if completed, 0 on timeout. Uninterruptible: a signal must not abandon a running engine. */
+/*
+ * Returns > 0 if completed, 0 on timeout, -ERESTARTSYS when a fatal signal came first. Killable, not
+ * interruptible: only a dying process gives up the wait, and its caller then stops the engine (and shows it
+ * idle, or wedges the card) before a page is unpinned, exactly as after a timeout (run.rs).
+ */
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms)
 {
-	return wait_for_completion_timeout(c, msecs_to_jiffies(ms));
+	return wait_for_completion_killable_timeout(c, msecs_to_jiffies(ms));
 }
 
 /* Identity of the calling process's address space: two pins overlap only within one mm. */

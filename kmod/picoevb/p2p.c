@@ -58,7 +58,9 @@
  *     (an ioctl or close of one of its files) and is not inside the provider's callback. Otherwise (the
  *     callback, possibly inside an invalidation where the guard cannot be removed) the free is queued on
  *     pevb_p2p_wq, which module exit drains: a queued free never runs on freed module text, and nobody
- *     waits for one (pevb_p2p_put returns at once).
+ *     waits for one (pevb_p2p_put returns at once). The callback itself still has to return through this
+ *     module's text after that free may have run: module exit also waits for the mmu notifiers' SRCU
+ *     (pevb_p2p_exit says why that covers it).
  */
 #include <linux/atomic.h>
 #include <linux/delay.h>
@@ -73,6 +75,7 @@
 #include <linux/pci.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
@@ -108,6 +111,8 @@ void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
 void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device);
 
 #ifdef GDR_P2P_DGPU
 #define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
@@ -236,8 +241,28 @@ void pevb_p2p_put(void)
 	pevb_p2p_ops_put();
 }
 
-/* Module init and exit (picoevb_main.rs). Exit runs when no pin is left (each holds the module), but a
- * queued free may still be finishing after its module_put: destroy_workqueue() waits for it. */
+/*
+ * Module init and exit (picoevb_main.rs). Exit runs when no pin is left (each holds the module until
+ * pevb_p2p_destroy's module_put), but code of this module may still be running on other threads after that
+ * last module_put, and exit must wait for all of it before the module's text is freed:
+ *   - a queued free finishing after its module_put: destroy_workqueue() waits for the work function to
+ *     return (it flushes the queue).
+ *   - the trampoline (pevb_p2p_trampoline) returning to the provider after it queued that free: the work
+ *     may run, module_put and let rmmod reach here while the trampoline's thread has yet to execute its
+ *     last instructions. A thread cannot hold its own module across its own return, so the wait must come
+ *     from the caller: every provider call of the callback on Jetson comes from an mmu notifier op (NVIDIA's
+ *     Tegra module and gdr's: .invalidate_range_start, .release from exit_mmap or from put_pages'
+ *     mmu_notifier_unregister), and mm/mmu_notifier.c calls those ops inside srcu_read_lock(&srcu) ...
+ *     srcu_read_unlock(&srcu) (mn_hlist_invalidate_range_start, mn_hlist_release, mmu_notifier_unregister).
+ *     That read section began before the callback queued the free, so before the module_put and before
+ *     this exit; mmu_notifier_synchronize() is synchronize_srcu(&srcu), which returns only after every such
+ *     section has ended, i.e. after the trampoline has returned into the provider and the provider into
+ *     mm/mmu_notifier.c. The same covers a trampoline that found its pin PINNING or already claimed.
+ *     Not covered (no SRCU section around the call): gdr_nv_p2p's test-only revoke_after_map_us switch,
+ *     which calls the callback from its own work item, and NVIDIA's dGPU driver, which calls it from its
+ *     own free paths; there the window is the trampoline's return instructions after its queue_work().
+ * The order matters: the queued frees first (one may be the trampoline's), then the notifier sections.
+ */
 int pevb_p2p_init(void)
 {
 	pevb_p2p_wq = alloc_workqueue("picoevb_p2p", WQ_UNBOUND, 0);
@@ -247,6 +272,7 @@ int pevb_p2p_init(void)
 void pevb_p2p_exit(void)
 {
 	destroy_workqueue(pevb_p2p_wq);
+	mmu_notifier_synchronize();
 }
 
 /* ---- one pin ---- */
@@ -460,6 +486,10 @@ static void pevb_p2p_trampoline(void *data)
 	refcount_inc(&p->ref);	/* the last reference, if it goes here, is dropped by a queued free */
 	spin_unlock(&p->lock);
 	p->free_cb(p->data);	/* the driver calls pevb_p2p_free_from_callback(p) */
+	/*
+	 * The queued free may module_put before this function has returned: module exit waits for this
+	 * return through mmu_notifier_synchronize() (see pevb_p2p_exit for which callers that covers).
+	 */
 	pevb_p2p_unref(p, true);
 }
 
@@ -699,10 +729,37 @@ void pevb_p2p_unmap_device(struct pevb_p2p *p)
 }
 
 /*
+ * Syncs [addr, addr + len) of one DMA segment for the CPU or for the device, in pieces that never cross a
+ * 4 KiB boundary of the bus address. Behind an IOMMU a segment is contiguous in IOVA only: the pages behind
+ * it may lie anywhere, and dma_sync_single_* translates the start alone (iommu_dma_sync_single_for_*:
+ * iommu_iova_to_phys(dma_handle), then arch_sync_dma_* and swiotlb over [phys, phys + size)), so one call
+ * over a page boundary would clean or invalidate whatever memory follows the first page physically. Every
+ * IOMMU granule and CPU page is a multiple of 4 KiB, mapped aligned, so each piece is physically
+ * contiguous. Without an IOMMU a segment is physically contiguous anyway (only such pages are merged) and
+ * the pieces cost a few calls more. Callers sync only where dma_need_sync() says it does anything. Shared
+ * by helpers.c's cached pins, the surfaces here and the 5.10 build's pin.c.
+ */
+void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
+		      bool for_device)
+{
+	while (len) {
+		u64 n = min_t(u64, len, SZ_4K - (addr & (SZ_4K - 1)));
+
+		if (for_device)
+			dma_sync_single_for_device(dev, addr, n, dir);
+		else
+			dma_sync_single_for_cpu(dev, addr, n, dir);
+		addr += n;
+		len -= n;
+	}
+}
+
+/*
  * Hands the first @len bytes of the surface to the device (before a DMA) or back to the CPU (after a C2H),
  * in the request's direction. Jetson: GPU memory is system memory that the provider DMA-mapped once, and
- * the CPU writes it through its caches (or, under swiotlb, the device sees a bounce copy). One sync per
- * segment, each inside one of the provider's mapped entries (pevb_p2p_collect). dGPU: the bus addresses
+ * the CPU writes it through its caches (or, under swiotlb, the device sees a bounce copy). Each segment is
+ * synced inside one of the provider's mapped entries (pevb_p2p_collect), page piece by page piece
+ * (pevb_sync_pieces). dGPU: the bus addresses
  * are the GPU's BAR, which the CPU does not cache: nothing to do. The caller holds off the callback (a
  * use), so the mapping is live.
  */
@@ -716,12 +773,8 @@ void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
 		u64 n = min(p->segs[i].len, len);
 
 		/* Only where it does something: see pevb_cpin_sync (helpers.c) for why. */
-		if (!dma_need_sync(p->dev, p->segs[i].addr))
-			;
-		else if (for_device)
-			dma_sync_single_for_device(p->dev, p->segs[i].addr, n, dir);
-		else
-			dma_sync_single_for_cpu(p->dev, p->segs[i].addr, n, dir);
+		if (dma_need_sync(p->dev, p->segs[i].addr))
+			pevb_sync_pieces(p->dev, p->segs[i].addr, n, dir, for_device);
 		len -= n;
 	}
 #endif

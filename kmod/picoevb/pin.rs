@@ -53,6 +53,15 @@ impl Drop for UserPin {
     }
 }
 
+/// Faults `[addr, addr + len)` of the caller's memory in (writable if `write` and the memory allows it)
+/// before the request takes the card's pin lock or its hold on the device, so a fault that never resolves
+/// (userfaultfd, FUSE) stalls this caller alone (`pevb_user_prefault`). EINTR on a fatal signal; any other
+/// failure is left to the pin that follows.
+pub(crate) fn prefault(addr: u64, len: u64, write: bool) -> Result {
+    // SAFETY: plain call; the helper checks the range and takes no reference past the call.
+    kernel::error::to_result(unsafe { ffi::pevb_user_prefault(addr, len, write) })
+}
+
 /// The pages `[first, end)` (page-aligned) of the caller's memory maps now, sorted; empty where they are
 /// not all writable struct pages (read-only memory, a dGPU's BAR: such memory is judged by address only).
 pub(crate) fn user_frames(first: u64, end: u64) -> Result<Frames> {

@@ -4,6 +4,7 @@
 //! it ended (interrupt or poll), and the only ways out, each through `Engine::finish` or `Engine::halt`.
 
 use crate::chain;
+use crate::done::Waited;
 use crate::engine::{timeout_ms, Engine};
 use crate::port::Port;
 use crate::xdma::Descriptor;
@@ -25,6 +26,8 @@ pub(crate) struct Run<'a> {
     chain: chain::Chain,
     wake: Wake,
     completed: bool,
+    /// The wait ended on a fatal signal: the run is stopped unjudged (EINTR).
+    killed: bool,
     finished: bool,
 }
 
@@ -44,11 +47,12 @@ impl<'a> Run<'a> {
             chain,
             wake,
             completed: false,
+            killed: false,
             finished: false,
         }
     }
 
-    /// Waits until the chain ended or its timeout passed (or removal woke us).
+    /// Waits until the chain ended or its timeout passed (or removal woke us, or a fatal signal came).
     pub(crate) fn wait(&mut self) {
         let e = self.engine;
         if self.wake == Wake::Poll {
@@ -60,14 +64,23 @@ impl<'a> Run<'a> {
                 return;
             }
         }
-        self.completed = e.done.wait(timeout_ms(self.chain.bytes));
+        match e.done.wait(timeout_ms(self.chain.bytes)) {
+            Waited::Completed => self.completed = true,
+            Waited::TimedOut => {}
+            Waited::Killed => self.killed = true,
+        }
     }
 
     /// Judges the chain (after [`Run::wait`]) and ends the run: the bytes moved, or why not.
     pub(crate) fn finish(mut self) -> Result<u64> {
-        let outcome = self
-            .engine
-            .outcome(self.port, &self.chain, self.completed, self.chain.bytes);
+        // Killed: not judged (the process is dying); `Engine::finish` still stops the engine before the
+        // caller may unpin, or wedges the card.
+        let outcome = if self.killed {
+            Err(if self.port.is_gone() { ENODEV } else { EINTR })
+        } else {
+            self.engine
+                .outcome(self.port, &self.chain, self.completed, self.chain.bytes)
+        };
         self.finished = true;
         self.engine.finish(self.port, outcome)?;
         Ok(self.chain.bytes)

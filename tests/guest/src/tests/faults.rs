@@ -5,6 +5,8 @@ use super::{
     Ctx, Test, TestResult, ctx_err, ensure, extended, h2c2h_check, round_trip, sanity, test,
 };
 use crate::buf::{GuardedBuf, compare};
+use std::thread;
+use std::time::{Duration, Instant};
 
 /// Faults that make the engine report an error: the ioctl must fail, and the device must recover.
 const ENGINE_ERRORS: [&str; 4] = ["bad_magic", "read_error", "write_error", "desc_error"];
@@ -23,6 +25,9 @@ pub fn register(v: &mut Vec<Test>) {
     }
     v.push(test("faults::slow_engine_still_correct", |ctx| {
         with_clean_model(ctx, slow)
+    }));
+    v.push(test("faults::killed_request_ends_at_once", |ctx| {
+        with_clean_model(ctx, killed_request)
     }));
     v.push(extended("faults::hang_times_out_and_recovers", |ctx| {
         with_clean_model(ctx, |ctx| stall(ctx, "hang"))
@@ -185,5 +190,57 @@ fn stall(ctx: &mut Ctx, fault: &str) -> TestResult {
             "{fault}: {e}"
         );
     }
+    sanity(ctx)
+}
+
+/// A request on a slow card ends as soon as its process is killed (SIGKILL), not when its engine runs
+/// finish: every run of a 1 MiB H2C2H is held 1.5 s by the model (below the 2 s timeout, so none fails), 48
+/// s in all; the child is killed 300 ms in and must be reaped within 3 s. The engine was stopped and the
+/// pins released (the card moves correct data at once). Fails on a driver whose engine waits are
+/// uninterruptible: the child lives until the whole request is over.
+fn killed_request(ctx: &mut Ctx) -> TestResult {
+    const LEN: usize = 1 << 20;
+    ctx.rpc.get()?.inject_slow(0, 1500)?;
+    let mut src = GuardedBuf::new(LEN, 0);
+    ctx.rng.fill(src.as_mut_slice());
+    let mut dst = GuardedBuf::new(LEN, 0);
+    // SAFETY: the child only makes the ioctl (on memory allocated before the fork) and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let r = ctx.dev.h2c2h(src.as_slice(), dst.as_mut_slice());
+        // SAFETY: ends the child without running the parent's destructors or atexit handlers.
+        unsafe { libc::_exit(if r.is_ok() { 0 } else { 1 }) };
+    }
+    ensure!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    thread::sleep(Duration::from_millis(300));
+    // SAFETY: our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let killed = Instant::now();
+    let mut status = 0;
+    let mut reaped = false;
+    while killed.elapsed() < Duration::from_secs(3) {
+        // SAFETY: our own child; `status` is ours.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            reaped = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let took = killed.elapsed();
+    ctx.rpc.get()?.clear()?;
+    if !reaped {
+        // SAFETY: as above; blocks until the old request is over (the faults are cleared now).
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    ensure!(
+        reaped,
+        "a process killed in a 1 MiB H2C2H on a slow card was not gone after {took:?} (reaped only after {:?})",
+        killed.elapsed()
+    );
+    ensure!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
+        "child status {status:#x}, want killed by SIGKILL"
+    );
+    h2c2h_check(ctx.dev, &mut ctx.rng, 65536, 0, 0)?;
     sanity(ctx)
 }

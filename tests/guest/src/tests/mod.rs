@@ -15,6 +15,7 @@ mod pipeline;
 mod regcache;
 mod removal;
 mod removal_callback;
+mod stall;
 
 use std::io;
 use std::thread;
@@ -98,6 +99,10 @@ pub enum Needs {
     Iommu,
     /// ABI_INFO announces the card RAM's ownership (`CAP_RAM_OWNER`, ABI 1.2).
     RamOwner,
+    /// ext4 and loop devices in the kernel: a file system that writes back, on a file.
+    WritebackFs,
+    /// The Jetson provider, and userfaultfd(2) (CONFIG_USERFAULTFD; the bench's arm64 kernels have none).
+    JetsonUserfaultfd,
 }
 
 impl Needs {
@@ -109,6 +114,18 @@ impl Needs {
         }
         if self == Needs::Iommu {
             return iommu::unmet();
+        }
+        if self == Needs::JetsonUserfaultfd && !has_userfaultfd() {
+            return Some("no userfaultfd(2) in this kernel (CONFIG_USERFAULTFD)".into());
+        }
+        if self == Needs::WritebackFs {
+            let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+            let ext4 = fss
+                .lines()
+                .any(|l| l.split_whitespace().last() == Some("ext4"));
+            let loops = std::path::Path::new("/dev/loop-control").exists();
+            return (!(ext4 && loops))
+                .then(|| format!("no ext4 ({ext4}) or no loop devices ({loops}) in this kernel"));
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())
@@ -136,9 +153,13 @@ impl Needs {
             });
         }
         match (self, Flavour::from_caps(caps)) {
-            (Needs::JetsonProvider | Needs::JetsonReaper, f) if f != Some(Flavour::Jetson) => Some(
-                format!("no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"),
-            ),
+            (Needs::JetsonProvider | Needs::JetsonReaper | Needs::JetsonUserfaultfd, f)
+                if f != Some(Flavour::Jetson) =>
+            {
+                Some(format!(
+                    "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x})"
+                ))
+            }
             (Needs::JetsonRegCache, f) if f != Some(Flavour::Jetson) => Some(format!(
                 "no Jetson GPU-memory provider (ABI_INFO caps {caps:#x}): only there is GPU memory host memory"
             )),
@@ -155,6 +176,18 @@ impl Needs {
             _ => None,
         }
     }
+}
+
+/// Whether the kernel has userfaultfd(2): without it ENOSYS.
+fn has_userfaultfd() -> bool {
+    // SAFETY: a plain syscall; a descriptor it returns is closed at once.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: our own new descriptor.
+        unsafe { libc::close(fd as i32) };
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
 /// Whether the kernel has process_mrelease(2): on a bad pidfd it answers EBADF, without it ENOSYS.
@@ -238,6 +271,7 @@ pub fn all() -> Vec<Test> {
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
     removal::register(&mut v);
     removal_callback::register(&mut v);
+    stall::register(&mut v);
     v
 }
 

@@ -26,6 +26,7 @@ use crate::rng::Rng;
 
 mod aliases;
 mod basics;
+mod files;
 mod invalidation;
 mod lifetime;
 mod limits;
@@ -76,6 +77,13 @@ pub fn register(v: &mut Vec<Test>) {
         mprotect_readonly,
     ));
     v.push(rc("regcache::readonly_mapping_uncached", readonly_mapping));
+    v.push(
+        rc(
+            "regcache::shared_file_mapping_uncached",
+            files::shared_file_mappings,
+        )
+        .needs(Needs::WritebackFs),
+    );
     v.push(rc("regcache::lru_eviction_order", lru_order));
     v.push(rc("regcache::max_bytes_bound", max_bytes_bound));
     v.push(rc("regcache::superset_drops_contained", superset));
