@@ -26,7 +26,8 @@ pub(crate) struct Ram {
 
 impl Ram {
     pub(crate) fn new(dev: &Device<Bound>) -> Result<impl PinInit<Mutex<Ram>>> {
-        let zeros = CoherentAllocation::<u8>::alloc_coherent(dev, PAGE_SIZE, GFP_KERNEL | __GFP_ZERO)?;
+        let zeros =
+            CoherentAllocation::<u8>::alloc_coherent(dev, PAGE_SIZE, GFP_KERNEL | __GFP_ZERO)?;
         Ok(new_mutex!(Ram {
             owner: RamOwner::new(),
             zeros: Some(zeros),
