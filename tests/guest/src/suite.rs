@@ -69,7 +69,9 @@ pub fn run(opts: &Options) -> i32 {
                 Needs::JetsonReaper => " (needs the Jetson provider and process_mrelease)",
                 Needs::Iommu => " (needs an IOMMU)",
                 Needs::RamOwner => " (needs the RAM ownership, ABI 1.2)",
-                Needs::WritebackFs => " (needs ext4 and loop devices)",
+                Needs::RegCacheWritebackFs => {
+                    " (needs the registration cache, ext4 and loop devices)"
+                }
                 Needs::JetsonUserfaultfd => " (needs the Jetson provider and userfaultfd)",
             };
             let ext = if t.extended { " (extended)" } else { "" };

@@ -99,8 +99,9 @@ pub enum Needs {
     Iommu,
     /// ABI_INFO announces the card RAM's ownership (`CAP_RAM_OWNER`, ABI 1.2).
     RamOwner,
-    /// ext4 and loop devices in the kernel: a file system that writes back, on a file.
-    WritebackFs,
+    /// The registration cache, and ext4 and loop devices in the kernel: a file system that writes back,
+    /// on a file.
+    RegCacheWritebackFs,
     /// The Jetson provider, and userfaultfd(2) (CONFIG_USERFAULTFD; the bench's arm64 kernels have none).
     JetsonUserfaultfd,
 }
@@ -118,14 +119,18 @@ impl Needs {
         if self == Needs::JetsonUserfaultfd && !has_userfaultfd() {
             return Some("no userfaultfd(2) in this kernel (CONFIG_USERFAULTFD)".into());
         }
-        if self == Needs::WritebackFs {
+        if self == Needs::RegCacheWritebackFs {
             let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
             let ext4 = fss
                 .lines()
                 .any(|l| l.split_whitespace().last() == Some("ext4"));
             let loops = std::path::Path::new("/dev/loop-control").exists();
-            return (!(ext4 && loops))
-                .then(|| format!("no ext4 ({ext4}) or no loop devices ({loops}) in this kernel"));
+            if !(ext4 && loops) {
+                return Some(format!(
+                    "no ext4 ({ext4}) or no loop devices ({loops}) in this kernel"
+                ));
+            }
+            return Needs::RegCache.unmet(dev);
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())

@@ -82,7 +82,7 @@ pub fn register(v: &mut Vec<Test>) {
             "regcache::shared_file_mapping_uncached",
             files::shared_file_mappings,
         )
-        .needs(Needs::WritebackFs),
+        .needs(Needs::RegCacheWritebackFs),
     );
     v.push(rc("regcache::lru_eviction_order", lru_order));
     v.push(rc("regcache::max_bytes_bound", max_bytes_bound));
@@ -367,6 +367,7 @@ mod tests {
                 "regcache::surface_memory_is_not_cached"
                 | "regcache::alias_pin_cuda_twice_ebusy"
                 | "regcache::alias_pin_cuda_evicts_cached" => Needs::JetsonRegCache,
+                "regcache::shared_file_mapping_uncached" => Needs::RegCacheWritebackFs,
                 _ => Needs::RegCache,
             };
             assert_eq!(t.needs, want, "{}", t.name);
