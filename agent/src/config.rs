@@ -149,13 +149,20 @@ impl Default for Retry {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Health {
-    /// Seconds between health checks (each check gates one watchdog ping).
+    /// Seconds between health checks of the ready cards.
     pub interval_s: u64,
+    /// A card operation (bring-up, self-test, bench) silent for longer than this is hung: the watchdog
+    /// is no longer fed. Programming may take as long as its loader asks systemd for; see
+    /// [`Config::stall`] for the floor the other settings put under it.
+    pub stall_s: u64,
 }
 
 impl Default for Health {
     fn default() -> Self {
-        Self { interval_s: 5 }
+        Self {
+            interval_s: 5,
+            stall_s: 300,
+        }
     }
 }
 
@@ -278,6 +285,18 @@ impl Config {
         Ok(config)
     }
 
+    /// How long a card operation may stay silent: `health.stall_s`, but always longer than its longest
+    /// single step (a self-test child, a bind wait, a backoff), so raising those never makes a slow
+    /// step look hung.
+    pub fn stall(&self) -> std::time::Duration {
+        let longest_step = self
+            .selftest
+            .timeout_s
+            .max(self.retry.bind_timeout_s)
+            .max(self.retry.max_backoff_ms.div_ceil(1000));
+        std::time::Duration::from_secs(self.health.stall_s.max(longest_step + 1))
+    }
+
     /// Values serde accepts but the agent cannot work with: (dotted key, why).
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |k: &str, m: String| Err((k.to_string(), m));
@@ -308,6 +327,9 @@ impl Config {
         }
         if !(1..=3600).contains(&self.health.interval_s) {
             return bad("health.interval_s", "must be 1..=3600 seconds".into());
+        }
+        if !(1..=86_400).contains(&self.health.stall_s) {
+            return bad("health.stall_s", "must be 1..=86400 seconds".into());
         }
         let s = &self.selftest;
         if s.bytes == 0 || !s.bytes.is_multiple_of(4) || s.bytes > picoevb_regs::pci::FPGA_RAM_SIZE

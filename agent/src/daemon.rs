@@ -6,7 +6,7 @@ use std::fmt;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use crate::card::journal;
@@ -14,10 +14,11 @@ use crate::card::machine::Machine;
 use crate::card::ports::{Events, Loader, Node, Pci, RealSleep, SelfTester, Sleep};
 use crate::card::{CardStatus, Stage};
 use crate::config::{Config, ConfigError, LoaderKind};
-use crate::health::{self, Baseline};
+use crate::health::{self, Baseline, Health};
 use crate::loader::model::ModelLoader;
 use crate::loader::openocd::OpenocdLoader;
 use crate::manifest::Manifest;
+use crate::progress::Beat;
 use crate::selftest::runner::ChildTester;
 use crate::selftest::{self, SelfTestResult, history};
 use crate::sys::helper::Helper;
@@ -53,8 +54,9 @@ impl fmt::Display for AgentError {
 pub enum Change {
     /// Its status changed.
     Status(usize),
-    /// Its open fds are about to stop working (reprogramming).
-    Revoked(usize),
+    /// Its open fds stopped or are about to stop working, and why. Sent after its stage left `ready`,
+    /// so no `Open` succeeds between this and the card being ready again.
+    Revoked(usize, &'static str),
 }
 
 type Listener = Box<dyn Fn(Change) + Send + Sync>;
@@ -64,7 +66,21 @@ struct Slot {
     status: Arc<Mutex<CardStatus>>,
     /// Held by whatever operation owns the card (bring-up, self-test, reprogram).
     busy: Mutex<()>,
+    /// That operation's heartbeat (see `progress`).
+    beat: Beat,
     health: Mutex<Baseline>,
+}
+
+/// An operation's hold on a card: ends its heartbeat, then lets go of the card.
+struct Held<'a> {
+    _busy: MutexGuard<'a, ()>,
+    beat: &'a Beat,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.beat.end();
+    }
 }
 
 /// The sysfs, node and sleep implementations the agent runs on (tests substitute them).
@@ -90,17 +106,22 @@ pub struct Agent {
     stopping: Arc<AtomicBool>,
 }
 
-struct Relay(Arc<AgentWeak>);
-struct AgentWeak(std::sync::Weak<Agent>);
+/// A card machine's events: relayed to subscribers, and a heartbeat of its operation.
+struct Relay {
+    agent: std::sync::Weak<Agent>,
+    index: usize,
+}
 
 impl Events for Relay {
     fn changed(&self, index: usize) {
-        if let Some(a) = self.0.0.upgrade() {
+        if let Some(a) = self.agent.upgrade() {
+            a.slots[index].beat.beat();
             a.emit(Change::Status(index));
         }
     }
     fn extend_timeout(&self, usec: u64) {
-        if let Some(a) = self.0.0.upgrade() {
+        if let Some(a) = self.agent.upgrade() {
+            a.slots[self.index].beat.extend(Duration::from_micros(usec));
             *a.extend_usec.lock().unwrap_or_else(|e| e.into_inner()) = usec;
             let _ = crate::notify::notify(&format!("EXTEND_TIMEOUT_USEC={usec}"));
         }
@@ -118,6 +139,7 @@ impl Agent {
             .map(|i| Slot {
                 status: Arc::new(Mutex::new(CardStatus::new(i))),
                 busy: Mutex::new(()),
+                beat: Beat::default(),
                 health: Mutex::new(Baseline::default()),
             })
             .collect();
@@ -267,7 +289,10 @@ impl Agent {
             pci: self.world.pci.clone(),
             node: self.world.node.clone(),
             loader,
-            events: Arc::new(Relay(Arc::new(AgentWeak(Arc::downgrade(self))))),
+            events: Arc::new(Relay {
+                agent: Arc::downgrade(self),
+                index: i,
+            }),
             sleep: self.world.sleep.clone(),
             status: self.slots[i].status.clone(),
             stop: self.stopping.clone(),
@@ -303,7 +328,7 @@ impl Agent {
             std::thread::Builder::new()
                 .name(format!("card{i}"))
                 .spawn(move || {
-                    let _busy = me.slots[i].busy.lock().unwrap_or_else(|e| e.into_inner());
+                    let _busy = me.hold_wait(i, "bring-up");
                     let m = me.machine(i);
                     if m.manifest.is_none() && m.card.loader != LoaderKind::None {
                         let e = me
@@ -332,16 +357,49 @@ impl Agent {
         self.statuses().iter().all(|s| s.stage.settled())
     }
 
-    fn hold(&self, i: u32) -> Result<std::sync::MutexGuard<'_, ()>, AgentError> {
-        self.slot(i)?.busy.try_lock().map_err(|_| {
+    /// Takes card `i` for operation `what`, or says it is busy.
+    fn hold(&self, i: u32, what: &'static str) -> Result<Held<'_>, AgentError> {
+        let slot = self.slot(i)?;
+        let busy = slot.busy.try_lock().map_err(|_| {
             let s = self.status(i).map(|s| s.stage).unwrap_or(Stage::Pending);
             AgentError::Busy(format!("card{i} is busy ({s})"))
+        })?;
+        slot.beat.start(what, self.config().stall());
+        Ok(Held {
+            _busy: busy,
+            beat: &slot.beat,
         })
+    }
+
+    /// Takes card `i` for operation `what`, waiting for the one running.
+    fn hold_wait(&self, i: usize, what: &'static str) -> Held<'_> {
+        let slot = &self.slots[i];
+        let busy = slot.busy.lock().unwrap_or_else(|e| e.into_inner());
+        slot.beat.start(what, self.config().stall());
+        Held {
+            _busy: busy,
+            beat: &slot.beat,
+        }
+    }
+
+    /// Whether every card operation makes progress; else which is hung.
+    pub fn progress(&self) -> Result<(), String> {
+        let stalled: Vec<String> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.beat.stalled().map(|why| format!("card{i}: {why}")))
+            .collect();
+        if stalled.is_empty() {
+            Ok(())
+        } else {
+            Err(stalled.join("; "))
+        }
     }
 
     /// Runs the self-test now (the card must be ready or failed at the self-test).
     pub fn selftest(self: &Arc<Self>, i: u32) -> Result<SelfTestResult, AgentError> {
-        let _busy = self.hold(i)?;
+        let _busy = self.hold(i, "self-test")?;
         let s = self.status(i)?;
         if !(s.stage == Stage::Ready || s.failed_stage == Some(Stage::SelfTest)) {
             return Err(AgentError::NotReady(format!(
@@ -365,6 +423,14 @@ impl Agent {
             st.failed_stage = (!r.passed).then_some(Stage::SelfTest);
             st.message = r.reason.clone();
         }
+        if r.passed {
+            // A passing test starts the AER verdict afresh (see `health::Baseline`).
+            self.slots[i as usize]
+                .health
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .aer_verdict = None;
+        }
         self.emit(Change::Status(i as usize));
         Ok(r)
     }
@@ -375,7 +441,7 @@ impl Agent {
         i: u32,
         sizes: &[u32],
     ) -> Result<Vec<SelfTestResult>, AgentError> {
-        let _busy = self.hold(i)?;
+        let _busy = self.hold(i, "bench")?;
         let s = self.status(i)?;
         if s.stage != Stage::Ready {
             return Err(AgentError::NotReady(format!("card{i} is {}", s.summary())));
@@ -404,10 +470,12 @@ impl Agent {
             .iter()
             .map(|&b| {
                 let now = selftest::now();
-                match tester.run_bytes(&node, b.into()) {
+                let r = match tester.run_bytes(&node, b.into()) {
                     Ok(m) => selftest::judge(now, m, &config.selftest),
                     Err(e) => SelfTestResult::error(now, e),
-                }
+                };
+                self.slots[i as usize].beat.beat();
+                r
             })
             .collect())
     }
@@ -424,7 +492,7 @@ impl Agent {
     /// design is kept (`loader = "none"`) has nothing to program: a ready one is left alone, a failed
     /// one is brought up again as it is (never taken off the bus, so nothing is revoked).
     pub fn reprogram(self: &Arc<Self>, i: u32) -> Result<Stage, AgentError> {
-        let _busy = self.hold(i)?;
+        let _busy = self.hold(i, "reprogram")?;
         let card = self.config().cards[i as usize].clone();
         if card.loader == LoaderKind::None {
             let s = self.status(i)?;
@@ -438,7 +506,20 @@ impl Agent {
         // Refused before anything is revoked: a missing or broken manifest leaves the card as it is.
         let manifest =
             Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?;
-        self.emit(Change::Revoked(i as usize));
+        // Out of `ready` first, so no Open succeeds after the signal and before the card is back.
+        {
+            let mut s = self.slots[i as usize]
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            s.stage = Stage::Pending;
+            s.failed_stage = None;
+            s.message = "reprogram requested".into();
+            s.health = Health::Unknown;
+            s.healthy = false;
+        }
+        self.emit(Change::Status(i as usize));
+        self.emit(Change::Revoked(i as usize, "reprogramming"));
         *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = Some(manifest);
         *self.slots[i as usize]
             .health
@@ -453,6 +534,12 @@ impl Agent {
             return Err(AgentError::NotReady(format!(
                 "card{i} is not ready: {}",
                 s.summary()
+            )));
+        }
+        if s.health == Health::Failed {
+            return Err(AgentError::NotReady(format!(
+                "card{i} is unhealthy: {}",
+                s.message
             )));
         }
         Ok(self.config().cards[i as usize].device.clone())
@@ -501,10 +588,10 @@ impl Agent {
         Ok(())
     }
 
-    /// Checks every ready card; returns whether all are healthy (the watchdog may be fed).
-    pub fn health_tick(&self) -> bool {
+    /// Checks every ready card that no operation holds, and degrades, fails or restores it. A card's
+    /// verdict is signalled (status change; `Revoked` when it fails) and never withholds the watchdog.
+    pub fn health_tick(&self) {
         let config = self.config();
-        let mut all = true;
         for (i, slot) in self.slots.iter().enumerate() {
             // A card in an operation is checked next time.
             let Ok(_busy) = slot.busy.try_lock() else {
@@ -519,32 +606,37 @@ impl Agent {
                 continue;
             }
             let mut base = slot.health.lock().unwrap_or_else(|e| e.into_inner());
-            let problems = health::check(
+            let v = health::check(
                 &*self.world.pci,
                 &*self.world.node,
                 &st,
                 &config.cards[i].device,
                 &mut base,
             );
-            let healthy = problems.is_empty();
-            all &= healthy;
-            if healthy != st.healthy || !healthy {
-                {
-                    let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
-                    s.healthy = healthy;
-                    if !healthy {
-                        s.message = format!("health check failed: {}", problems.join("; "));
-                    } else {
-                        s.message.clear();
-                    }
-                }
-                if !healthy {
-                    eprintln!("<3>card{i}: health check failed: {}", problems.join("; "));
-                }
-                self.emit(Change::Status(i));
+            let message = if v.problems.is_empty() {
+                String::new()
+            } else {
+                format!("health {}: {}", v.health.name(), v.problems.join("; "))
+            };
+            if v.health == st.health && message == st.message {
+                continue;
+            }
+            {
+                let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
+                s.health = v.health;
+                s.healthy = v.health == Health::Ok;
+                s.message = message.clone();
+            }
+            match v.health {
+                Health::Failed => eprintln!("<3>card{i}: {message}"),
+                Health::Degraded => eprintln!("<4>card{i}: {message}"),
+                _ => eprintln!("<5>card{i}: healthy"),
+            }
+            self.emit(Change::Status(i));
+            if v.health == Health::Failed && st.health != Health::Failed {
+                self.emit(Change::Revoked(i, "the card failed its health check"));
             }
         }
-        all
     }
 
     /// `STATUS=` text.

@@ -43,7 +43,7 @@ impl Pci for Fake {
     fn link(&self, _: &str) -> Option<(String, u32)> {
         Some(("5.0 GT/s PCIe".into(), 1))
     }
-    fn aer_errors(&self, _: &str) -> Option<u64> {
+    fn aer_errors(&self, _: &str) -> Option<gdr_agent::card::ports::Aer> {
         None
     }
 }

@@ -222,9 +222,17 @@ impl Card {
             .unwrap_or_default()
     }
 
+    /// The last health check passed (Health is `ok`).
     #[zbus(property)]
     fn healthy(&self) -> bool {
         self.s().healthy
+    }
+
+    /// What the health checks make of a ready card: `unknown`, `ok`, `degraded` (still served) or
+    /// `failed` (Open refuses it); Message says why.
+    #[zbus(property)]
+    fn health(&self) -> String {
+        self.s().health.name().to_string()
     }
 
     /// The stage changed (also sent as PropertiesChanged).
@@ -235,7 +243,8 @@ impl Card {
         message: &str,
     ) -> zbus::Result<()>;
 
-    /// Fds handed out are about to stop working (reprogramming); ask again with Open once ready.
+    /// Fds handed out stopped or are about to stop working (reprogramming, the card failed its health
+    /// check); sent once Stage has left `ready` or Health is `failed`. Ask again with Open once ready.
     #[zbus(signal)]
     pub async fn revoked(emitter: &SignalEmitter<'_>, reason: &str) -> zbus::Result<()>;
 }

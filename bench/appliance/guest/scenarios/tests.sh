@@ -57,7 +57,8 @@ t_took "systemd-analyze security"
 if ! have gdrctl; then
   for n in "access: unauthorised caller gets no fd" "access: authorised caller does DMA" \
     "revoke: reprogramming revokes open fds" "selftest: corrupt data fails, unit and D-Bus say so" \
-    "config: malformed config rejected, running config kept" "watchdog: a stall is noticed by systemd"; do
+    "config: malformed config rejected, running config kept" "health: an unplugged card is failed within one interval" \
+    "watchdog: a stall is noticed by systemd"; do
     skip "$n" "gdrctl is not in the layer"
   done
   return 0
@@ -240,6 +241,40 @@ for how in sigkill sigterm; do
   fi
   t_took "$how mid-programming"
 done
+
+# 11. Issue 20 defects 3 and 4: a card that stops answering (the model's unplug: every read completes with
+#     all ones, as a card that fell off the link) is reported failed within one health interval (the driver's
+#     ABI_INFO reads the card now), Open refuses it, and the agent stays up past the watchdog period: one
+#     card's fault is that card's, never the daemon's. A reprogram (PCI remove and rescan) brings it back.
+t_start
+health_is() { [ "$(gdrctl --json status 0 2>/dev/null | jq -r '.[0].health')" = "$1" ]; }
+interval=$(sed -n 's/^interval_s *= *\([0-9]*\).*/\1/p' /etc/gdr/agent.toml | head -n1)
+interval=${interval:-5}
+pid=$(unit_prop $A MainPID)
+wait_until 60 health_is ok
+model '{"cmd":"unplug"}' >/dev/null
+unplugged=$(uptime_s)
+# One interval, plus the tick under way and the main loop's poll.
+if wait_until $((interval + 2)) health_is failed; then
+  pass "health: an unplugged card is failed within one interval ($(awk -v a="$unplugged" -v b="$(uptime_s)" 'BEGIN {printf "%.1f", b - a}') s, interval ${interval} s: $(gdrctl --json status 0 | jq -r '.[0].message'))"
+else
+  fail "health: an unplugged card is failed within one interval" "health $(gdrctl --json status 0 2>/dev/null | jq -r '.[0] | "\(.health): \(.message)"') after $((interval + 2)) s"
+fi
+out=$(probe alice dma); rc=$?
+if [ $rc -ne 0 ] && [[ $out == "ERROR open:"*unhealthy* ]]; then pass "health: Open refuses the unplugged card ($out)"; else
+  fail "health: Open refuses the unplugged card" "alice: rc=$rc $out"; fi
+# Past the watchdog period (30 s on the unit) the agent is still the same running process.
+sleep 35
+if active && [ "$(unit_prop $A MainPID)" = "$pid" ]; then pass "health: one failed card leaves the agent running (pid $pid, 35 s)"; else
+  fail "health: one failed card leaves the agent running" "unit $(unit_prop $A ActiveState)/$(unit_prop $A SubState), pid $(unit_prop $A MainPID) (was $pid)"; fi
+model '{"cmd":"replug"}' >/dev/null
+gdrctl reprogram >/dev/null 2>&1
+if ready_again && wait_until $((interval + 2)) health_is ok && probe alice dma >/dev/null; then
+  pass "health: a reprogram brings the replugged card back"
+else
+  fail "health: a reprogram brings the replugged card back" "$(gdrctl --json status 0 2>/dev/null | jq -r '.[0] | "\(.stage) \(.health): \(.message)"')"
+fi
+t_took "unplug"
 
 # 10. Last (it restarts the agent): a stalled agent stops pinging the watchdog and systemd notices.
 t_start
