@@ -6,6 +6,15 @@ use std::ffi::{CStr, CString};
 
 use crate::config::Access;
 
+/// Who calls, as the bus daemon reports them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gids: Vec<u32>,
+    /// Absent where the bus does not say.
+    pub pid: Option<u32>,
+}
+
 fn uid_of(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
     let mut pwd: libc::passwd = unsafe_zeroed();

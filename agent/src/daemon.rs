@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
+use crate::access::Caller;
 use crate::card::journal;
 use crate::card::machine::Machine;
 use crate::card::ports::{Events, Loader, Node, Pci, RealSleep, SelfTester, Sleep};
@@ -68,7 +69,19 @@ struct Slot {
     busy: Mutex<()>,
     /// That operation's heartbeat (see `progress`).
     beat: Beat,
+    /// Who was handed an fd of the card since it was last brought up.
+    holders: Mutex<Vec<(Holder, Vec<u32>)>>,
     health: Mutex<Baseline>,
+}
+
+/// A caller `Open` handed the card's fd to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub uid: u32,
+    /// 0 where the bus did not say.
+    pub pid: u32,
+    /// Seconds since the Unix epoch.
+    pub since: u64,
 }
 
 /// An operation's hold on a card: ends its heartbeat, then lets go of the card.
@@ -140,6 +153,7 @@ impl Agent {
                 status: Arc::new(Mutex::new(CardStatus::new(i))),
                 busy: Mutex::new(()),
                 beat: Beat::default(),
+                holders: Mutex::new(Vec::new()),
                 health: Mutex::new(Baseline::default()),
             })
             .collect();
@@ -507,19 +521,7 @@ impl Agent {
         let manifest =
             Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?;
         // Out of `ready` first, so no Open succeeds after the signal and before the card is back.
-        {
-            let mut s = self.slots[i as usize]
-                .status
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            s.stage = Stage::Pending;
-            s.failed_stage = None;
-            s.message = "reprogram requested".into();
-            s.health = Health::Unknown;
-            s.healthy = false;
-        }
-        self.emit(Change::Status(i as usize));
-        self.emit(Change::Revoked(i as usize, "reprogramming"));
+        self.revoke(i as usize, "reprogramming");
         *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = Some(manifest);
         *self.slots[i as usize]
             .health
@@ -559,9 +561,11 @@ impl Agent {
             .map_err(|e| AgentError::Failed(e.to_string()))
     }
 
-    /// The card's fd for a caller with `uid`/`gids`, after the access check.
-    pub fn open(&self, i: u32, uid: u32, gids: &[u32]) -> Result<OwnedFd, AgentError> {
-        crate::access::check(&self.config().access, uid, gids).map_err(AgentError::AccessDenied)?;
+    /// The card's fd for `caller`, after the access check; the caller joins the holder table.
+    pub fn open(&self, i: u32, caller: &Caller) -> Result<OwnedFd, AgentError> {
+        let uid = caller.uid;
+        crate::access::check(&self.config().access, uid, &caller.gids)
+            .map_err(AgentError::AccessDenied)?;
         let node = self.ready_node(i)?;
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -569,22 +573,119 @@ impl Agent {
             .open(&node)
             .map_err(|e| AgentError::Failed(format!("{}: {e}", node.display())))?;
         eprintln!("<6>card{i}: fd handed to {}", crate::access::user_name(uid));
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let holder = Holder {
+            uid,
+            pid: caller.pid.unwrap_or(0),
+            since,
+        };
+        self.slots[i as usize]
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((holder, caller.gids.clone()));
         Ok(f.into())
     }
 
-    /// Re-reads the config file: applied whole, or refused whole (the running config stays).
-    pub fn reload(&self) -> Result<(), AgentError> {
+    /// Who holds card `i`'s fds: callers `Open` served since the card was last brought up whose process
+    /// still runs (an fd passed on to another process is not seen).
+    pub fn holders(&self, i: u32) -> Result<Vec<Holder>, AgentError> {
+        let mut h = self
+            .slot(i)?
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        h.retain(|(x, _)| x.pid == 0 || Path::new(&format!("/proc/{}", x.pid)).exists());
+        Ok(h.iter().map(|(x, _)| *x).collect())
+    }
+
+    /// Takes card `i` out of `ready`, signals `Revoked(why)` and forgets its holders: their fds are about
+    /// to stop working. Callers hold the card.
+    fn revoke(&self, i: usize, why: &'static str) {
+        {
+            let mut s = self.slots[i]
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            s.stage = Stage::Pending;
+            s.failed_stage = None;
+            s.message = format!("{why}: fds revoked");
+            s.health = Health::Unknown;
+            s.healthy = false;
+        }
+        self.emit(Change::Status(i));
+        self.emit(Change::Revoked(i, why));
+        self.slots[i]
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Revokes every fd of card `i` (the driver's answer to a removal: ENODEV) by taking the function
+    /// off the bus and bringing it up again, through the same record and rescan that finish an
+    /// interrupted bring-up.
+    fn relink(self: &Arc<Self>, i: usize, why: &'static str) -> Result<Stage, AgentError> {
+        let _busy = self.hold(i as u32, "revoke")?;
+        let bdf = self.status(i as u32)?.pci;
+        if bdf.is_empty() || self.status(i as u32)?.stage != Stage::Ready {
+            return Ok(self.status(i as u32)?.stage);
+        }
+        self.revoke(i, why);
+        let record = journal::path(&self.config().agent.state_dir, i);
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let op = journal::OffBus {
+            op: "revoke".into(),
+            pci: bdf.clone(),
+            since,
+        };
+        journal::record(&record, &op).map_err(AgentError::Failed)?;
+        if let Err(e) = self.world.pci.remove(&bdf) {
+            eprintln!("<4>card{i}: remove for revocation: {e} (the bring-up rescans)");
+        }
+        Ok(self.machine(i).bring_up(false))
+    }
+
+    /// Re-reads the config file: applied whole, or refused whole (the running config stays). A holder
+    /// the new `[access]` no longer allows loses its fd: the card's fds are revoked (on a thread of its
+    /// own; the card comes back for those still allowed to Open it again).
+    pub fn reload(self: &Arc<Self>) -> Result<(), AgentError> {
         let new = Config::load(&self.config_path).map_err(AgentError::InvalidConfig)?;
         if new.cards != self.config().cards {
             return Err(AgentError::InvalidArgument(
                 "the [[card]] tables changed: restart the agent to apply them (nothing was changed)".into(),
             ));
         }
+        let access = new.access.clone();
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = new;
         eprintln!(
             "<5>configuration reloaded from {}",
             self.config_path.display()
         );
+        for (i, slot) in self.slots.iter().enumerate() {
+            let lost: Vec<u32> = slot
+                .holders
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(h, gids)| crate::access::check(&access, h.uid, gids).is_err())
+                .map(|(h, _)| h.uid)
+                .collect();
+            if lost.is_empty() {
+                continue;
+            }
+            eprintln!("<5>card{i}: [access] no longer allows uid(s) {lost:?}: revoking its fds");
+            let me = Arc::clone(self);
+            std::thread::spawn(move || {
+                if let Err(e) = me.relink(i, "access narrowed") {
+                    eprintln!("<3>card{i}: revocation after reload failed: {e}");
+                }
+            });
+        }
         Ok(())
     }
 
@@ -635,6 +736,10 @@ impl Agent {
             self.emit(Change::Status(i));
             if v.health == Health::Failed && st.health != Health::Failed {
                 self.emit(Change::Revoked(i, "the card failed its health check"));
+                slot.holders
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
             }
         }
     }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use gdr_agent::access::Caller;
 use gdr_agent::card::ports::{Aer, Loader, Node, Pci, SelfTester, Sleep};
 use gdr_agent::card::{Design, Stage};
 use gdr_agent::config::{Config, Target};
@@ -325,7 +326,7 @@ fn a_stop_that_runs_out_of_time_rescans_and_leaves_the_record_for_the_next_start
 
 /// Whether `Open` (as root) hands out card0 now; `d/picoevb0` stands in for the node.
 fn opens(a: &Agent) -> Result<(), AgentError> {
-    a.open(0, 0, &[]).map(drop)
+    a.open(0, &Caller::default()).map(drop)
 }
 
 #[test]
@@ -464,4 +465,60 @@ fn an_operation_that_stops_making_progress_is_reported_for_the_watchdog() {
     f.release();
     wait_stage(&a, Stage::Ready);
     assert_eq!(a.progress(), Ok(()));
+}
+
+#[test]
+fn narrowing_access_on_reload_revokes_the_holders_that_lost_it() {
+    let d = dir("narrow");
+    let f = card(0x0100_0000);
+    let access = "[access]\nusers = [\"0\", \"4242\"]\ngroups = []";
+    let (a, changes) = agent_with(&d, &f, "none", false, access);
+    std::fs::write(d.join("picoevb0"), b"").unwrap();
+    a.start();
+    wait_stage(&a, Stage::Ready);
+    let me = std::process::id();
+    let alice = Caller {
+        uid: 4242,
+        gids: vec![],
+        pid: Some(me),
+    };
+    a.open(0, &alice).unwrap();
+    let h = a.holders(0).unwrap();
+    assert_eq!((h.len(), h[0].uid, h[0].pid), (1, 4242, me), "{h:?}");
+    // A reload that keeps everyone's access revokes nothing.
+    a.reload().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !changes
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|c| matches!(c, Change::Revoked(..)))
+    );
+    // Without uid 4242: its fd is revoked (the card leaves the bus and comes back), and it may not
+    // Open again.
+    let config = std::fs::read_to_string(d.join("agent.toml")).unwrap();
+    std::fs::write(
+        d.join("agent.toml"),
+        config.replace("\"0\", \"4242\"", "\"0\""),
+    )
+    .unwrap();
+    a.reload().unwrap();
+    let t0 = Instant::now();
+    while !changes
+        .lock()
+        .unwrap()
+        .contains(&Change::Revoked(0, "access narrowed"))
+    {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no Revoked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_stage(&a, Stage::Ready);
+    assert_eq!(f.bus().log, ["remove 0000:01:00.0", "rescan"]);
+    assert!(a.holders(0).unwrap().is_empty());
+    assert!(matches!(
+        a.open(0, &alice),
+        Err(AgentError::AccessDenied(_))
+    ));
+    opens(&a).unwrap();
 }

@@ -10,6 +10,7 @@ use zbus::object_server::SignalEmitter;
 use zbus::zvariant::OwnedFd;
 
 use super::errors::{Error, json};
+use crate::access::Caller;
 use crate::card::{CardStatus, Stage};
 use crate::daemon::Agent;
 
@@ -19,8 +20,8 @@ pub struct Card {
     pub index: u32,
 }
 
-/// The caller's uid and groups as the bus daemon knows them (not as the caller claims).
-pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<(u32, Vec<u32>), Error> {
+/// The caller's uid, groups and pid as the bus daemon knows them (not as the caller claims).
+pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<Caller, Error> {
     let sender = hdr
         .sender()
         .ok_or_else(|| Error::AccessDenied("no sender on the message".into()))?;
@@ -32,7 +33,11 @@ pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<(u32, V
     let uid = creds
         .unix_user_id()
         .ok_or_else(|| Error::AccessDenied("the bus did not tell the caller's uid".into()))?;
-    Ok((uid, creds.unix_group_ids().cloned().unwrap_or_default()))
+    Ok(Caller {
+        uid,
+        gids: creds.unix_group_ids().cloned().unwrap_or_default(),
+        pid: creds.process_id(),
+    })
 }
 
 /// Operations that change or use the card need the same `[access]` as Open.
@@ -40,10 +45,10 @@ pub async fn authorize(
     agent: &Agent,
     hdr: &Header<'_>,
     conn: &zbus::Connection,
-) -> Result<(u32, Vec<u32>), Error> {
-    let (uid, gids) = caller(hdr, conn).await?;
-    crate::access::check(&agent.config().access, uid, &gids).map_err(Error::AccessDenied)?;
-    Ok((uid, gids))
+) -> Result<Caller, Error> {
+    let c = caller(hdr, conn).await?;
+    crate::access::check(&agent.config().access, c.uid, &c.gids).map_err(Error::AccessDenied)?;
+    Ok(c)
 }
 
 impl Card {
@@ -131,9 +136,21 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<OwnedFd, Error> {
-        let (uid, gids) = caller(&hdr, conn).await?;
-        let fd = self.agent.open(self.index, uid, &gids)?;
+        let c = caller(&hdr, conn).await?;
+        let fd = self.agent.open(self.index, &c)?;
         Ok(OwnedFd::from(fd))
+    }
+
+    /// Who was handed the card's fd since it was last brought up and still runs: (uid, pid, since as
+    /// Unix seconds); pid 0 where the bus did not say. Read on demand (not signalled).
+    #[zbus(property(emits_changed_signal = "false"))]
+    fn holders(&self) -> Vec<(u32, u32, u64)> {
+        self.agent
+            .holders(self.index)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|h| (h.uid, h.pid, h.since))
+            .collect()
     }
 
     #[zbus(property)]
