@@ -18,6 +18,8 @@ pub struct Config {
     #[serde(default)]
     pub access: Access,
     #[serde(default)]
+    pub admin: Admin,
+    #[serde(default)]
     pub selftest: SelfTestSection,
     #[serde(default)]
     pub retry: Retry,
@@ -72,6 +74,28 @@ impl Default for Access {
         Self {
             users: vec!["root".into()],
             groups: vec!["gdrusers".into()],
+        }
+    }
+}
+
+/// `[admin]`: who may administer the cards (SelfTest, Bench, SetLeds, Reprogram, Reload). `[access]`
+/// alone only opens them and reads their state.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Admin {
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    /// A card is reprogrammed at most once per this many seconds by anyone but root (each reprogram
+    /// revokes every application's fds); 0 = no limit.
+    pub reprogram_interval_s: u64,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Self {
+            users: vec!["root".into()],
+            groups: vec![],
+            reprogram_interval_s: 60,
         }
     }
 }
@@ -308,6 +332,11 @@ impl Config {
             ("retry.bind_timeout_s", self.retry.bind_timeout_s, 3600),
             ("selftest.timeout_s", self.selftest.timeout_s, 3600),
             ("selftest.history", self.selftest.history as u64, 100_000),
+            (
+                "admin.reprogram_interval_s",
+                self.admin.reprogram_interval_s,
+                86_400,
+            ),
         ] {
             if v > max {
                 return bad(k, format!("{v} is above the limit {max}"));

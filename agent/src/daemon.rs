@@ -69,6 +69,8 @@ struct Slot {
     busy: Mutex<()>,
     /// That operation's heartbeat (see `progress`).
     beat: Beat,
+    /// When a non-root caller last started a reprogram (`[admin] reprogram_interval_s`).
+    last_reprogram: Mutex<Option<Instant>>,
     /// Who was handed an fd of the card since it was last brought up.
     holders: Mutex<Vec<(Holder, Vec<u32>)>>,
     health: Mutex<Baseline>,
@@ -154,6 +156,7 @@ impl Agent {
                 busy: Mutex::new(()),
                 beat: Beat::default(),
                 holders: Mutex::new(Vec::new()),
+                last_reprogram: Mutex::new(None),
                 health: Mutex::new(Baseline::default()),
             })
             .collect();
@@ -506,7 +509,30 @@ impl Agent {
     /// design is kept (`loader = "none"`) has nothing to program: a ready one is left alone, a failed
     /// one is brought up again as it is (never taken off the bus, so nothing is revoked).
     pub fn reprogram(self: &Arc<Self>, i: u32) -> Result<Stage, AgentError> {
+        self.reprogram_for(i, 0)
+    }
+
+    /// `reprogram` on behalf of `uid`: anyone but root is held to `[admin] reprogram_interval_s`
+    /// between reprogram calls on a card (each reprogram revokes every application's fds).
+    pub fn reprogram_for(self: &Arc<Self>, i: u32, uid: u32) -> Result<Stage, AgentError> {
         let _busy = self.hold(i, "reprogram")?;
+        let interval = Duration::from_secs(self.config().admin.reprogram_interval_s);
+        if uid != 0 {
+            let mut last = self.slots[i as usize]
+                .last_reprogram
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = *last
+                && t.elapsed() < interval
+            {
+                return Err(AgentError::Busy(format!(
+                    "card{i} was reprogrammed {} s ago; [admin] reprogram_interval_s is {} s",
+                    t.elapsed().as_secs(),
+                    interval.as_secs()
+                )));
+            }
+            *last = Some(Instant::now());
+        }
         let card = self.config().cards[i as usize].clone();
         if card.loader == LoaderKind::None {
             let s = self.status(i)?;
@@ -714,11 +740,7 @@ impl Agent {
                 &config.cards[i].device,
                 &mut base,
             );
-            let message = if v.problems.is_empty() {
-                String::new()
-            } else {
-                format!("health {}: {}", v.health.name(), v.problems.join("; "))
-            };
+            let message = v.problems.join("; ");
             if v.health == st.health && message == st.message {
                 continue;
             }
@@ -729,8 +751,8 @@ impl Agent {
                 s.message = message.clone();
             }
             match v.health {
-                Health::Failed => eprintln!("<3>card{i}: {message}"),
-                Health::Degraded => eprintln!("<4>card{i}: {message}"),
+                Health::Failed => eprintln!("<3>card{i}: health failed: {message}"),
+                Health::Degraded => eprintln!("<4>card{i}: health degraded: {message}"),
                 _ => eprintln!("<5>card{i}: healthy"),
             }
             self.emit(Change::Status(i));

@@ -522,3 +522,34 @@ fn narrowing_access_on_reload_revokes_the_holders_that_lost_it() {
     ));
     opens(&a).unwrap();
 }
+
+#[test]
+fn reprograms_by_anyone_but_root_are_rate_limited() {
+    let d = dir("rate");
+    let f = card(0x0100_0000);
+    let (a, _) = agent_with(
+        &d,
+        &f,
+        "model",
+        true,
+        "[admin]\nreprogram_interval_s = 3600",
+    );
+    a.start();
+    wait_stage(&a, Stage::Ready);
+    assert_eq!(a.reprogram_for(0, 4242).unwrap(), Stage::Ready);
+    let e = a.reprogram_for(0, 4242).unwrap_err();
+    assert!(
+        matches!(e, AgentError::Busy(ref m) if m.contains("reprogram_interval_s is 3600 s")),
+        "{e}"
+    );
+    assert_eq!(
+        a.status(0).unwrap().stage,
+        Stage::Ready,
+        "refused, not failed"
+    );
+    assert_eq!(
+        a.reprogram_for(0, 0).unwrap(),
+        Stage::Ready,
+        "root is not limited"
+    );
+}

@@ -40,14 +40,16 @@ pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<Caller,
     })
 }
 
-/// Operations that change or use the card need the same `[access]` as Open.
-pub async fn authorize(
+/// Administration (SelfTest, Bench, SetLeds, Reprogram, Reload) needs `[admin]`; applications, which
+/// only Open and read, need `[access]`.
+pub async fn authorize_admin(
     agent: &Agent,
     hdr: &Header<'_>,
     conn: &zbus::Connection,
 ) -> Result<Caller, Error> {
     let c = caller(hdr, conn).await?;
-    crate::access::check(&agent.config().access, c.uid, &c.gids).map_err(Error::AccessDenied)?;
+    crate::access::check_admin(&agent.config().admin, c.uid, &c.gids)
+        .map_err(Error::AccessDenied)?;
     Ok(c)
 }
 
@@ -81,7 +83,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<String, Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         json(&blocking::unblock(move || agent.selftest(i)).await?)
     }
@@ -93,7 +95,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<String, Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         json(&blocking::unblock(move || agent.bench(i, &sizes)).await?)
     }
@@ -110,7 +112,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<(), Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        authorize_admin(&self.agent, &hdr, conn).await?;
         Ok(self.agent.set_leds(self.index, lit)?)
     }
 
@@ -121,9 +123,9 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<(), Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        let c = authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
-        match blocking::unblock(move || agent.reprogram(i)).await? {
+        match blocking::unblock(move || agent.reprogram_for(i, c.uid)).await? {
             Stage::Ready => Ok(()),
             _ => Err(Error::Failed(self.s().summary())),
         }
