@@ -58,6 +58,7 @@ if ! have gdrctl; then
   for n in "access: unauthorised caller gets no fd" "access: authorised caller does DMA" \
     "revoke: reprogramming revokes open fds" "selftest: corrupt data fails, unit and D-Bus say so" \
     "config: malformed config rejected, running config kept" "health: an unplugged card is failed within one interval" \
+    "tiers: an application user cannot Reprogram" \
     "watchdog: a stall is noticed by systemd"; do
     skip "$n" "gdrctl is not in the layer"
   done
@@ -80,6 +81,14 @@ out=$(probe alice dma); rc=$?
 if [ $rc -eq 0 ]; then pass "access: authorised caller does DMA through its fd ($out)"; else
   fail "access: authorised caller does DMA through its fd" "alice (group $group): rc=$rc $out"; fi
 t_took "access"
+
+# 4b. Issue 20 defect 7: administration is a tier of its own. alice may Open (above) but not Reprogram:
+#     the bus policy (and behind it the agent's [admin]) refuses her, and the card is not programmed.
+before=$(model '{"cmd":"program_state"}' | jq -r '.programs')
+out=$(runuser -u alice -- gdrctl reprogram 0 2>&1); rc=$?
+after=$(model '{"cmd":"program_state"}' | jq -r '.programs')
+if [ $rc -eq 4 ] && [ "$before" = "$after" ]; then pass "tiers: an application user cannot Reprogram ($(tail -n1 <<<"$out"))"; else
+  fail "tiers: an application user cannot Reprogram" "alice: rc=$rc $out; model programs $before -> $after"; fi
 
 # 5. Reprogramming revokes the fds handed out: alice's open fd fails with ENODEV afterwards.
 t_start
