@@ -65,8 +65,11 @@ type Listener = Box<dyn Fn(Change) + Send + Sync>;
 /// One card's slot.
 struct Slot {
     status: Arc<Mutex<CardStatus>>,
-    /// Held by whatever operation owns the card (bring-up, self-test, reprogram).
+    /// Held by whatever operation owns the card (bring-up, self-test, reprogram), and briefly by the
+    /// health check.
     busy: Mutex<()>,
+    /// The health check holds `busy` now: an operation waits for it rather than being refused.
+    checking: AtomicBool,
     /// That operation's heartbeat (see `progress`).
     beat: Beat,
     /// When a non-root caller last started a reprogram (`[admin] reprogram_interval_s`).
@@ -84,6 +87,19 @@ pub struct Holder {
     pub pid: u32,
     /// Seconds since the Unix epoch.
     pub since: u64,
+}
+
+/// How long an operation waits for a health check that holds the card (a check is a few register and
+/// sysfs reads; this bounds a wedged one).
+const HEALTH_CHECK_WAIT: Duration = Duration::from_secs(10);
+
+/// Clears a flag when dropped.
+struct Flag<'a>(&'a AtomicBool);
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 /// An operation's hold on a card: ends its heartbeat, then lets go of the card.
@@ -154,6 +170,7 @@ impl Agent {
             .map(|i| Slot {
                 status: Arc::new(Mutex::new(CardStatus::new(i))),
                 busy: Mutex::new(()),
+                checking: AtomicBool::new(false),
                 beat: Beat::default(),
                 holders: Mutex::new(Vec::new()),
                 last_reprogram: Mutex::new(None),
@@ -374,13 +391,26 @@ impl Agent {
         self.statuses().iter().all(|s| s.stage.settled())
     }
 
-    /// Takes card `i` for operation `what`, or says it is busy.
+    /// Takes card `i` for operation `what`, or says it is busy. A health check in progress is waited
+    /// for (it is short): a caller must not be refused because the periodic check happened to run.
     fn hold(&self, i: u32, what: &'static str) -> Result<Held<'_>, AgentError> {
         let slot = self.slot(i)?;
-        let busy = slot.busy.try_lock().map_err(|_| {
-            let s = self.status(i).map(|s| s.stage).unwrap_or(Stage::Pending);
-            AgentError::Busy(format!("card{i} is busy ({s})"))
-        })?;
+        let deadline = Instant::now() + HEALTH_CHECK_WAIT;
+        let busy = loop {
+            match slot.busy.try_lock() {
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock)
+                    if slot.checking.load(Ordering::SeqCst) && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    let s = self.status(i).map(|s| s.stage).unwrap_or(Stage::Pending);
+                    return Err(AgentError::Busy(format!("card{i} is busy ({s})")));
+                }
+            }
+        };
         slot.beat.start(what, self.config().stall());
         Ok(Held {
             _busy: busy,
@@ -721,9 +751,13 @@ impl Agent {
         let config = self.config();
         for (i, slot) in self.slots.iter().enumerate() {
             // A card in an operation is checked next time.
-            let Ok(_busy) = slot.busy.try_lock() else {
+            let Ok(busy) = slot.busy.try_lock() else {
                 continue;
             };
+            slot.checking.store(true, Ordering::SeqCst);
+            // The card is let go before the flag clears (a tuple drops in order), so an operation that
+            // saw the check never finds the card taken with the flag down.
+            let _held = (busy, Flag(&slot.checking));
             let st = slot
                 .status
                 .lock()

@@ -26,6 +26,9 @@ struct Bus {
     hold_selftest: bool,
     /// On the bus, but its registers read all ones (the driver's ABI_INFO fails).
     dead: bool,
+    /// The next `abi_info` (a health check's) takes this long; `in_check` says it is under way.
+    slow_read: Option<Duration>,
+    in_check: bool,
 }
 
 #[derive(Clone, Default)]
@@ -75,6 +78,13 @@ impl Pci for Fake {
 
 impl Node for Fake {
     fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
+        let slow = self.bus().slow_read.take();
+        if let Some(d) = slow {
+            self.bus().in_check = true;
+            self.0.1.notify_all();
+            std::thread::sleep(d);
+            self.bus().in_check = false;
+        }
         let b = self.bus();
         if !b.present {
             return Err("ENODEV".into());
@@ -357,6 +367,31 @@ fn revoked_goes_out_after_the_card_left_ready_so_no_open_sees_the_dying_card() {
             .contains(&Change::Revoked(0, "reprogramming"))
     );
     opens(&a).unwrap();
+}
+
+#[test]
+fn an_operation_waits_for_a_health_check_under_way_instead_of_being_refused_busy() {
+    let d = dir("check-wait");
+    let f = card(0x0100_0000);
+    let (a, _) = agent(&d, &f, "model", true);
+    std::fs::write(d.join("picoevb0"), b"").unwrap();
+    a.start();
+    wait_stage(&a, Stage::Ready);
+    // Wait for the bring-up to let go of the card (the status is ready a moment before).
+    a.selftest(0).unwrap();
+    f.bus().slow_read = Some(Duration::from_millis(1500));
+    let checker = a.clone();
+    let tick = std::thread::spawn(move || checker.health_tick());
+    {
+        let mut b = f.bus();
+        while !b.in_check {
+            b = f.0.1.wait(b).unwrap();
+        }
+    }
+    // The periodic check holds the card now: a reprogram (or self-test) must wait for it, not fail.
+    assert_eq!(a.reprogram(0), Ok(Stage::Ready));
+    assert_eq!(a.selftest(0).map(|r| r.passed), Ok(true));
+    tick.join().unwrap();
 }
 
 #[test]
