@@ -95,7 +95,7 @@ t_start
 coproc HOLD { probe alice hold; }
 IFS= read -r -t 60 l1 <&"${HOLD[0]}"; IFS= read -r -t 60 l2 <&"${HOLD[0]}"
 if [ "$l2" = HOLDING ]; then
-  gdrctl reprogram >/dev/null 2>&1
+  timeout 600 gdrctl reprogram >/dev/null 2>&1
   ready_again
   echo go >&"${HOLD[1]}"
   IFS= read -r -t 60 l3 <&"${HOLD[0]}"
@@ -196,7 +196,10 @@ else
   mv /run/bitstream.off /usr/share/gdr/bitstream
   systemctl reset-failed $A
   systemctl start $A
-  ready_again
+  if ! ready_again; then
+    fail "no bitstream: gdr's design programmed back over the reference one" "card0 $(gdrctl --json status 0 2>/dev/null | jq -r '.[0] | "\(.stage): \(.message)"')"
+    show journalctl -u $A -o cat --no-pager -n 40
+  fi
 fi
 t_took "no bitstream"
 
@@ -206,21 +209,25 @@ t_took "no bitstream"
 #    if the function is back when checked the window was missed and the reprogram is tried again (this
 #    sets up the precondition; it never retries a failed check).
 # off_bus_during CMD... : starts a reprogram, freezes the agent once the card is off the bus, runs CMD.
+#   Every wait is bounded: a reprogram that never takes the card off the bus (or never returns) is killed
+#   after 300 s and fails the step with its output, instead of hanging the boot until the harness's timeout.
 off_bus_during() {
-  local pid try i
+  local pid try i job rc
   for try in 1 2 3; do
     pid=$(unit_prop $A MainPID)
-    gdrctl reprogram >/dev/null 2>&1 &
+    timeout 300 gdrctl reprogram >/run/reprogram.out 2>&1 &
+    job=$!
     for i in $(seq 1 600); do bus_gone && break; sleep 0.05; done
     kill -STOP "$pid"
     if bus_gone; then
       "$@" "$pid"
-      wait
+      wait "$job"
       return 0
     fi
     kill -CONT "$pid"
-    wait
-    ready_again
+    wait "$job"; rc=$?
+    info "  try $try: the card never left the bus; gdrctl reprogram rc=$rc: $(tail -n 2 /run/reprogram.out | tr '\n' ' ')"
+    ready_again || return 1
   done
   return 1
 }
@@ -238,7 +245,8 @@ for how in sigkill sigterm; do
   if [ -z "$bdf" ] || [ "$bdf" = null ] || ! ready_again; then
     fail "$name" "card not ready before the test"
   elif ! off_bus_during $how; then
-    fail "$name" "never caught the card off the bus in 3 reprograms"
+    fail "$name" "never caught the card off the bus in 3 reprograms (card0 $(gdrctl --json status 0 2>/dev/null | jq -r '.[0] | "\(.stage) \(.health): \(.message)"'))"
+    show journalctl -u $A -o cat --no-pager --since "@$since"
   elif wait_until 300 bash -c "[ \"\$(systemctl show -P MainPID $A)\" != $pid0 ] && [ \"\$(systemctl show -P MainPID $A)\" != 0 ]" &&
     ready_again && ! bus_gone && active; then
     how_back=$(journal_since "$since" | grep -m1 -o "earlier run was stopped during '[a-z]*'\|still off the bus at stop") ||
@@ -277,7 +285,7 @@ sleep 35
 if active && [ "$(unit_prop $A MainPID)" = "$pid" ]; then pass "health: one failed card leaves the agent running (pid $pid, 35 s)"; else
   fail "health: one failed card leaves the agent running" "unit $(unit_prop $A ActiveState)/$(unit_prop $A SubState), pid $(unit_prop $A MainPID) (was $pid)"; fi
 model '{"cmd":"replug"}' >/dev/null
-gdrctl reprogram >/dev/null 2>&1
+timeout 600 gdrctl reprogram >/dev/null 2>&1
 if ready_again && wait_until $((interval + 2)) health_is ok && probe alice dma >/dev/null; then
   pass "health: a reprogram brings the replugged card back"
 else
