@@ -4,7 +4,16 @@
 
 use std::ffi::{CStr, CString};
 
-use crate::config::Access;
+use crate::config::{Access, Admin};
+
+/// Who calls, as the bus daemon reports them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gids: Vec<u32>,
+    /// Absent where the bus does not say.
+    pub pid: Option<u32>,
+}
 
 fn uid_of(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
@@ -49,17 +58,30 @@ fn unsafe_zeroed<T>() -> T {
     unsafe { std::mem::zeroed() }
 }
 
-/// Ok if `uid` or one of `gids` is allowed; else why not.
+/// Ok if `uid` or one of `gids` is allowed to Open (`[access]`); else why not.
 pub fn check(access: &Access, uid: u32, gids: &[u32]) -> Result<(), String> {
-    if access
-        .users
+    check_in("[access]", &access.users, &access.groups, uid, gids)
+}
+
+/// Ok if `uid` or one of `gids` may administer the cards (`[admin]`); else why not.
+pub fn check_admin(admin: &Admin, uid: u32, gids: &[u32]) -> Result<(), String> {
+    check_in("[admin]", &admin.users, &admin.groups, uid, gids)
+}
+
+fn check_in(
+    table: &str,
+    users: &[String],
+    groups: &[String],
+    uid: u32,
+    gids: &[u32],
+) -> Result<(), String> {
+    if users
         .iter()
         .any(|u| uid_of(u) == Some(uid) || u.parse() == Ok(uid))
     {
         return Ok(());
     }
-    if access
-        .groups
+    if groups
         .iter()
         .filter_map(|g| gid_of(g).or_else(|| g.parse().ok()))
         .any(|g| gids.contains(&g))
@@ -67,10 +89,10 @@ pub fn check(access: &Access, uid: u32, gids: &[u32]) -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "{} is not in [access] users ({}) nor in any of its groups ({})",
+        "{} is not in {table} users ({}) nor in any of its groups ({})",
         user_name(uid),
-        access.users.join(", "),
-        access.groups.join(", ")
+        users.join(", "),
+        groups.join(", ")
     ))
 }
 

@@ -18,6 +18,8 @@ pub struct Config {
     #[serde(default)]
     pub access: Access,
     #[serde(default)]
+    pub admin: Admin,
+    #[serde(default)]
     pub selftest: SelfTestSection,
     #[serde(default)]
     pub retry: Retry,
@@ -72,6 +74,28 @@ impl Default for Access {
         Self {
             users: vec!["root".into()],
             groups: vec!["gdrusers".into()],
+        }
+    }
+}
+
+/// `[admin]`: who may administer the cards (SelfTest, Bench, SetLeds, Reprogram, Reload). `[access]`
+/// alone only opens them and reads their state.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Admin {
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    /// A card is reprogrammed at most once per this many seconds by anyone but root (each reprogram
+    /// revokes every application's fds); 0 = no limit.
+    pub reprogram_interval_s: u64,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Self {
+            users: vec!["root".into()],
+            groups: vec![],
+            reprogram_interval_s: 60,
         }
     }
 }
@@ -149,13 +173,20 @@ impl Default for Retry {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Health {
-    /// Seconds between health checks (each check gates one watchdog ping).
+    /// Seconds between health checks of the ready cards.
     pub interval_s: u64,
+    /// A card operation (bring-up, self-test, bench) silent for longer than this is hung: the watchdog
+    /// is no longer fed. Programming may take as long as its loader asks systemd for; see
+    /// [`Config::stall`] for the floor the other settings put under it.
+    pub stall_s: u64,
 }
 
 impl Default for Health {
     fn default() -> Self {
-        Self { interval_s: 5 }
+        Self {
+            interval_s: 5,
+            stall_s: 300,
+        }
     }
 }
 
@@ -278,6 +309,18 @@ impl Config {
         Ok(config)
     }
 
+    /// How long a card operation may stay silent: `health.stall_s`, but always longer than its longest
+    /// single step (a self-test child, a bind wait, a backoff), so raising those never makes a slow
+    /// step look hung.
+    pub fn stall(&self) -> std::time::Duration {
+        let longest_step = self
+            .selftest
+            .timeout_s
+            .max(self.retry.bind_timeout_s)
+            .max(self.retry.max_backoff_ms.div_ceil(1000));
+        std::time::Duration::from_secs(self.health.stall_s.max(longest_step + 1))
+    }
+
     /// Values serde accepts but the agent cannot work with: (dotted key, why).
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |k: &str, m: String| Err((k.to_string(), m));
@@ -289,6 +332,11 @@ impl Config {
             ("retry.bind_timeout_s", self.retry.bind_timeout_s, 3600),
             ("selftest.timeout_s", self.selftest.timeout_s, 3600),
             ("selftest.history", self.selftest.history as u64, 100_000),
+            (
+                "admin.reprogram_interval_s",
+                self.admin.reprogram_interval_s,
+                86_400,
+            ),
         ] {
             if v > max {
                 return bad(k, format!("{v} is above the limit {max}"));
@@ -308,6 +356,9 @@ impl Config {
         }
         if !(1..=3600).contains(&self.health.interval_s) {
             return bad("health.interval_s", "must be 1..=3600 seconds".into());
+        }
+        if !(1..=86_400).contains(&self.health.stall_s) {
+            return bad("health.stall_s", "must be 1..=86400 seconds".into());
         }
         let s = &self.selftest;
         if s.bytes == 0 || !s.bytes.is_multiple_of(4) || s.bytes > picoevb_regs::pci::FPGA_RAM_SIZE

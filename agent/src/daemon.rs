@@ -6,18 +6,20 @@ use std::fmt;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
+use crate::access::Caller;
 use crate::card::journal;
 use crate::card::machine::Machine;
 use crate::card::ports::{Events, Loader, Node, Pci, RealSleep, SelfTester, Sleep};
 use crate::card::{CardStatus, Stage};
 use crate::config::{Config, ConfigError, LoaderKind};
-use crate::health::{self, Baseline};
+use crate::health::{self, Baseline, Health};
 use crate::loader::model::ModelLoader;
 use crate::loader::openocd::OpenocdLoader;
 use crate::manifest::Manifest;
+use crate::progress::Beat;
 use crate::selftest::runner::ChildTester;
 use crate::selftest::{self, SelfTestResult, history};
 use crate::sys::helper::Helper;
@@ -53,8 +55,9 @@ impl fmt::Display for AgentError {
 pub enum Change {
     /// Its status changed.
     Status(usize),
-    /// Its open fds are about to stop working (reprogramming).
-    Revoked(usize),
+    /// Its open fds stopped or are about to stop working, and why. Sent after its stage left `ready`,
+    /// so no `Open` succeeds between this and the card being ready again.
+    Revoked(usize, &'static str),
 }
 
 type Listener = Box<dyn Fn(Change) + Send + Sync>;
@@ -62,9 +65,53 @@ type Listener = Box<dyn Fn(Change) + Send + Sync>;
 /// One card's slot.
 struct Slot {
     status: Arc<Mutex<CardStatus>>,
-    /// Held by whatever operation owns the card (bring-up, self-test, reprogram).
+    /// Held by whatever operation owns the card (bring-up, self-test, reprogram), and briefly by the
+    /// health check.
     busy: Mutex<()>,
+    /// The health check holds `busy` now: an operation waits for it rather than being refused.
+    checking: AtomicBool,
+    /// That operation's heartbeat (see `progress`).
+    beat: Beat,
+    /// When a non-root caller last started a reprogram (`[admin] reprogram_interval_s`).
+    last_reprogram: Mutex<Option<Instant>>,
+    /// Who was handed an fd of the card since it was last brought up.
+    holders: Mutex<Vec<(Holder, Vec<u32>)>>,
     health: Mutex<Baseline>,
+}
+
+/// A caller `Open` handed the card's fd to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub uid: u32,
+    /// 0 where the bus did not say.
+    pub pid: u32,
+    /// Seconds since the Unix epoch.
+    pub since: u64,
+}
+
+/// How long an operation waits for a health check that holds the card (a check is a few register and
+/// sysfs reads; this bounds a wedged one).
+const HEALTH_CHECK_WAIT: Duration = Duration::from_secs(10);
+
+/// Clears a flag when dropped.
+struct Flag<'a>(&'a AtomicBool);
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// An operation's hold on a card: ends its heartbeat, then lets go of the card.
+struct Held<'a> {
+    _busy: MutexGuard<'a, ()>,
+    beat: &'a Beat,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.beat.end();
+    }
 }
 
 /// The sysfs, node and sleep implementations the agent runs on (tests substitute them).
@@ -90,17 +137,22 @@ pub struct Agent {
     stopping: Arc<AtomicBool>,
 }
 
-struct Relay(Arc<AgentWeak>);
-struct AgentWeak(std::sync::Weak<Agent>);
+/// A card machine's events: relayed to subscribers, and a heartbeat of its operation.
+struct Relay {
+    agent: std::sync::Weak<Agent>,
+    index: usize,
+}
 
 impl Events for Relay {
     fn changed(&self, index: usize) {
-        if let Some(a) = self.0.0.upgrade() {
+        if let Some(a) = self.agent.upgrade() {
+            a.slots[index].beat.beat();
             a.emit(Change::Status(index));
         }
     }
     fn extend_timeout(&self, usec: u64) {
-        if let Some(a) = self.0.0.upgrade() {
+        if let Some(a) = self.agent.upgrade() {
+            a.slots[self.index].beat.extend(Duration::from_micros(usec));
             *a.extend_usec.lock().unwrap_or_else(|e| e.into_inner()) = usec;
             let _ = crate::notify::notify(&format!("EXTEND_TIMEOUT_USEC={usec}"));
         }
@@ -118,6 +170,10 @@ impl Agent {
             .map(|i| Slot {
                 status: Arc::new(Mutex::new(CardStatus::new(i))),
                 busy: Mutex::new(()),
+                checking: AtomicBool::new(false),
+                beat: Beat::default(),
+                holders: Mutex::new(Vec::new()),
+                last_reprogram: Mutex::new(None),
                 health: Mutex::new(Baseline::default()),
             })
             .collect();
@@ -267,7 +323,10 @@ impl Agent {
             pci: self.world.pci.clone(),
             node: self.world.node.clone(),
             loader,
-            events: Arc::new(Relay(Arc::new(AgentWeak(Arc::downgrade(self))))),
+            events: Arc::new(Relay {
+                agent: Arc::downgrade(self),
+                index: i,
+            }),
             sleep: self.world.sleep.clone(),
             status: self.slots[i].status.clone(),
             stop: self.stopping.clone(),
@@ -303,7 +362,7 @@ impl Agent {
             std::thread::Builder::new()
                 .name(format!("card{i}"))
                 .spawn(move || {
-                    let _busy = me.slots[i].busy.lock().unwrap_or_else(|e| e.into_inner());
+                    let _busy = me.hold_wait(i, "bring-up");
                     let m = me.machine(i);
                     if m.manifest.is_none() && m.card.loader != LoaderKind::None {
                         let e = me
@@ -332,16 +391,62 @@ impl Agent {
         self.statuses().iter().all(|s| s.stage.settled())
     }
 
-    fn hold(&self, i: u32) -> Result<std::sync::MutexGuard<'_, ()>, AgentError> {
-        self.slot(i)?.busy.try_lock().map_err(|_| {
-            let s = self.status(i).map(|s| s.stage).unwrap_or(Stage::Pending);
-            AgentError::Busy(format!("card{i} is busy ({s})"))
+    /// Takes card `i` for operation `what`, or says it is busy. A health check in progress is waited
+    /// for (it is short): a caller must not be refused because the periodic check happened to run.
+    fn hold(&self, i: u32, what: &'static str) -> Result<Held<'_>, AgentError> {
+        let slot = self.slot(i)?;
+        let deadline = Instant::now() + HEALTH_CHECK_WAIT;
+        let busy = loop {
+            match slot.busy.try_lock() {
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock)
+                    if slot.checking.load(Ordering::SeqCst) && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    let s = self.status(i).map(|s| s.stage).unwrap_or(Stage::Pending);
+                    return Err(AgentError::Busy(format!("card{i} is busy ({s})")));
+                }
+            }
+        };
+        slot.beat.start(what, self.config().stall());
+        Ok(Held {
+            _busy: busy,
+            beat: &slot.beat,
         })
+    }
+
+    /// Takes card `i` for operation `what`, waiting for the one running.
+    fn hold_wait(&self, i: usize, what: &'static str) -> Held<'_> {
+        let slot = &self.slots[i];
+        let busy = slot.busy.lock().unwrap_or_else(|e| e.into_inner());
+        slot.beat.start(what, self.config().stall());
+        Held {
+            _busy: busy,
+            beat: &slot.beat,
+        }
+    }
+
+    /// Whether every card operation makes progress; else which is hung.
+    pub fn progress(&self) -> Result<(), String> {
+        let stalled: Vec<String> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.beat.stalled().map(|why| format!("card{i}: {why}")))
+            .collect();
+        if stalled.is_empty() {
+            Ok(())
+        } else {
+            Err(stalled.join("; "))
+        }
     }
 
     /// Runs the self-test now (the card must be ready or failed at the self-test).
     pub fn selftest(self: &Arc<Self>, i: u32) -> Result<SelfTestResult, AgentError> {
-        let _busy = self.hold(i)?;
+        let _busy = self.hold(i, "self-test")?;
         let s = self.status(i)?;
         if !(s.stage == Stage::Ready || s.failed_stage == Some(Stage::SelfTest)) {
             return Err(AgentError::NotReady(format!(
@@ -368,6 +473,14 @@ impl Agent {
             st.failed_stage = (!r.passed).then_some(Stage::SelfTest);
             st.message = r.reason.clone();
         }
+        if r.passed {
+            // A passing test starts the AER verdict afresh (see `health::Baseline`).
+            self.slots[i as usize]
+                .health
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .aer_verdict = None;
+        }
         self.emit(Change::Status(i as usize));
         Ok(r)
     }
@@ -378,7 +491,7 @@ impl Agent {
         i: u32,
         sizes: &[u32],
     ) -> Result<Vec<SelfTestResult>, AgentError> {
-        let _busy = self.hold(i)?;
+        let _busy = self.hold(i, "bench")?;
         let s = self.status(i)?;
         if s.stage != Stage::Ready {
             return Err(AgentError::NotReady(format!("card{i} is {}", s.summary())));
@@ -406,13 +519,15 @@ impl Agent {
         let mut results = Vec::with_capacity(sizes.len());
         for &b in sizes {
             let now = selftest::now();
-            results.push(match tester.run_bytes(&node, b.into()) {
+            let r = match tester.run_bytes(&node, b.into()) {
                 Ok(m) => selftest::judge(now, m, &config.selftest),
                 Err(e) if e == selftest::BUSY => {
                     return Err(AgentError::Busy(format!("card{i}: {}", selftest::BUSY)));
                 }
                 Err(e) => SelfTestResult::error(now, e),
-            });
+            };
+            self.slots[i as usize].beat.beat();
+            results.push(r);
         }
         Ok(results)
     }
@@ -429,7 +544,30 @@ impl Agent {
     /// design is kept (`loader = "none"`) has nothing to program: a ready one is left alone, a failed
     /// one is brought up again as it is (never taken off the bus, so nothing is revoked).
     pub fn reprogram(self: &Arc<Self>, i: u32) -> Result<Stage, AgentError> {
-        let _busy = self.hold(i)?;
+        self.reprogram_for(i, 0)
+    }
+
+    /// `reprogram` on behalf of `uid`: anyone but root is held to `[admin] reprogram_interval_s`
+    /// between reprogram calls on a card (each reprogram revokes every application's fds).
+    pub fn reprogram_for(self: &Arc<Self>, i: u32, uid: u32) -> Result<Stage, AgentError> {
+        let _busy = self.hold(i, "reprogram")?;
+        let interval = Duration::from_secs(self.config().admin.reprogram_interval_s);
+        if uid != 0 {
+            let mut last = self.slots[i as usize]
+                .last_reprogram
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = *last
+                && t.elapsed() < interval
+            {
+                return Err(AgentError::Busy(format!(
+                    "card{i} was reprogrammed {} s ago; [admin] reprogram_interval_s is {} s",
+                    t.elapsed().as_secs(),
+                    interval.as_secs()
+                )));
+            }
+            *last = Some(Instant::now());
+        }
         let card = self.config().cards[i as usize].clone();
         if card.loader == LoaderKind::None {
             let s = self.status(i)?;
@@ -443,7 +581,8 @@ impl Agent {
         // Refused before anything is revoked: a missing or broken manifest leaves the card as it is.
         let manifest =
             Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?;
-        self.emit(Change::Revoked(i as usize));
+        // Out of `ready` first, so no Open succeeds after the signal and before the card is back.
+        self.revoke(i as usize, "reprogramming");
         *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = Some(manifest);
         *self.slots[i as usize]
             .health
@@ -458,6 +597,12 @@ impl Agent {
             return Err(AgentError::NotReady(format!(
                 "card{i} is not ready: {}",
                 s.summary()
+            )));
+        }
+        if s.health == Health::Failed {
+            return Err(AgentError::NotReady(format!(
+                "card{i} is unhealthy: {}",
+                s.message
             )));
         }
         Ok(self.config().cards[i as usize].device.clone())
@@ -477,9 +622,11 @@ impl Agent {
             .map_err(|e| AgentError::Failed(e.to_string()))
     }
 
-    /// The card's fd for a caller with `uid`/`gids`, after the access check.
-    pub fn open(&self, i: u32, uid: u32, gids: &[u32]) -> Result<OwnedFd, AgentError> {
-        crate::access::check(&self.config().access, uid, gids).map_err(AgentError::AccessDenied)?;
+    /// The card's fd for `caller`, after the access check; the caller joins the holder table.
+    pub fn open(&self, i: u32, caller: &Caller) -> Result<OwnedFd, AgentError> {
+        let uid = caller.uid;
+        crate::access::check(&self.config().access, uid, &caller.gids)
+            .map_err(AgentError::AccessDenied)?;
         let node = self.ready_node(i)?;
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -487,34 +634,135 @@ impl Agent {
             .open(&node)
             .map_err(|e| AgentError::Failed(format!("{}: {e}", node.display())))?;
         eprintln!("<6>card{i}: fd handed to {}", crate::access::user_name(uid));
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let holder = Holder {
+            uid,
+            pid: caller.pid.unwrap_or(0),
+            since,
+        };
+        self.slots[i as usize]
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((holder, caller.gids.clone()));
         Ok(f.into())
     }
 
-    /// Re-reads the config file: applied whole, or refused whole (the running config stays).
-    pub fn reload(&self) -> Result<(), AgentError> {
+    /// Who holds card `i`'s fds: callers `Open` served since the card was last brought up whose process
+    /// still runs (an fd passed on to another process is not seen).
+    pub fn holders(&self, i: u32) -> Result<Vec<Holder>, AgentError> {
+        let mut h = self
+            .slot(i)?
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        h.retain(|(x, _)| x.pid == 0 || Path::new(&format!("/proc/{}", x.pid)).exists());
+        Ok(h.iter().map(|(x, _)| *x).collect())
+    }
+
+    /// Takes card `i` out of `ready`, signals `Revoked(why)` and forgets its holders: their fds are about
+    /// to stop working. Callers hold the card.
+    fn revoke(&self, i: usize, why: &'static str) {
+        {
+            let mut s = self.slots[i]
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            s.stage = Stage::Pending;
+            s.failed_stage = None;
+            s.message = format!("{why}: fds revoked");
+            s.health = Health::Unknown;
+            s.healthy = false;
+        }
+        self.emit(Change::Status(i));
+        self.emit(Change::Revoked(i, why));
+        self.slots[i]
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Revokes every fd of card `i` (the driver's answer to a removal: ENODEV) by taking the function
+    /// off the bus and bringing it up again, through the same record and rescan that finish an
+    /// interrupted bring-up.
+    fn relink(self: &Arc<Self>, i: usize, why: &'static str) -> Result<Stage, AgentError> {
+        let _busy = self.hold(i as u32, "revoke")?;
+        let bdf = self.status(i as u32)?.pci;
+        if bdf.is_empty() || self.status(i as u32)?.stage != Stage::Ready {
+            return Ok(self.status(i as u32)?.stage);
+        }
+        self.revoke(i, why);
+        let record = journal::path(&self.config().agent.state_dir, i);
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let op = journal::OffBus {
+            op: "revoke".into(),
+            pci: bdf.clone(),
+            since,
+        };
+        journal::record(&record, &op).map_err(AgentError::Failed)?;
+        if let Err(e) = self.world.pci.remove(&bdf) {
+            eprintln!("<4>card{i}: remove for revocation: {e} (the bring-up rescans)");
+        }
+        Ok(self.machine(i).bring_up(false))
+    }
+
+    /// Re-reads the config file: applied whole, or refused whole (the running config stays). A holder
+    /// the new `[access]` no longer allows loses its fd: the card's fds are revoked (on a thread of its
+    /// own; the card comes back for those still allowed to Open it again).
+    pub fn reload(self: &Arc<Self>) -> Result<(), AgentError> {
         let new = Config::load(&self.config_path).map_err(AgentError::InvalidConfig)?;
         if new.cards != self.config().cards {
             return Err(AgentError::InvalidArgument(
                 "the [[card]] tables changed: restart the agent to apply them (nothing was changed)".into(),
             ));
         }
+        let access = new.access.clone();
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = new;
         eprintln!(
             "<5>configuration reloaded from {}",
             self.config_path.display()
         );
+        for (i, slot) in self.slots.iter().enumerate() {
+            let lost: Vec<u32> = slot
+                .holders
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(h, gids)| crate::access::check(&access, h.uid, gids).is_err())
+                .map(|(h, _)| h.uid)
+                .collect();
+            if lost.is_empty() {
+                continue;
+            }
+            eprintln!("<5>card{i}: [access] no longer allows uid(s) {lost:?}: revoking its fds");
+            let me = Arc::clone(self);
+            std::thread::spawn(move || {
+                if let Err(e) = me.relink(i, "access narrowed") {
+                    eprintln!("<3>card{i}: revocation after reload failed: {e}");
+                }
+            });
+        }
         Ok(())
     }
 
-    /// Checks every ready card; returns whether all are healthy (the watchdog may be fed).
-    pub fn health_tick(&self) -> bool {
+    /// Checks every ready card that no operation holds, and degrades, fails or restores it. A card's
+    /// verdict is signalled (status change; `Revoked` when it fails) and never withholds the watchdog.
+    pub fn health_tick(&self) {
         let config = self.config();
-        let mut all = true;
         for (i, slot) in self.slots.iter().enumerate() {
             // A card in an operation is checked next time.
-            let Ok(_busy) = slot.busy.try_lock() else {
+            let Ok(busy) = slot.busy.try_lock() else {
                 continue;
             };
+            slot.checking.store(true, Ordering::SeqCst);
+            // The card is let go before the flag clears (a tuple drops in order), so an operation that
+            // saw the check never finds the card taken with the flag down.
+            let _held = (busy, Flag(&slot.checking));
             let st = slot
                 .status
                 .lock()
@@ -524,32 +772,37 @@ impl Agent {
                 continue;
             }
             let mut base = slot.health.lock().unwrap_or_else(|e| e.into_inner());
-            let problems = health::check(
+            let v = health::check(
                 &*self.world.pci,
                 &*self.world.node,
                 &st,
                 &config.cards[i].device,
                 &mut base,
             );
-            let healthy = problems.is_empty();
-            all &= healthy;
-            if healthy != st.healthy || !healthy {
-                {
-                    let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
-                    s.healthy = healthy;
-                    if !healthy {
-                        s.message = format!("health check failed: {}", problems.join("; "));
-                    } else {
-                        s.message.clear();
-                    }
-                }
-                if !healthy {
-                    eprintln!("<3>card{i}: health check failed: {}", problems.join("; "));
-                }
-                self.emit(Change::Status(i));
+            let message = v.problems.join("; ");
+            if v.health == st.health && message == st.message {
+                continue;
+            }
+            {
+                let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
+                s.health = v.health;
+                s.healthy = v.health == Health::Ok;
+                s.message = message.clone();
+            }
+            match v.health {
+                Health::Failed => eprintln!("<3>card{i}: health failed: {message}"),
+                Health::Degraded => eprintln!("<4>card{i}: health degraded: {message}"),
+                _ => eprintln!("<5>card{i}: healthy"),
+            }
+            self.emit(Change::Status(i));
+            if v.health == Health::Failed && st.health != Health::Failed {
+                self.emit(Change::Revoked(i, "the card failed its health check"));
+                slot.holders
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
             }
         }
-        all
     }
 
     /// `STATUS=` text.

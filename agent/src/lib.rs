@@ -17,5 +17,6 @@ pub mod loader;
 pub mod manifest;
 pub mod metrics;
 pub mod notify;
+pub mod progress;
 pub mod selftest;
 pub mod sys;

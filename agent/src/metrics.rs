@@ -56,6 +56,21 @@ pub fn render(cards: &[CardStatus]) -> String {
         },
     );
     family(
+        "gdr_card_health",
+        "gauge",
+        "1 for the health the last check gave the card (unknown, ok, degraded, failed).",
+        &mut |o| {
+            for c in cards {
+                let _ = writeln!(
+                    o,
+                    "gdr_card_health{{card=\"{}\",health=\"{}\"}} 1",
+                    c.index,
+                    c.health.name()
+                );
+            }
+        },
+    );
+    family(
         "gdr_card_programmed_total",
         "counter",
         "Times the agent programmed the FPGA.",

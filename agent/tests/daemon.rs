@@ -147,3 +147,58 @@ fn a_reload_during_bring_up_does_not_tell_systemd_the_start_is_over() {
         "READY=1 came before the card settled, with {ready_with}"
     );
 }
+
+#[test]
+fn the_watchdog_is_withheld_once_the_bus_connection_is_lost() {
+    let Some(mut bus) = common::start_bus("daemon-busloss") else {
+        return;
+    };
+    let dir = bus.dir.join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agent]\nbitstream_dir = \"{d}\"\nstate_dir = \"{d}/state\"\nmetrics_file = \"\"\n\
+             [retry]\nattempts = 1\nbackoff_ms = 0\n[health]\ninterval_s = 1\n\
+             [[card]]\npci = \"0000:7f:1f.7\"\ndevice = \"/dev/picoevb0\"\nloader = \"none\"\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let sock_path = dir.join("notify");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gdr-agent"))
+        .args(["--config", config.to_str().unwrap(), "--bus", &bus.address])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "1000000")
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let mut count = |until: Instant| {
+        let mut n = 0;
+        while Instant::now() < until {
+            if let Ok(len) = sock.recv(&mut buf) {
+                n += String::from_utf8_lossy(&buf[..len])
+                    .lines()
+                    .filter(|l| *l == "WATCHDOG=1")
+                    .count();
+            }
+        }
+        n
+    };
+    let before = count(Instant::now() + Duration::from_secs(4));
+    bus.kill();
+    let after = count(Instant::now() + Duration::from_secs(5));
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    assert!(before >= 2, "fed {before} times while the bus was up");
+    // A ping already under way when the bus went may still land.
+    assert!(
+        after <= 1,
+        "fed {after} times after the bus connection was lost"
+    );
+}

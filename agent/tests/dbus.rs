@@ -43,7 +43,7 @@ impl Pci for Fake {
     fn link(&self, _: &str) -> Option<(String, u32)> {
         Some(("5.0 GT/s PCIe".into(), 1))
     }
-    fn aer_errors(&self, _: &str) -> Option<u64> {
+    fn aer_errors(&self, _: &str) -> Option<gdr_agent::card::ports::Aer> {
         None
     }
 }
@@ -284,18 +284,41 @@ fn the_agent_on_a_real_bus() {
     }
     assert!(c.open(0).is_ok(), "the old config still allows us");
 
-    // A config without us: Open is refused with a clear error, no fd.
-    std::fs::write(&path, config_text(&dir, "users = []\ngroups = []")).unwrap();
+    // Two tiers: an application ([access]) that is not an administrator ([admin]) opens the card but
+    // may not reprogram it, self-test it or reload the config.
+    let app_only = format!(
+        "{}\n[admin]\nusers = []\ngroups = []\n",
+        config_text(&dir, r#"users = ["root"]"#)
+    );
+    std::fs::write(&path, &app_only).unwrap();
     c.reload().unwrap();
+    assert!(c.open(0).is_ok());
+    match c.reprogram(0) {
+        Err(Error::AccessDenied(m)) => assert!(m.contains("is not in [admin] users"), "{m}"),
+        other => panic!("reprogram by an application: {other:?}"),
+    }
+    let (code, _, err) = gdrctl(&bus.address, &["selftest", "0"]);
+    assert_eq!(code, 4, "administration needs [admin]: {err}");
+    let r = c.reload();
+    assert!(matches!(r, Err(Error::AccessDenied(_))), "{r:?}");
+
+    // A config without us (applied as SIGHUP would): Open is refused with a clear error, no fd, and the
+    // fds we hold are revoked (signal first, then the card comes back).
+    std::fs::write(
+        &path,
+        app_only.replace(r#"users = ["root"]"#, "users = []\ngroups = []"),
+    )
+    .unwrap();
+    a.reload().unwrap();
+    assert!(
+        revoked.next().is_some(),
+        "no Revoked for a narrowed [access]"
+    );
+    wait_settled(&c);
     match c.open(0) {
         Err(Error::AccessDenied(m)) => assert!(m.contains("is not in [access] users"), "{m}"),
         other => panic!("open by a stranger: {other:?}"),
     }
-    let (code, _, err) = gdrctl(&bus.address, &["selftest", "0"]);
-    assert_eq!(code, 4, "operations need the same access as Open: {err}");
-    assert!(matches!(c.reprogram(0), Err(Error::AccessDenied(_))));
-    let r = c.reload();
-    assert!(matches!(r, Err(Error::AccessDenied(_))), "{r:?}");
     assert_eq!(
         c.status(0).unwrap().stage,
         "ready",

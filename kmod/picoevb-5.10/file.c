@@ -225,6 +225,30 @@ static int set_leds(struct pevb_card *card, u32 value)
 	return 0;
 }
 
+/*
+ * ABI_INFO from the card now, so the agent's health check sees a card that stopped answering (as card.rs's
+ * abi_info does): a config block reading all ones is ENODEV (gone, confirmed) or EIO; the ID block is read again.
+ */
+static int live_facts(struct pevb_card *card, struct pevb_facts *facts)
+{
+	int ret = pevb_card_begin(card);
+
+	if (ret)
+		return ret;
+	if (pevb_rd(card, PEVB_REGS.blocks[3]) == U32_MAX) {
+		ret = pevb_card_vanished(card) ? -ENODEV : -EIO;
+	} else if (facts->id_block) {
+		if (ioread32(card->bar_user + PEVB_REGS.id_magic_reg) != PEVB_REGS.id_magic) {
+			ret = -EIO;
+		} else {
+			facts->design_version = ioread32(card->bar_user + PEVB_REGS.id_design_version);
+			facts->build_hash = ioread32(card->bar_user + PEVB_REGS.id_build_hash);
+		}
+	}
+	pevb_card_end(card);
+	return ret;
+}
+
 static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct pevb_file *pf = file->private_data;
@@ -254,6 +278,11 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PEVB_OP_CARD_INFO:
 	case PEVB_OP_ABI_INFO:
 		facts = card->facts;
+		if (op == PEVB_OP_ABI_INFO) {
+			ret = live_facts(card, &facts);
+			if (ret)
+				return ret;
+		}
 		facts.provider = pevb_provider_available();
 		facts.reg_cache = 1;	/* regcache.c, on every kernel this module builds for */
 		ret = pevb_ioctl_info(op, buf, size, &facts);

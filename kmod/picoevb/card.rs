@@ -377,16 +377,33 @@ impl Card {
         self.caps.store(caps, Ordering::Release);
     }
 
-    pub(crate) fn abi_info(&self) -> abi::AbiInfo {
-        abi::AbiInfo {
+    /// IOC_ABI_INFO, read from the card now: its health check (the agent's) must see a card that stopped
+    /// answering. A config block that reads all ones fails with ENODEV (gone, confirmed by `vanished`) or
+    /// EIO; a gdr design's ID block is read again, so one that changed or vanished shows.
+    pub(crate) fn abi_info(&self) -> Result<abi::AbiInfo> {
+        let _active = self.begin()?;
+        let config = self
+            .port
+            .regs()?
+            .read32(xdma::block(xdma::TARGET_CONFIG, 0))?;
+        if config == u32::MAX {
+            return Err(if self.port.vanished() { ENODEV } else { EIO });
+        }
+        let caps = self.caps.load(Ordering::Acquire);
+        let (mut design_version, mut build_hash) = (0, 0);
+        if caps & abi::CAP_ID_BLOCK != 0 {
+            let id = IdBlock::new(&*self.user_regs()?).identity()?.ok_or(EIO)?;
+            (design_version, build_hash) = (id.design_version, id.build_hash);
+        }
+        Ok(abi::AbiInfo {
             abi_version: abi::ABI_VERSION,
             card_index: self.index,
-            caps: self.caps.load(Ordering::Acquire),
+            caps,
             fpga_ram_size: self.ram_size,
-            design_version: self.design_version.load(Ordering::Relaxed),
-            build_hash: self.build_hash.load(Ordering::Relaxed),
+            design_version,
+            build_hash,
             reserved: [0; 4],
-        }
+        })
     }
 
     pub(crate) fn set_leds(&self, value: u32) -> Result {

@@ -166,8 +166,8 @@ impl PicoevbFile {
         }
     }
 
-    fn abi_info(&self) -> abi::AbiInfo {
-        let mut info = self.card.abi_info();
+    fn abi_info(&self) -> Result<abi::AbiInfo> {
+        let mut info = self.card.abi_info()?;
         info.caps |= abi::CAP_RAM_OWNER;
         if regcache::supported() {
             info.caps |= abi::CAP_REG_CACHE;
@@ -179,7 +179,7 @@ impl PicoevbFile {
                 abi::CAP_CUDA_JETSON
             };
         }
-        info
+        Ok(info)
     }
 }
 
@@ -248,7 +248,7 @@ impl MiscDevice for PicoevbFile {
                     fpga_ram_size: card.ram_size,
                 },
             )?,
-            abi::IOC_ABI_INFO => write_out(arg, &me.abi_info())?,
+            abi::IOC_ABI_INFO => write_out(arg, &me.abi_info()?)?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
                 let x = request::h2c(req, card.ram_size).map_err(kerr)?;
                 req.dma_time_ns = me.one_way(Dir::H2c, &x)?;

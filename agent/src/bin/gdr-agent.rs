@@ -96,7 +96,7 @@ fn main() -> ExitCode {
     let world = Agent::real_world(&config);
     let interval = Duration::from_secs(config.health.interval_s);
     let agent = Agent::new(&path, config, world);
-    let _conn = match gdr_agent::dbus::serve(&agent, bus.as_deref()) {
+    let conn = match gdr_agent::dbus::serve(&agent, bus.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("<3>gdr-agent: cannot serve org.gdr.Agent1 on the bus: {e}");
@@ -104,16 +104,17 @@ fn main() -> ExitCode {
         }
     };
     agent.start();
-    run(&agent, interval);
+    run(&agent, &conn, interval);
     let _ = notify("STOPPING=1");
     let _ = notify(&status_line("stopping: waiting for running operations"));
     agent.shutdown(STOP_WAIT);
     ExitCode::SUCCESS
 }
 
-/// The main loop: READY=1 once every card settled, STATUS= on change, WATCHDOG=1 only after a passing
-/// health check, reload on SIGHUP, metrics after each tick.
-fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
+/// The main loop: READY=1 once every card settled, STATUS= on change, health checks (a card's verdict is
+/// its own), WATCHDOG=1 only while every part makes progress (`alive`), reload on SIGHUP, metrics after
+/// each tick.
+fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interval: Duration) {
     let watchdog = watchdog_usec().map(Duration::from_micros);
     // Feed at most every half watchdog period, and check health at least that often.
     let tick_of = |interval: Duration| watchdog.map_or(interval, |w| interval.min(w / 2));
@@ -121,6 +122,7 @@ fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
     let mut ready = false;
     let mut last_status = String::new();
     let mut next = Instant::now();
+    let mut stuck: Option<String> = None;
     while !TERM.load(Ordering::SeqCst) {
         if HUP.swap(false, Ordering::SeqCst) {
             // During bring-up READY=1 would tell systemd the start is over: a reload then only reloads.
@@ -147,14 +149,34 @@ fn run(agent: &std::sync::Arc<Agent>, interval: Duration) {
         }
         if Instant::now() >= next {
             next = Instant::now() + tick;
-            let healthy = agent.health_tick();
-            if healthy && watchdog.is_some() {
-                let _ = notify("WATCHDOG=1");
+            agent.health_tick();
+            match alive(agent, conn) {
+                Ok(()) => {
+                    if let Some(why) = stuck.take() {
+                        eprintln!("<5>every part makes progress again (was: {why})");
+                    }
+                    if watchdog.is_some() {
+                        let _ = notify("WATCHDOG=1");
+                    }
+                }
+                Err(why) => {
+                    if stuck.as_ref() != Some(&why) {
+                        eprintln!("<2>watchdog withheld: {why}");
+                    }
+                    stuck = Some(why);
+                }
             }
             agent.write_metrics();
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether every part of the daemon makes progress: this loop (it is running), each card operation
+/// (heartbeats) and the bus connection with its executor (a ping to ourselves).
+fn alive(agent: &Agent, conn: &zbus::blocking::Connection) -> Result<(), String> {
+    agent.progress()?;
+    gdr_agent::dbus::alive(conn)
 }
 
 fn usage(e: &str) -> ExitCode {

@@ -20,8 +20,16 @@ pub trait Pci: Send + Sync {
     fn rescan(&self) -> Result<(), String>;
     /// Current link (speed text, width), if the device is there.
     fn link(&self, bdf: &str) -> Option<(String, u32)>;
-    /// Sum of the AER error counters (correctable, non-fatal, fatal), where the kernel exposes them.
-    fn aer_errors(&self, bdf: &str) -> Option<u64>;
+    /// The AER error counters, where the kernel exposes them.
+    fn aer_errors(&self, bdf: &str) -> Option<Aer>;
+}
+
+/// AER error totals of one function since boot (sysfs `aer_dev_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Aer {
+    pub correctable: u64,
+    /// Non-fatal plus fatal.
+    pub uncorrectable: u64,
 }
 
 /// The card's character device.

@@ -124,8 +124,11 @@ pub struct CardStatus {
     /// Times the card was programmed since the agent started.
     pub programmed: u32,
     pub last_selftest: Option<SelfTestResult>,
-    /// Whether the last health check passed.
+    /// Whether the last health check passed (health ok).
     pub healthy: bool,
+    /// What the health checks make of a ready card; a failed one is not handed out.
+    #[serde(default)]
+    pub health: crate::health::Health,
 }
 
 impl CardStatus {
@@ -149,6 +152,7 @@ impl CardStatus {
             programmed: 0,
             last_selftest: None,
             healthy: false,
+            health: crate::health::Health::Unknown,
         }
     }
 
@@ -164,6 +168,9 @@ impl CardStatus {
         match (self.stage, self.failed_stage) {
             (Stage::Failed, Some(s)) => {
                 format!("card{} failed at {s}: {}", self.index, self.message)
+            }
+            (Stage::Ready, _) if self.health >= crate::health::Health::Degraded => {
+                format!("card{} ready, health {}", self.index, self.health.name())
             }
             (stage, _) => format!("card{} {stage}", self.index),
         }

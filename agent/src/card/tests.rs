@@ -100,8 +100,8 @@ impl Pci for Fake {
     fn link(&self, _: &str) -> Option<(String, u32)> {
         Some(("5.0 GT/s PCIe".into(), 1))
     }
-    fn aer_errors(&self, _: &str) -> Option<u64> {
-        Some(0)
+    fn aer_errors(&self, _: &str) -> Option<super::ports::Aer> {
+        Some(Default::default())
     }
 }
 

@@ -10,6 +10,7 @@ use zbus::object_server::SignalEmitter;
 use zbus::zvariant::OwnedFd;
 
 use super::errors::{Error, json};
+use crate::access::Caller;
 use crate::card::{CardStatus, Stage};
 use crate::daemon::Agent;
 
@@ -19,8 +20,8 @@ pub struct Card {
     pub index: u32,
 }
 
-/// The caller's uid and groups as the bus daemon knows them (not as the caller claims).
-pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<(u32, Vec<u32>), Error> {
+/// The caller's uid, groups and pid as the bus daemon knows them (not as the caller claims).
+pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<Caller, Error> {
     let sender = hdr
         .sender()
         .ok_or_else(|| Error::AccessDenied("no sender on the message".into()))?;
@@ -32,18 +33,24 @@ pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<(u32, V
     let uid = creds
         .unix_user_id()
         .ok_or_else(|| Error::AccessDenied("the bus did not tell the caller's uid".into()))?;
-    Ok((uid, creds.unix_group_ids().cloned().unwrap_or_default()))
+    Ok(Caller {
+        uid,
+        gids: creds.unix_group_ids().cloned().unwrap_or_default(),
+        pid: creds.process_id(),
+    })
 }
 
-/// Operations that change or use the card need the same `[access]` as Open.
-pub async fn authorize(
+/// Administration (SelfTest, Bench, SetLeds, Reprogram, Reload) needs `[admin]`; applications, which
+/// only Open and read, need `[access]`.
+pub async fn authorize_admin(
     agent: &Agent,
     hdr: &Header<'_>,
     conn: &zbus::Connection,
-) -> Result<(u32, Vec<u32>), Error> {
-    let (uid, gids) = caller(hdr, conn).await?;
-    crate::access::check(&agent.config().access, uid, &gids).map_err(Error::AccessDenied)?;
-    Ok((uid, gids))
+) -> Result<Caller, Error> {
+    let c = caller(hdr, conn).await?;
+    crate::access::check_admin(&agent.config().admin, c.uid, &c.gids)
+        .map_err(Error::AccessDenied)?;
+    Ok(c)
 }
 
 impl Card {
@@ -76,7 +83,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<String, Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         json(&blocking::unblock(move || agent.selftest(i)).await?)
     }
@@ -88,7 +95,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<String, Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         json(&blocking::unblock(move || agent.bench(i, &sizes)).await?)
     }
@@ -105,7 +112,7 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<(), Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        authorize_admin(&self.agent, &hdr, conn).await?;
         Ok(self.agent.set_leds(self.index, lit)?)
     }
 
@@ -116,9 +123,9 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<(), Error> {
-        authorize(&self.agent, &hdr, conn).await?;
+        let c = authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
-        match blocking::unblock(move || agent.reprogram(i)).await? {
+        match blocking::unblock(move || agent.reprogram_for(i, c.uid)).await? {
             Stage::Ready => Ok(()),
             _ => Err(Error::Failed(self.s().summary())),
         }
@@ -131,9 +138,21 @@ impl Card {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<OwnedFd, Error> {
-        let (uid, gids) = caller(&hdr, conn).await?;
-        let fd = self.agent.open(self.index, uid, &gids)?;
+        let c = caller(&hdr, conn).await?;
+        let fd = self.agent.open(self.index, &c)?;
         Ok(OwnedFd::from(fd))
+    }
+
+    /// Who was handed the card's fd since it was last brought up and still runs: (uid, pid, since as
+    /// Unix seconds); pid 0 where the bus did not say. Read on demand (not signalled).
+    #[zbus(property(emits_changed_signal = "false"))]
+    fn holders(&self) -> Vec<(u32, u32, u64)> {
+        self.agent
+            .holders(self.index)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|h| (h.uid, h.pid, h.since))
+            .collect()
     }
 
     #[zbus(property)]
@@ -222,9 +241,17 @@ impl Card {
             .unwrap_or_default()
     }
 
+    /// The last health check passed (Health is `ok`).
     #[zbus(property)]
     fn healthy(&self) -> bool {
         self.s().healthy
+    }
+
+    /// What the health checks make of a ready card: `unknown`, `ok`, `degraded` (still served) or
+    /// `failed` (Open refuses it); Message says why.
+    #[zbus(property)]
+    fn health(&self) -> String {
+        self.s().health.name().to_string()
     }
 
     /// The stage changed (also sent as PropertiesChanged).
@@ -235,7 +262,8 @@ impl Card {
         message: &str,
     ) -> zbus::Result<()>;
 
-    /// Fds handed out are about to stop working (reprogramming); ask again with Open once ready.
+    /// Fds handed out stopped or are about to stop working (reprogramming, the card failed its health
+    /// check); sent once Stage has left `ready` or Health is `failed`. Ask again with Open once ready.
     #[zbus(signal)]
     pub async fn revoked(emitter: &SignalEmitter<'_>, reason: &str) -> zbus::Result<()>;
 }

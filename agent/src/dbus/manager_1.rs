@@ -36,7 +36,7 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<(), Error> {
-        super::card_1::authorize(&self.agent, &hdr, conn).await?;
+        super::card_1::authorize_admin(&self.agent, &hdr, conn).await?;
         let agent = self.agent.clone();
         blocking::unblock(move || agent.reload()).await?;
         Self::reloaded(&emitter).await?;

@@ -35,7 +35,11 @@ pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connecti
             },
         )?;
     }
-    let conn = b.name(BUS_NAME)?.build()?;
+    // Bounds every call the agent makes, the liveness ping included (`alive`).
+    let conn = b
+        .name(BUS_NAME)?
+        .method_timeout(std::time::Duration::from_secs(10))
+        .build()?;
     let c = conn.clone();
     agent.subscribe(move |change| {
         if let Err(e) = forward(&c, change) {
@@ -46,7 +50,7 @@ pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connecti
 }
 
 fn forward(conn: &Connection, change: Change) -> zbus::Result<()> {
-    let (Change::Status(i) | Change::Revoked(i)) = change;
+    let (Change::Status(i) | Change::Revoked(i, _)) = change;
     let iface = conn
         .object_server()
         .interface::<_, card_1::Card>(card_path(i as u32))?;
@@ -54,7 +58,7 @@ fn forward(conn: &Connection, change: Change) -> zbus::Result<()> {
     let card = iface.get();
     zbus::block_on(async {
         match change {
-            Change::Revoked(_) => card_1::Card::revoked(emitter, "reprogramming").await,
+            Change::Revoked(_, why) => card_1::Card::revoked(emitter, why).await,
             Change::Status(_) => {
                 let s = card
                     .agent
@@ -66,10 +70,30 @@ fn forward(conn: &Connection, change: Change) -> zbus::Result<()> {
                 card.design_changed(emitter).await?;
                 card.design_version_changed(emitter).await?;
                 card.healthy_changed(emitter).await?;
+                card.health_changed(emitter).await?;
                 card.last_self_test_changed(emitter).await?;
                 card.fell_back_to_golden_changed(emitter).await?;
                 card_1::Card::state_changed(emitter, s.stage.name(), &s.message).await
             }
         }
     })
+}
+
+/// Whether the bus connection is up and the object server answers: a `Peer.Ping` to the agent itself goes
+/// through the bus daemon and the connection's executor, which serves every method. Bounded by the
+/// connection's method timeout.
+pub fn alive(conn: &Connection) -> Result<(), String> {
+    let me = conn
+        .unique_name()
+        .ok_or("no unique name on the bus")?
+        .to_owned();
+    conn.call_method(
+        Some(me),
+        MANAGER_PATH,
+        Some("org.freedesktop.DBus.Peer"),
+        "Ping",
+        &(),
+    )
+    .map(drop)
+    .map_err(|e| format!("the agent does not answer on the bus: {e}"))
 }

@@ -6,7 +6,7 @@ use picoevb_regs::pci::{DEVICE_ID, VENDOR_ID};
 
 use super::helper::Helper;
 use super::request::Request;
-use crate::card::ports::Pci;
+use crate::card::ports::{Aer, Pci};
 
 /// sysfs under `root` (normally `/sys`).
 pub struct SysfsPci {
@@ -71,20 +71,20 @@ impl Pci for SysfsPci {
         Some((speed, width))
     }
 
-    fn aer_errors(&self, bdf: &str) -> Option<u64> {
-        let mut total = None;
-        for f in ["aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal"] {
+    fn aer_errors(&self, bdf: &str) -> Option<Aer> {
+        let total = |f: &str| -> Option<u64> {
             let text = self.read(bdf, f)?;
-            for line in text.lines() {
-                if let Some(n) = line
-                    .strip_prefix("TOTAL_ERR_")
-                    .and_then(|r| r.split_whitespace().nth(1))
-                {
-                    *total.get_or_insert(0) += n.parse::<u64>().unwrap_or(0);
-                }
-            }
-        }
-        total
+            Some(
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("TOTAL_ERR_"))
+                    .filter_map(|r| r.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .sum(),
+            )
+        };
+        Some(Aer {
+            correctable: total("aer_dev_correctable")?,
+            uncorrectable: total("aer_dev_nonfatal")? + total("aer_dev_fatal")?,
+        })
     }
 }
 
@@ -126,7 +126,13 @@ mod tests {
         assert_eq!(pci.driver("0000:01:00.0").as_deref(), Some("picoevb"));
         assert_eq!(pci.driver("0000:00:00.0"), None);
         assert_eq!(pci.link("0000:01:00.0"), Some(("5.0 GT/s PCIe".into(), 1)));
-        assert_eq!(pci.aer_errors("0000:01:00.0"), Some(3));
+        assert_eq!(
+            pci.aer_errors("0000:01:00.0"),
+            Some(Aer {
+                correctable: 2,
+                uncorrectable: 1
+            })
+        );
         let e = pci.rescan().unwrap_err();
         assert!(e.contains("privileged helper at /nonexistent"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();

@@ -13,6 +13,15 @@ pub struct Bus {
     pub dir: PathBuf,
 }
 
+impl Bus {
+    /// Stops the bus daemon now (the agent loses its connection).
+    #[allow(dead_code)] // not every test file that includes this module uses it
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Bus {
     fn drop(&mut self) {
         let _ = self.child.kill();
