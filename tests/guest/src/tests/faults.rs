@@ -1,6 +1,7 @@
 //! Tests that steer the FPGA model over RPC: injected faults must be caught (so the checks can fail at all),
 //! and the model's counters must show what the driver really did.
 
+use super::isolation::own_ram;
 use super::{
     Ctx, Test, TestResult, ctx_err, ensure, extended, h2c2h_check, round_trip, sanity, test,
 };
@@ -50,6 +51,7 @@ fn with_clean_model(ctx: &mut Ctx, f: impl FnOnce(&mut Ctx) -> TestResult) -> Te
 fn corrupt_data_is_detected(ctx: &mut Ctx) -> TestResult {
     with_clean_model(ctx, |ctx| {
         let before = ctx.rpc.get()?.state()?.faults_injected;
+        own_ram(ctx.dev)?;
         ctx.rpc.get()?.inject("corrupt_data", 1)?;
         let pending = ctx.rpc.get()?.state()?.pending_faults;
         ensure!(
@@ -155,6 +157,7 @@ fn model_counters(ctx: &mut Ctx) -> TestResult {
 fn engine_error(ctx: &mut Ctx, fault: &str) -> TestResult {
     let before = ctx.rpc.get()?.state()?.faults_injected;
     // Until cleared, so whichever engine the fault applies to (H2C or C2H) is hit.
+    own_ram(ctx.dev)?;
     ctx.rpc.get()?.inject(fault, 0)?;
     let r = h2c2h_check(ctx.dev, &mut ctx.rng, 4096, 0, 0);
     ctx.rpc.get()?.clear()?;
@@ -172,6 +175,7 @@ fn engine_error(ctx: &mut Ctx, fault: &str) -> TestResult {
 
 /// A slow engine delays completion but must not change the data.
 fn slow(ctx: &mut Ctx) -> TestResult {
+    own_ram(ctx.dev)?;
     ctx.rpc.get()?.inject_slow(2, 300)?;
     h2c2h_check(ctx.dev, &mut ctx.rng, 65536, 1, 3)?;
     sanity(ctx)
@@ -180,6 +184,7 @@ fn slow(ctx: &mut Ctx) -> TestResult {
 /// A completion that never comes (engine hang, lost interrupt): the driver must give up or notice completion
 /// by itself; either way the data it reports as copied must be right and the device usable afterwards.
 fn stall(ctx: &mut Ctx, fault: &str) -> TestResult {
+    own_ram(ctx.dev)?;
     ctx.rpc.get()?.inject(fault, 1)?;
     let r = h2c2h_check(ctx.dev, &mut ctx.rng, 4096, 0, 0);
     ctx.rpc.get()?.clear()?;

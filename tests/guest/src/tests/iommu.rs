@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::isolation::own_ram;
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, round_trip, test};
 use crate::dev::{Device, Mapping};
 
@@ -134,6 +135,7 @@ fn stale_address_fails(ctx: &mut Ctx) -> TestResult {
     drop(f);
     drop(old);
     let before = ctx.rpc.get()?.state()?;
+    own_ram(ctx.dev)?;
     ctx.rpc.get()?.inject("stale_addr", 1)?;
     let new = filled(4096, ctx)?;
     let r = ctx.dev.h2c(new.as_slice(), 0x4000);

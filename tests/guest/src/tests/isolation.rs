@@ -56,6 +56,20 @@ pub(super) fn let_another_process_in(dev: &Device) -> TestResult {
     }
 }
 
+/// Before a test injects a fault into the next transfer: takes the RAM through `dev` now, so that the scrub
+/// a new owner's first transfer runs (one H2C) happens before the fault is armed and the fault hits the
+/// test's own transfer. A driver without the ownership rules (ENOTTY) needs nothing.
+pub(in crate::tests) fn own_ram(dev: &Device) -> TestResult {
+    match dev.ram_owner(abi::RAM_CLAIM) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => Ok(()),
+        r => {
+            let st = ctx_err("RAM_OWNER CLAIM before injecting a fault", r)?;
+            ensure!(st == abi::RAM_MINE, "RAM not ours after CLAIM: state {st}");
+            Ok(())
+        }
+    }
+}
+
 fn pattern(rng: &mut crate::rng::Rng) -> Vec<u8> {
     let mut p = vec![0u8; RAM];
     rng.fill(&mut p);

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use picoevb_regs::pci;
 
 use super::cuda::{flavour, pin, surface, surface_to_host};
+use super::isolation::own_ram;
 use super::regcache::{open_uncached, quiesce, used_once};
 use super::{
     Ctx, Needs, Test, TestResult, card_state, ctx_err, ensure, expect_errno, pins_are, round_trip,
@@ -266,6 +267,7 @@ fn wedged_engine(ctx: &mut Ctx) -> TestResult {
     let dev_path = ctx.dev_path.to_string();
     quiesce(ctx.dev)?;
     let dev = open_uncached(ctx)?;
+    own_ram(&dev)?;
     let base = kstat::pinned_pages()?;
     let src = GuardedBuf::new(65536, 0);
     let addr = src.as_slice().as_ptr() as u64;

@@ -37,7 +37,8 @@ impl Ext4 {
         fs::create_dir_all(Self::DIR).map_err(|e| format!("mkdir {}: {e}", Self::DIR))?;
         run(
             "mke2fs",
-            Command::new("busybox").args(["mke2fs", "-q", Self::IMG]),
+            // -F: busybox's mke2fs wants a block device unless forced; the loop device comes at mount.
+            Command::new("busybox").args(["mke2fs", "-q", "-F", Self::IMG]),
         )?;
         run(
             "mount ext4 on a loop device",
