@@ -294,12 +294,21 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PEVB_OP_H2C2H:
 		ret = round_trip(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
 		break;
-	case PEVB_OP_PIN_CUDA:
+	case PEVB_OP_PIN_CUDA: {
+		u32 handle;
+
 		ret = pevb_surfaces_pin(&pf->surfaces, card, req.src.addr, req.len);
 		if (ret < 0)
 			return ret;
-		ret = pevb_ioctl_done(op, buf, size, 0, ret);
-		break;
+		handle = ret;
+		ret = pevb_ioctl_done(op, buf, size, 0, handle);
+		/* The caller never learns the handle if the copy-out faults: nothing may stay pinned under it. */
+		if (!ret && copy_to_user(uarg, buf, size)) {
+			pevb_surfaces_unpin(&pf->surfaces, handle);
+			return -EFAULT;
+		}
+		return ret;
+	}
 	case PEVB_OP_UNPIN_CUDA:
 		return pevb_surfaces_unpin(&pf->surfaces, req.value);
 	case PEVB_OP_REG_CACHE:

@@ -264,11 +264,21 @@ impl MiscDevice for PicoevbFile {
                 req.dma_time_ns = me.round_trip(&x)?;
                 Ok(())
             })?,
-            abi::IOC_PIN_CUDA => inout(arg, |req: &mut abi::PinCuda| {
-                let (va, len) = request::pin_cuda(req).map_err(kerr)?;
+            abi::IOC_PIN_CUDA => {
+                let (mut r, mut w) = UserSlice::new(
+                    UserPtr::from_addr(arg),
+                    core::mem::size_of::<abi::PinCuda>(),
+                )
+                .reader_writer();
+                let mut req: abi::PinCuda = r.read()?;
+                let (va, len) = request::pin_cuda(&req).map_err(kerr)?;
                 req.handle = me.surfaces.pin(card, va, len)?;
-                Ok(())
-            })?,
+                if let Err(e) = w.write(&req) {
+                    // The caller never learns the handle, so nothing may stay pinned under it.
+                    let _ = me.surfaces.unpin(req.handle);
+                    return Err(e);
+                }
+            }
             abi::IOC_REG_CACHE => inout(arg, |req: &mut abi::RegCache| {
                 let op = cache_policy::parse(req).map_err(kerr)?;
                 *req = me.cache.control(op);

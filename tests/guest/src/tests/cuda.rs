@@ -13,7 +13,7 @@ use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
 use crate::buf::{GuardedBuf, compare};
-use crate::dev::Device;
+use crate::dev::{Device, Mapping};
 use crate::rng::Rng;
 use crate::surface::{Flavour, Surface};
 
@@ -33,6 +33,10 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test("cuda::caps_match_provider", caps_match_provider));
     v.push(test("cuda::no_provider_eopnotsupp", no_provider_eopnotsupp).needs(Needs::NoProvider));
     v.push(cuda("cuda::reference_app_sequence", reference_app_sequence));
+    v.push(cuda(
+        "cuda::pin_with_readonly_argument_leaves_nothing_pinned",
+        readonly_pin_argument,
+    ));
     for len in ONE_WAY_SIZES {
         v.push(cuda(format!("cuda::surface_fpga_host_{len}"), move |ctx| {
             surface_fpga_host(ctx, len)
@@ -815,4 +819,42 @@ fn adjacent_pins(ctx: &mut Ctx) -> TestResult {
         unpin(&dev, h)?;
     }
     Ok(())
+}
+
+/// PIN_CUDA whose argument sits in a read-only page: the driver pins, then cannot write the handle back
+/// (EFAULT). The caller never learns that handle, so the surface must not stay pinned under it: a PIN_CUDA
+/// of the same memory right after must succeed (a leftover pin answers EBUSY: one surface per page and
+/// card) and the surface must unpin. Fails on a driver that keeps the pin when the copy-out faults (issue
+/// 24, defect 12).
+fn readonly_pin_argument(ctx: &mut Ctx) -> TestResult {
+    let dev = open(ctx)?;
+    let s = surface(flavour(&dev)?, 65536)?;
+    let mut arg = ctx_err(
+        "map the argument page",
+        Mapping::new(4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let req = abi::PinCuda {
+        va: s.va(),
+        size: s.len() as u64,
+        ..Default::default()
+    };
+    // SAFETY: `PinCuda` is plain old data (repr(C), no padding the ABI does not name); the page holds it.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (&req as *const abi::PinCuda).cast::<u8>(),
+            core::mem::size_of::<abi::PinCuda>(),
+        )
+    };
+    arg.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+    ctx_err(
+        "mprotect the argument read-only",
+        arg.protect(libc::PROT_READ),
+    )?;
+    // SAFETY: the driver reads the struct and may write only into it; the page is read-only for this
+    // process, so the write fails with EFAULT and nothing of ours changes.
+    let r = unsafe { dev.ioctl_raw(abi::IOC_PIN_CUDA, arg.addr() as libc::c_ulong) };
+    expect_errno("PIN_CUDA with a read-only argument", r, libc::EFAULT)?;
+    let h = pin(&dev, &s)?;
+    ctx_err("UNPIN_CUDA", dev.unpin_cuda(h))?;
+    sanity(ctx)
 }
