@@ -277,40 +277,6 @@ int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n)
 	return 0;
 }
 
-/*
- * Faults [uaddr, uaddr + len) of the caller's memory in (for writing if @write and the memory allows it)
- * before the request holds the device (removal drains that hold) or the card's pin lock: a fault that never
- * resolves (userfaultfd, FUSE) then stalls this caller alone, killably (helpers.c's pevb_user_prefault).
- * Only a fatal signal is an error; whatever else fails is left to the pin that follows.
- */
-int pevb_user_prefault(u64 uaddr, u64 len, bool write)
-{
-	struct page *pages[16];
-	unsigned long first, npages, done = 0;
-	unsigned int gup = write ? FOLL_WRITE : 0;
-
-	if (!len || uaddr + len < uaddr)
-		return 0;
-	first = uaddr >> PAGE_SHIFT;
-	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
-	while (done < npages) {
-		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
-		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, gup, pages);
-		int i;
-
-		if (got <= 0 && gup) {
-			gup = 0;	/* read-only memory the device only reads: present is enough */
-			continue;
-		}
-		if (got <= 0)
-			return fatal_signal_pending(current) ? -EINTR : 0;
-		for (i = 0; i < got; i++)
-			put_page(pages[i]);
-		done += got;
-	}
-	return 0;
-}
-
 const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n)
 {
 	*n = p->nsegs;
