@@ -2,7 +2,7 @@
 //!
 //! It sits in BAR0 at [`BASE`], above the AXI GPIO window, so the reference layout (GPIO data at BAR0+0, the
 //! only register any driver writes) is undisturbed. The block decodes address bits [5:2] and repeats every
-//! [`WINDOW`] bytes up to the end of BAR0. On the reference bitstream the GPIO aliases there instead, so
+//! [`WINDOW`] bytes up to [`END`]. On the reference bitstream the GPIO aliases there instead, so
 //! [`MAGIC`] never matches and the card is reported as "reference design, no ID block".
 //!
 //! This file is the single source of truth: `fpga-bitstream/rtl/gdr_id_regs.vh` is generated from it
@@ -12,8 +12,10 @@ use crate::channel::Regs32;
 
 /// Offset of the block in BAR0.
 pub const BASE: usize = 0x800;
-/// The block repeats every `WINDOW` bytes from [`BASE`] to the end of BAR0.
+/// The block repeats every `WINDOW` bytes from [`BASE`] up to [`END`].
 pub const WINDOW: usize = 0x40;
+/// First BAR0 offset past the block (the stream block, `stream.rs`, takes the rest of BAR0).
+pub const END: usize = 0xc00;
 
 /// RO: [`MAGIC`].
 pub const REG_MAGIC: usize = 0x00;
@@ -74,7 +76,7 @@ pub const fn decode(bar0_offset: usize) -> usize {
 
 /// Whether a BAR0 offset falls in the ID block rather than the GPIO.
 pub const fn contains(bar0_offset: usize) -> bool {
-    bar0_offset >= BASE
+    bar0_offset >= BASE && bar0_offset < END
 }
 
 /// Every register of the block, for generators and tests: (name, offset, writable).
