@@ -35,7 +35,8 @@
 `define GDR_ID_CAP_MSI               32'h0000_0008
 `define GDR_ID_CAP_USER_IRQ          32'h0000_0010
 `define GDR_ID_CAP_RAM_WRAPS         32'h0000_0020
-`define GDR_ID_CAPS_PICOEVB          32'h0000_003f
+`define GDR_ID_CAP_STREAM            32'h0000_0040
+`define GDR_ID_CAPS_PICOEVB          32'h0000_007f
 `define GDR_ID_RAM_SIZE              32'h0001_0000         // bytes of BRAM behind the DMA engines
 `define GDR_ID_END                   32'h0000_0c00         // BAR0 offsets >= this hit the stream block
 `define GDR_STREAM_BASE              32'h0000_0c00         // BAR0 offset of the stream registers

@@ -53,11 +53,13 @@ pub const CAP_M2_GPIO: u32 = 1 << 2;
 pub const CAP_MSI: u32 = 1 << 3;
 /// GPIO interrupt wired to XDMA user IRQ 0.
 pub const CAP_USER_IRQ: u32 = 1 << 4;
-/// FPGA RAM addresses wrap modulo the RAM size (only AXI bits [15:0] decoded).
+/// FPGA RAM addresses wrap modulo the RAM size (only AXI bits [15:0] decoded below the stream window).
 pub const CAP_RAM_WRAPS: u32 = 1 << 5;
+/// The stream block (`stream.rs`): registers at BAR0 0xc00, the DMA window at AXI bit 32.
+pub const CAP_STREAM: u32 = 1 << 6;
 /// Capabilities of the gdr PicoEVB design.
 pub const CAPS_PICOEVB: u32 =
-    CAP_BRAM | CAP_LEDS | CAP_M2_GPIO | CAP_MSI | CAP_USER_IRQ | CAP_RAM_WRAPS;
+    CAP_BRAM | CAP_LEDS | CAP_M2_GPIO | CAP_MSI | CAP_USER_IRQ | CAP_RAM_WRAPS | CAP_STREAM;
 
 /// Encodes a design version as major[31:24] minor[23:16] patch[15:0].
 pub const fn version(major: u8, minor: u8, patch: u16) -> u32 {

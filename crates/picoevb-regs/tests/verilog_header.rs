@@ -14,13 +14,14 @@ use picoevb_regs::{gpio, idblock, pci, stream};
 
 /// Every capability bit the header names. A new `CAP_*` that goes into `CAPS_PICOEVB` must be listed here, or
 /// `caps_table_is_complete` fails.
-const CAPS: [(&str, u32); 6] = [
+const CAPS: [(&str, u32); 7] = [
     ("BRAM", idblock::CAP_BRAM),
     ("LEDS", idblock::CAP_LEDS),
     ("M2_GPIO", idblock::CAP_M2_GPIO),
     ("MSI", idblock::CAP_MSI),
     ("USER_IRQ", idblock::CAP_USER_IRQ),
     ("RAM_WRAPS", idblock::CAP_RAM_WRAPS),
+    ("STREAM", idblock::CAP_STREAM),
 ];
 
 const REGEN_HINT: &str = "GDR_REGEN=1 cargo test -p picoevb-regs --test verilog_header";
