@@ -158,6 +158,24 @@ else
     fail "cross-check: could not produce the expected image or the RTL readback"
 fi
 
+# ---- RTL records vs stream.rs -----------------------------------------------------------------------------
+records() {
+    (cd "$repo" && cargo run -q -p picoevb-regs --example stream_records -- "$1" 64) >"$out/records.log" 2>&1
+}
+if [[ -s $out/tb_stream-readback.txt ]] && records "$out/tb_stream-readback.txt"; then
+    pass "cross-check: the RTL's records are what stream.rs generates ($(cat "$out/records.log"))"
+    # Meta: one changed payload digit is noticed.
+    sed '5s/^\(.*\)\(.\)$/\1x/;5s/x$/f/' "$out/tb_stream-readback.txt" >"$out/records-bad.txt"
+    if ! cmp -s "$out/records-bad.txt" "$out/tb_stream-readback.txt" && ! records "$out/records-bad.txt"; then
+        pass "meta: records cross-check notices a changed beat ($(cat "$out/records.log"))"
+    else
+        fail "meta: records cross-check did not notice a changed beat"
+    fi
+else
+    cat "$out/records.log" 2>/dev/null
+    fail "cross-check: RTL records differ from stream.rs (or no readback)"
+fi
+
 # ---- meta-tests: wrong values must be caught -------------------------------------------------------------
 # meta NAME MUST_FAIL_PATTERN iverilog-args...: the bench must run, report failures, and one must match.
 meta() {

@@ -261,7 +261,8 @@ module tb_stream;
         end
     endfunction
 
-    integer i, r, bad, seq_at_stop, overrun;
+    integer i, r, bad, seq_at_stop, overrun, fd;
+    reg [8*256-1:0] dump_path;
     reg [63:0] prev_ts;
     reg [8*72-1:0] name;
 
@@ -300,6 +301,11 @@ module tb_stream;
             prev_ts = ts_of;
         end
         check32("good stream: 12 records in sequence, CRC, pattern, end marker", bad, 0);
+        // The beats, for run.sh to compare with what stream.rs generates for the same sequence and timestamps.
+        if (!$value$plusargs("DUMP=%s", dump_path)) dump_path = "stream_readback.txt";
+        fd = $fopen(dump_path, "w");
+        for (i = 0; i < 96; i = i + 1) $fdisplay(fd, "%016h", rx[i]);
+        $fclose(fd);
         reg_rd(`GDR_STREAM_REG_SRC_SENT);    check32("SRC_SENT counts 12 records", data, 12);
         reg_rd(`GDR_STREAM_REG_SRC_OVERRUN); check32("on demand: no overrun", data, 0);
         reg_wr(`GDR_STREAM_REG_SRC_CTRL, 0);
