@@ -165,3 +165,25 @@ fn timing_mode_produces_in_modeled_time_and_counts_what_the_reader_missed() {
         "the checker's missing numbers are exactly the overrun count"
     );
 }
+
+#[test]
+fn an_on_demand_source_runs_at_link_rate_in_timing_mode() {
+    let timed = || {
+        Rig::with(DeviceOptions {
+            timing: Some(Params::default()),
+            ..DeviceOptions::default()
+        })
+    };
+    let busy = |r: &Rig| r.dev.timing_json()["c2h"]["busy_ns"].as_u64().unwrap();
+    let from_bram = timed();
+    from_bram.single(Dir::C2h, 0, DST, 65536);
+    let from_window = timed();
+    start_source(&from_window, 0);
+    let data = c2h(&from_window, 65536 / LEN);
+    assert_eq!(records(&data).len(), 1024);
+    assert_eq!(
+        busy(&from_window),
+        busy(&from_bram),
+        "PERIOD 0 never makes the engine wait"
+    );
+}
