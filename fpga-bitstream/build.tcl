@@ -63,7 +63,8 @@ foreach ip $ips {
 
 # ---- synthesis -----------------------------------------------------------------------------------------
 set rtl [file join $here rtl]
-read_verilog [list [file join $rtl gdr_top.v] [file join $rtl gdr_bar0_decode.v] [file join $rtl gdr_id_block.v]]
+read_verilog [list [file join $rtl gdr_top.v] [file join $rtl gdr_bar0_decode.v] [file join $rtl gdr_id_block.v] \
+    [file join $rtl gdr_stream.v] [file join $rtl gdr_dma_decode.v]]
 read_xdc [file join $here constraints picoevb.xdc]
 
 synth_design -top $top -part $part -include_dirs [list $rtl] \

@@ -1,7 +1,11 @@
-// BAR0 address decode: one AXI4-Lite master (XDMA m_axil, BAR0) to two slaves.
+// BAR0 address decode: one AXI4-Lite master (XDMA m_axil, BAR0) to two slaves, split at SPLIT.
 //
-//   offset <  `GDR_ID_BASE  -> port G: the AXI GPIO (it decodes addr[8:0] itself, so it repeats every 512 B)
-//   offset >= `GDR_ID_BASE  -> port I: the gdr ID block (repeats every `GDR_ID_WINDOW bytes)
+//   offset <  SPLIT  -> port G
+//   offset >= SPLIT  -> port I
+//
+// gdr_top uses two: SPLIT = `GDR_ID_BASE puts the AXI GPIO (it decodes addr[8:0] itself, so it repeats every
+// 512 B) on G and the gdr blocks on I; behind I, SPLIT = `GDR_ID_END puts the ID block (repeating every
+// `GDR_ID_WINDOW bytes) on G and the stream block on I.
 //
 // Offsets are taken modulo `GDR_BAR0_SIZE (the XDMA maps BAR0 to AXI address 0, pciebar2axibar_axil_master).
 //
@@ -14,7 +18,8 @@
 `include "gdr_id_regs.vh"
 
 module gdr_bar0_decode #(
-    parameter integer ADDR_WIDTH = 32
+    parameter integer ADDR_WIDTH = 32,
+    parameter [31:0]  SPLIT      = `GDR_ID_BASE
 ) (
     input  wire                  aclk,
     input  wire                  aresetn,
@@ -38,7 +43,7 @@ module gdr_bar0_decode #(
     output wire                  s_rvalid,
     input  wire                  s_rready,
 
-    // port G: AXI GPIO (low part of BAR0)
+    // port G: below SPLIT
     output wire [ADDR_WIDTH-1:0] g_awaddr,
     output wire                  g_awvalid,
     input  wire                  g_awready,
@@ -57,7 +62,7 @@ module gdr_bar0_decode #(
     input  wire                  g_rvalid,
     output wire                  g_rready,
 
-    // port I: gdr ID block (high part of BAR0)
+    // port I: from SPLIT
     output wire [ADDR_WIDTH-1:0] i_awaddr,
     output wire                  i_awvalid,
     input  wire                  i_awready,
@@ -78,12 +83,12 @@ module gdr_bar0_decode #(
 );
     localparam [31:0] BAR_MASK = `GDR_BAR0_SIZE - 1;
 
-    function is_id;  // 1: the offset belongs to the ID block
+    function is_id;  // 1: the offset belongs to port I
         input [ADDR_WIDTH-1:0] addr;
         reg   [31:0] offset;
         begin
             offset = addr & BAR_MASK;
-            is_id  = offset >= `GDR_ID_BASE;
+            is_id  = offset >= SPLIT;
         end
     endfunction
 

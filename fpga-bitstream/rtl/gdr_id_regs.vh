@@ -1,5 +1,5 @@
 // GENERATED FILE, DO NOT EDIT.
-// Rendered from crates/picoevb-regs/src/idblock.rs (plus pci.rs and gpio.rs) by
+// Rendered from crates/picoevb-regs/src/idblock.rs and stream.rs (plus pci.rs, gpio.rs) by
 // crates/picoevb-regs/tests/verilog_header.rs. Regenerate with:
 //   GDR_REGEN=1 cargo test -p picoevb-regs --test verilog_header
 `ifndef GDR_ID_REGS_VH
@@ -35,6 +35,34 @@
 `define GDR_ID_CAP_MSI               32'h0000_0008
 `define GDR_ID_CAP_USER_IRQ          32'h0000_0010
 `define GDR_ID_CAP_RAM_WRAPS         32'h0000_0020
-`define GDR_ID_CAPS_PICOEVB          32'h0000_003f
+`define GDR_ID_CAP_STREAM            32'h0000_0040
+`define GDR_ID_CAPS_PICOEVB          32'h0000_007f
 `define GDR_ID_RAM_SIZE              32'h0001_0000         // bytes of BRAM behind the DMA engines
+`define GDR_ID_END                   32'h0000_0c00         // BAR0 offsets >= this hit the stream block
+`define GDR_STREAM_BASE              32'h0000_0c00         // BAR0 offset of the stream registers
+`define GDR_STREAM_REG_BITS          6                     // register offset = addr[REG_BITS-1:0]
+`define GDR_STREAM_REG_SRC_CTRL      6'h00
+`define GDR_STREAM_REG_SRC_RECORD_BYTES 6'h04
+`define GDR_STREAM_REG_SRC_PERIOD    6'h08
+`define GDR_STREAM_REG_SRC_SEQ       6'h0c
+`define GDR_STREAM_REG_SRC_SENT      6'h10
+`define GDR_STREAM_REG_SRC_OVERRUN   6'h14
+`define GDR_STREAM_REG_SRC_DEPTH     6'h18
+`define GDR_STREAM_REG_SINK_CTRL     6'h20
+`define GDR_STREAM_REG_SINK_GOOD     6'h24
+`define GDR_STREAM_REG_SINK_GAPS     6'h28
+`define GDR_STREAM_REG_SINK_LOST     6'h2c
+`define GDR_STREAM_REG_SINK_CRC_ERRORS 6'h30
+`define GDR_STREAM_REG_SINK_BAD_LENGTH 6'h34
+`define GDR_STREAM_REG_SINK_EXPECT   6'h38
+`define GDR_STREAM_SRC_ENABLE        0                     // bit number
+`define GDR_STREAM_SRC_CLEAR         1                     // bit number
+`define GDR_STREAM_SINK_CLEAR        0                     // bit number
+`define GDR_STREAM_RECORD_BYTES_RESET 32'h0000_0100
+`define GDR_STREAM_RECORD_BYTES_MIN  32'h0000_0018
+`define GDR_STREAM_RECORD_BYTES_MAX  32'h0000_1000
+`define GDR_STREAM_FIFO_DEPTH        8                     // records the source holds
+`define GDR_STREAM_RECORD_END        32'h4744_5253         // "GDRS", last word of a record
+`define GDR_STREAM_CRC32C_POLY       32'h82f6_3b78         // bit-reflected
+`define GDR_STREAM_AXI_BIT           32                    // AXI address bit selecting the stream window
 `endif // GDR_ID_REGS_VH

@@ -76,6 +76,15 @@ impl State {
         }
     }
 
+    /// Now, for the stream block's registers: the software clock in timing mode, the wall clock otherwise.
+    pub(crate) fn stream_now(&self) -> u64 {
+        if self.timing.enabled {
+            self.timing.clock_ns()
+        } else {
+            self.user.stream.wall_ns()
+        }
+    }
+
     /// Whether the function may issue memory requests: the command register's bus master enable.
     pub(crate) fn bus_master(&self) -> bool {
         self.config.command() & config_space::COMMAND_MASTER != 0
@@ -356,7 +365,8 @@ impl Device {
 
     fn read_dword(&self, st: &mut State, bar: u32, offset: usize) -> u32 {
         if bar == BAR_USER {
-            let v = st.user.read32(offset);
+            let now = st.stream_now();
+            let v = st.user.read32(offset, now);
             st.timing.mmio_read(None, v);
             return v;
         }
@@ -371,7 +381,8 @@ impl Device {
         st.timing.mmio_write();
         if bar == BAR_USER {
             let leds_before = st.user.gpio.data();
-            st.user.write32(offset, v);
+            let now = st.stream_now();
+            st.user.write32(offset, v, now);
             if st.user.gpio.data() != leds_before {
                 debug!("LEDs lit: {:#05b}", gpio::leds_lit(st.user.gpio.data()));
             }

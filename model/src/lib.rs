@@ -22,6 +22,7 @@ pub mod mapped_memory;
 pub mod options;
 pub mod program;
 pub mod stats;
+pub mod stream;
 pub mod timing;
 pub mod user_bar;
 pub mod vfio;

@@ -2,7 +2,7 @@
 //!
 //! It sits in BAR0 at [`BASE`], above the AXI GPIO window, so the reference layout (GPIO data at BAR0+0, the
 //! only register any driver writes) is undisturbed. The block decodes address bits [5:2] and repeats every
-//! [`WINDOW`] bytes up to the end of BAR0. On the reference bitstream the GPIO aliases there instead, so
+//! [`WINDOW`] bytes up to [`END`]. On the reference bitstream the GPIO aliases there instead, so
 //! [`MAGIC`] never matches and the card is reported as "reference design, no ID block".
 //!
 //! This file is the single source of truth: `fpga-bitstream/rtl/gdr_id_regs.vh` is generated from it
@@ -12,8 +12,10 @@ use crate::channel::Regs32;
 
 /// Offset of the block in BAR0.
 pub const BASE: usize = 0x800;
-/// The block repeats every `WINDOW` bytes from [`BASE`] to the end of BAR0.
+/// The block repeats every `WINDOW` bytes from [`BASE`] up to [`END`].
 pub const WINDOW: usize = 0x40;
+/// First BAR0 offset past the block (the stream block, `stream.rs`, takes the rest of BAR0).
+pub const END: usize = 0xc00;
 
 /// RO: [`MAGIC`].
 pub const REG_MAGIC: usize = 0x00;
@@ -51,11 +53,13 @@ pub const CAP_M2_GPIO: u32 = 1 << 2;
 pub const CAP_MSI: u32 = 1 << 3;
 /// GPIO interrupt wired to XDMA user IRQ 0.
 pub const CAP_USER_IRQ: u32 = 1 << 4;
-/// FPGA RAM addresses wrap modulo the RAM size (only AXI bits [15:0] decoded).
+/// FPGA RAM addresses wrap modulo the RAM size (only AXI bits [15:0] decoded below the stream window).
 pub const CAP_RAM_WRAPS: u32 = 1 << 5;
+/// The stream block (`stream.rs`): registers at BAR0 0xc00, the DMA window at AXI bit 32.
+pub const CAP_STREAM: u32 = 1 << 6;
 /// Capabilities of the gdr PicoEVB design.
 pub const CAPS_PICOEVB: u32 =
-    CAP_BRAM | CAP_LEDS | CAP_M2_GPIO | CAP_MSI | CAP_USER_IRQ | CAP_RAM_WRAPS;
+    CAP_BRAM | CAP_LEDS | CAP_M2_GPIO | CAP_MSI | CAP_USER_IRQ | CAP_RAM_WRAPS | CAP_STREAM;
 
 /// Encodes a design version as major[31:24] minor[23:16] patch[15:0].
 pub const fn version(major: u8, minor: u8, patch: u16) -> u32 {
@@ -74,7 +78,7 @@ pub const fn decode(bar0_offset: usize) -> usize {
 
 /// Whether a BAR0 offset falls in the ID block rather than the GPIO.
 pub const fn contains(bar0_offset: usize) -> bool {
-    bar0_offset >= BASE
+    bar0_offset >= BASE && bar0_offset < END
 }
 
 /// Every register of the block, for generators and tests: (name, offset, writable).

@@ -9,4 +9,5 @@ pub mod channel;
 pub mod gpio;
 pub mod idblock;
 pub mod pci;
+pub mod stream;
 pub mod xdma;

@@ -10,17 +10,18 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use picoevb_regs::{gpio, idblock, pci};
+use picoevb_regs::{gpio, idblock, pci, stream};
 
 /// Every capability bit the header names. A new `CAP_*` that goes into `CAPS_PICOEVB` must be listed here, or
 /// `caps_table_is_complete` fails.
-const CAPS: [(&str, u32); 6] = [
+const CAPS: [(&str, u32); 7] = [
     ("BRAM", idblock::CAP_BRAM),
     ("LEDS", idblock::CAP_LEDS),
     ("M2_GPIO", idblock::CAP_M2_GPIO),
     ("MSI", idblock::CAP_MSI),
     ("USER_IRQ", idblock::CAP_USER_IRQ),
     ("RAM_WRAPS", idblock::CAP_RAM_WRAPS),
+    ("STREAM", idblock::CAP_STREAM),
 ];
 
 const REGEN_HINT: &str = "GDR_REGEN=1 cargo test -p picoevb-regs --test verilog_header";
@@ -158,9 +159,77 @@ fn render() -> String {
         "bytes of BRAM behind the DMA engines",
     );
 
+    line(
+        "GDR_ID_END",
+        hex32(idblock::END as u64),
+        "BAR0 offsets >= this hit the stream block",
+    );
+
+    // The stream block (stream.rs).
+    line(
+        "GDR_STREAM_BASE",
+        hex32(stream::BASE as u64),
+        "BAR0 offset of the stream registers",
+    );
+    line(
+        "GDR_STREAM_REG_BITS",
+        (stream::REG_WINDOW.trailing_zeros()).to_string(),
+        "register offset = addr[REG_BITS-1:0]",
+    );
+    for (name, offset, _) in stream::REGISTERS {
+        line(
+            &format!("GDR_STREAM_REG_{name}"),
+            format!("{}'h{:02x}", stream::REG_WINDOW.trailing_zeros(), offset),
+            "",
+        );
+    }
+    let bits = [
+        ("GDR_STREAM_SRC_ENABLE", stream::SRC_ENABLE),
+        ("GDR_STREAM_SRC_CLEAR", stream::SRC_CLEAR),
+        ("GDR_STREAM_SINK_CLEAR", stream::SINK_CLEAR),
+    ];
+    for (name, bit) in bits {
+        line(name, bit.trailing_zeros().to_string(), "bit number");
+    }
+    line(
+        "GDR_STREAM_RECORD_BYTES_RESET",
+        hex32(stream::RECORD_BYTES_RESET.into()),
+        "",
+    );
+    line(
+        "GDR_STREAM_RECORD_BYTES_MIN",
+        hex32(stream::RECORD_BYTES_MIN.into()),
+        "",
+    );
+    line(
+        "GDR_STREAM_RECORD_BYTES_MAX",
+        hex32(stream::RECORD_BYTES_MAX.into()),
+        "",
+    );
+    line(
+        "GDR_STREAM_FIFO_DEPTH",
+        stream::FIFO_DEPTH.to_string(),
+        "records the source holds",
+    );
+    line(
+        "GDR_STREAM_RECORD_END",
+        hex32(stream::RECORD_END.into()),
+        "\"GDRS\", last word of a record",
+    );
+    line(
+        "GDR_STREAM_CRC32C_POLY",
+        hex32(stream::CRC32C_POLY.into()),
+        "bit-reflected",
+    );
+    line(
+        "GDR_STREAM_AXI_BIT",
+        stream::WINDOW_AXI_BIT.to_string(),
+        "AXI address bit selecting the stream window",
+    );
+
     format!(
         "// GENERATED FILE, DO NOT EDIT.\n\
-         // Rendered from crates/picoevb-regs/src/idblock.rs (plus pci.rs and gpio.rs) by\n\
+         // Rendered from crates/picoevb-regs/src/idblock.rs and stream.rs (plus pci.rs, gpio.rs) by\n\
          // crates/picoevb-regs/tests/verilog_header.rs. Regenerate with:\n\
          //   {REGEN_HINT}\n\
          `ifndef GDR_ID_REGS_VH\n\

@@ -35,6 +35,8 @@ pub struct RunCost {
     wire: Wire,
     data_ns: u64,
     writebacks: u64,
+    /// Time the engine waited for the stream source (a read with no record ready).
+    stall_ns: u64,
     dir: Option<Dir>,
 }
 
@@ -70,6 +72,11 @@ impl RunCost {
         self.writebacks += 1;
     }
 
+    /// The engine waited `ns` for data from the card (the stream source had no record ready).
+    pub fn stall(&mut self, ns: u64) {
+        self.stall_ns += ns;
+    }
+
     /// Modeled duration of the run: the first block's fetch, the data (H2C waits one read latency for its
     /// first completion), the write-backs.
     pub fn ns(&self) -> u64 {
@@ -83,7 +90,7 @@ impl RunCost {
             Some(Dir::H2c) if self.descriptors > 0 => p.read_latency_ns,
             _ => 0,
         };
-        fetch + first_data + self.data_ns + self.writebacks * p.small_write_ns()
+        fetch + first_data + self.data_ns + self.writebacks * p.small_write_ns() + self.stall_ns
     }
 }
 
@@ -153,6 +160,12 @@ impl Timing {
         for e in &mut self.engines {
             e.counters = EngineTiming::default();
         }
+    }
+
+    /// Modeled time of the run of `dir` in progress, `cost` into it (the run's start if none is; the
+    /// software clock if no run started).
+    pub fn engine_now(&self, dir: Dir, cost: &RunCost) -> u64 {
+        self.engines[dir.index()].started.unwrap_or(self.clock) + cost.ns()
     }
 
     /// A CPU write to a BAR.

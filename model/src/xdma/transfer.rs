@@ -409,7 +409,11 @@ impl<'a> Transfer<'a> {
                 } else {
                     desc.dst().wrapping_add(off as u64)
                 };
-                st.bram.write(dst, piece, fixed);
+                if st.user.stream_window(desc.dst()) {
+                    st.user.stream.sink.write(piece);
+                } else {
+                    st.bram.write(dst, piece, fixed);
+                }
             }
             self.pace(n)?;
             off += n;
@@ -424,6 +428,7 @@ impl<'a> Transfer<'a> {
         let mut buf = vec![0u8; len.min(CHUNK)];
         let mut dropped = false;
         let mut off = 0usize;
+        let window = self.shared.lock().user.stream_window(desc.src());
         while off < len {
             let n = (len - off).min(CHUNK);
             let piece = &mut buf[..n];
@@ -431,7 +436,9 @@ impl<'a> Transfer<'a> {
             if faults.read_error {
                 return Ok(Err(xdma::STAT_READ_ERROR_UR)); // C2H bit 9: AXI decode error
             }
-            {
+            if window {
+                self.stream_fill(piece)?;
+            } else {
                 let st = self.shared.lock();
                 if self.stale(&st) {
                     return Err(Abandoned);
@@ -463,6 +470,50 @@ impl<'a> Transfer<'a> {
             self.shared.lock().stats.dropped_writes += 1;
         }
         Ok(Ok(()))
+    }
+
+    /// C2H from the stream window: the source's next bytes. With no record ready the read waits for the
+    /// next one, as the AXI read does on the card: in modeled time (the run takes longer) in timing mode,
+    /// in wall time otherwise. Clearing Run does not cut it short; a reset or removal abandons it.
+    fn stream_fill(&mut self, buf: &mut [u8]) -> Result<(), Abandoned> {
+        /// Longest wall-clock sleep before the source is looked at again (it may be disabled meanwhile).
+        const RECHECK: Duration = Duration::from_millis(10);
+        let mut done = 0;
+        loop {
+            let (now, due) = {
+                let mut st = self.shared.lock();
+                if self.stale(&st) {
+                    return Err(Abandoned);
+                }
+                let now = match &self.cost {
+                    Some(c) => st.timing.engine_now(self.dir, c),
+                    None => st.user.stream.wall_ns(),
+                };
+                let f = st.user.stream.source.fill(now, &mut buf[done..]);
+                done += f.bytes;
+                match f.wait_until {
+                    None => return Ok(()),
+                    Some(due) => (now, due),
+                }
+            };
+            let wait = due.saturating_sub(now);
+            if let Some(c) = &mut self.cost {
+                c.stall(wait);
+                continue;
+            }
+            let deadline = Instant::now() + Duration::from_nanos(wait).min(RECHECK);
+            let mut st = self.shared.lock();
+            loop {
+                if self.stale(&st) {
+                    return Err(Abandoned);
+                }
+                let t = Instant::now();
+                if t >= deadline {
+                    break;
+                }
+                st = self.shared.wait(st, Some(deadline - t));
+            }
+        }
     }
 
     /// Descriptor done: count it, log COMPLETED (and write back in poll mode), raise interrupts. Returns

@@ -35,7 +35,11 @@ fn id_block_values_repeat_every_window() {
         build_time: 1_700_000_000,
         ..DeviceOptions::default()
     });
-    for base in [idblock::BASE, idblock::BASE + idblock::WINDOW, 0xfc0] {
+    for base in [
+        idblock::BASE,
+        idblock::BASE + idblock::WINDOW,
+        idblock::END - idblock::WINDOW,
+    ] {
         assert_eq!(
             r.bar0(base + idblock::REG_MAGIC),
             idblock::MAGIC,

@@ -10,5 +10,6 @@ mod faults;
 mod irq;
 mod pci;
 mod program;
+mod stream;
 mod timing;
 mod vfio;
