@@ -2,8 +2,9 @@
 # The CUDA part of the agent's self-test on a real GPU (no PicoEVB needed): loads the PTX kernels through
 # the driver's JIT, checks fill/verify against the host pattern and against planted errors, and prints the
 # verify kernel's bandwidth beside the device memory bandwidth measured in the same run; then the GPU-memory
-# paths the device offers (--gpu-paths: attributes, dma-buf exports, the client's choice) and the GPU's
-# reaction time to a word in pinned host memory (--gpu-wake). docs/agent-gpu.md has a run.
+# paths the device offers (--gpu-paths: attributes, dma-buf exports, the client's choice), the GPU's
+# reaction time to a word in pinned host memory (--gpu-wake) and the stream-record consumer (--gpu-stream).
+# docs/agent-gpu.md has a run.
 #
 #   agent/gpu/gpu-check.sh build OUTDIR   (here: needs cargo) build gdr-selftest, copy it and this script
 #   gpu-check.sh [BINARY] [MiB]            (on the GPU machine: needs only the NVIDIA driver) run it
@@ -30,3 +31,4 @@ fi
 "$bin" --gpu-check "$mib"
 "$bin" --gpu-paths
 "$bin" --gpu-wake 20000
+"$bin" --gpu-stream 256

@@ -35,6 +35,19 @@ fn main() -> ExitCode {
             Err(e) => fail(&e),
         };
     }
+    if args.peek().map(String::as_str) == Some("--gpu-stream") {
+        let mib = std::env::args()
+            .nth(2)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(64);
+        return match gdr_agent::selftest::gpustream::run(mib) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        };
+    }
     if args.peek().map(String::as_str) == Some("--gpu-paths") {
         return match gdr_agent::selftest::gpupaths::run() {
             Ok(report) => {
@@ -55,7 +68,7 @@ fn main() -> ExitCode {
             "--memory" => memory = val(),
             _ => {
                 return fail(
-                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host] | --gpu-check [MiB] | --gpu-paths | --gpu-wake [N]",
+                    "usage: gdr-selftest --device PATH [--bytes N] [--memory auto|cuda|host] | --gpu-check [MiB] | --gpu-paths | --gpu-wake [N] | --gpu-stream [MiB]",
                 );
             }
         }
