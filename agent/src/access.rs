@@ -15,7 +15,8 @@ pub struct Caller {
     pub pid: Option<u32>,
 }
 
-fn uid_of(name: &str) -> Option<u32> {
+/// The uid of user `name`, if it exists.
+pub fn uid_of(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
     let mut pwd: libc::passwd = unsafe_zeroed();
     let mut buf = vec![0 as libc::c_char; 16384];

@@ -58,6 +58,25 @@ pub struct ImageFile {
     pub sha256: String,
 }
 
+/// An image read once and checked against the manifest: the loaders program these bytes, never the file
+/// again (the file may change between the check and the programming, which follows a PCI remove).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub file: ImageFile,
+    pub bytes: Vec<u8>,
+}
+
+impl Image {
+    /// The file's plain name (the manifest refuses any other).
+    pub fn name(&self) -> String {
+        self.file
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// A parsed manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
@@ -120,8 +139,9 @@ impl Manifest {
         })
     }
 
-    /// The file with `role`, checked against its sha256 (a damaged image never reaches the card).
-    pub fn image(&self, role: &str) -> Result<&ImageFile, String> {
+    /// The file with `role`, read once and checked against its sha256 (a damaged image never reaches the
+    /// card).
+    pub fn image(&self, role: &str) -> Result<Image, String> {
         let f = self
             .files
             .iter()
@@ -137,7 +157,10 @@ impl Manifest {
                 f.sha256
             ));
         }
-        Ok(f)
+        Ok(Image {
+            file: f.clone(),
+            bytes: data,
+        })
     }
 }
 
@@ -175,7 +198,9 @@ mod tests {
         assert_eq!(m.expected.build_hash, 0x8169_0a8c);
         assert_eq!(m.golden.unwrap().design_version, 0x0009_0000);
         assert_eq!(m.expected.to_string(), "1.0.0 build 81690a8c");
-        assert!(m.image("model-update").is_ok());
+        let image = m.image("model-update").unwrap();
+        assert_eq!(image.bytes, b"image");
+        assert_eq!(image.name(), "gdr-picoevb-1.0.0-model-update.img");
         assert!(
             m.image("update-bit")
                 .unwrap_err()

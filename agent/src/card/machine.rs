@@ -380,11 +380,8 @@ impl Machine {
         };
         let manifest = self.manifest.as_ref().expect("checked by the caller");
         let role = loader.image_role(self.card.target);
-        let image = manifest
-            .image(role)
-            .map_err(|e| (Stage::Program, e))?
-            .path
-            .clone();
+        // Read and checked once: every try programs these bytes, whatever happens to the file.
+        let image = manifest.image(role).map_err(|e| (Stage::Program, e))?;
         let mut last = String::new();
         for attempt in 1..=self.config.retry.attempts {
             self.go_on(Stage::Program)?;
@@ -392,7 +389,7 @@ impl Machine {
                 Stage::Program,
                 &format!(
                     "loading {} through {} (try {attempt})",
-                    image.display(),
+                    image.file.path.display(),
                     loader.name()
                 ),
             );
