@@ -17,6 +17,7 @@ pub mod loader;
 pub mod manifest;
 pub mod metrics;
 pub mod notify;
+pub mod polkit;
 pub mod progress;
 pub mod selftest;
 pub mod sys;

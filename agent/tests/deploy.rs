@@ -233,3 +233,25 @@ fn units_verify() {
         bad.join("\n")
     );
 }
+
+/// The shipped polkit actions are exactly the agent's administration members' (a missing one would be
+/// refused by polkit for everyone but root; a stray one guards nothing).
+#[test]
+fn polkit_actions_match_the_agent() {
+    use gdr_agent::polkit::AdminAction;
+    let policy = deploy("org.gdr.agent.policy");
+    let mut shipped: Vec<&str> = policy
+        .split("<action id=\"")
+        .skip(1)
+        .filter_map(|r| r.split('"').next())
+        .collect();
+    shipped.sort();
+    let mut wanted: Vec<&str> = AdminAction::ALL.iter().map(|a| a.id()).collect();
+    wanted.sort();
+    assert_eq!(shipped, wanted);
+    assert_eq!(
+        policy.matches("<allow_any>no</allow_any>").count(),
+        wanted.len(),
+        "an action lets anyone in"
+    );
+}
