@@ -47,8 +47,9 @@ struct Admins(Admin);
 impl Admins {
     async fn decide(&self, hdr: &Header<'_>, conn: &zbus::Connection) -> String {
         // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
         let me = Caller {
-            uid: unsafe { libc::getuid() },
+            uid,
             ..Default::default()
         };
         match gdr_agent::polkit::authorize(conn, hdr, &me, &self.0).await {
