@@ -14,6 +14,7 @@ pub mod daemon;
 pub mod dbus;
 pub mod health;
 pub mod loader;
+pub mod logging;
 pub mod manifest;
 pub mod metrics;
 pub mod notify;

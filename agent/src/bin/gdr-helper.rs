@@ -20,14 +20,15 @@ const SCRIPTS: &str = "/usr/share/gdr/program";
 const AGENT_USER: &str = "gdr";
 
 fn main() -> ExitCode {
+    gdr_agent::logging::init();
     let mut line = String::new();
     let stdin = std::io::stdin();
     let reply = serve(&stdin, &mut line);
     let (text, code) = match reply {
         Ok(t) => (format!("ok {t}"), ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!(
-                "<4>gdr-helper: refused '{}': {e}",
+            log::warn!(
+                "gdr-helper: refused '{}': {e}",
                 line.trim_end().escape_debug()
             );
             (format!("error {e}"), ExitCode::FAILURE)

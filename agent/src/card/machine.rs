@@ -261,11 +261,7 @@ impl Machine {
             let r = self.selftest();
             // A restarted agent may find applications holding the card: that is no failed card.
             if r.reason == selftest::BUSY {
-                eprintln!(
-                    "<5>card{}: self-test skipped: {}",
-                    self.index,
-                    selftest::BUSY
-                );
+                log::info!("card{}: self-test skipped: {}", self.index, selftest::BUSY);
             } else if !r.passed {
                 return Err((Stage::SelfTest, r.reason));
             }
@@ -295,7 +291,7 @@ impl Machine {
             ),
             Err(e) => format!("an earlier run left an unreadable record ({e})"),
         };
-        eprintln!("<4>card{}: {why}: rescanning", self.index);
+        log::warn!("card{}: {why}: rescanning", self.index);
         self.note(&format!("{why}: rescanning"));
         let back = match &record {
             Ok(r) => self.relink(&r.pci),
@@ -509,7 +505,7 @@ impl Machine {
         }
         let file = selftest::history::path(&self.config.agent.state_dir, self.index);
         if let Err(e) = selftest::history::append(&file, &result, self.config.selftest.history) {
-            eprintln!("<4>card{}: self-test history not saved: {e}", self.index);
+            log::warn!("card{}: self-test history not saved: {e}", self.index);
         }
         self.set(|s| s.last_selftest = Some(result.clone()));
         result

@@ -54,7 +54,7 @@ impl ModelLoader {
         send(ch.get_mut(), &json!({"cmd": "program_state"}))?;
         let deadline = Instant::now() + self.timeout;
         while read_reply(&mut ch, deadline)?.get("programs").is_none() {
-            eprintln!("<4>model port: dropped a reply nobody read (an earlier agent's)");
+            log::warn!("model port: dropped a reply nobody read (an earlier agent's)");
         }
         send(ch.get_mut(), req)?;
         let v = read_reply(&mut ch, Instant::now() + self.timeout)?;
