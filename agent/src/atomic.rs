@@ -4,6 +4,14 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// A file that could not be written (the old one, if any, is still there, whole).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {source}", path.display())]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
 /// The temporary file [`write`] fills beside `path`.
 fn temp_path(path: &Path) -> PathBuf {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -34,9 +42,12 @@ fn create_new(tmp: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Writes `data` to a new temporary file beside `path`, syncs it and renames it over `path`.
-pub fn write(path: &Path, data: &[u8]) -> Result<(), String> {
+pub fn write(path: &Path, data: &[u8]) -> Result<(), WriteError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| WriteError {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let tmp = temp_path(path);
     let result = (|| {
         let mut f = create_new(&tmp)?;
@@ -44,9 +55,12 @@ pub fn write(path: &Path, data: &[u8]) -> Result<(), String> {
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
-    result.map_err(|e| {
+    result.map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
+        WriteError {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -164,7 +164,7 @@ impl Agent {
     pub fn new(config_path: &Path, config: Config, world: World) -> Arc<Self> {
         let (manifest, manifest_error) = match Manifest::load(&config.agent.bitstream_dir) {
             Ok(m) => (Some(m), String::new()),
-            Err(e) => (None, e),
+            Err(e) => (None, e.to_string()),
         };
         let slots = (0..config.cards.len())
             .map(|i| Slot {
@@ -579,8 +579,8 @@ impl Agent {
             return Ok(self.machine(i as usize).bring_up(false));
         }
         // Refused before anything is revoked: a missing or broken manifest leaves the card as it is.
-        let manifest =
-            Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?;
+        let manifest = Manifest::load(&self.config().agent.bitstream_dir)
+            .map_err(|e| AgentError::Failed(e.to_string()))?;
         // Out of `ready` first, so no Open succeeds after the signal and before the card is back.
         self.revoke(i as usize, "reprogramming");
         *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = Some(manifest);

@@ -70,23 +70,39 @@ pub enum Verdict {
     Denied,
 }
 
+/// Why an administration call is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refusal {
+    #[error("'{0}' is no administration member")]
+    NotAdministration(String),
+    #[error("polkit does not authorize {0}")]
+    Denied(&'static str),
+    #[error(
+        "polkit wants authentication for {0}: call again allowing interactive authorization \
+         (gdrctl under pkttyagent)"
+    )]
+    Challenge(&'static str),
+    #[error("polkit did not answer for {0}: {1}")]
+    NoAnswer(&'static str, String),
+    /// `[admin]` (no polkit on the box) does not name the caller.
+    #[error("{0}")]
+    Config(String),
+}
+
 /// The decision on `action`: `polkit` is `None` where the box has no polkit, else its answer
 /// (or why it gave none: then the call is refused, never waved through); `config` is the `[admin]` check.
 pub fn decide(
     action: AdminAction,
     polkit: Option<Result<Verdict, String>>,
     config: impl FnOnce() -> Result<(), String>,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let id = action.id();
     match polkit {
-        None => config(),
+        None => config().map_err(Refusal::Config),
         Some(Ok(Verdict::Authorized)) => Ok(()),
-        Some(Ok(Verdict::Challenge)) => Err(format!(
-            "polkit wants authentication for {id}: call again allowing interactive authorization \
-             (gdrctl under pkttyagent)"
-        )),
-        Some(Ok(Verdict::Denied)) => Err(format!("polkit does not authorize {id}")),
-        Some(Err(e)) => Err(format!("polkit did not answer for {id}: {e}")),
+        Some(Ok(Verdict::Challenge)) => Err(Refusal::Challenge(id)),
+        Some(Ok(Verdict::Denied)) => Err(Refusal::Denied(id)),
+        Some(Err(e)) => Err(Refusal::NoAnswer(id, e)),
     }
 }
 
@@ -143,10 +159,10 @@ pub async fn authorize(
     hdr: &Header<'_>,
     caller: &Caller,
     admin: &Admin,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let member = hdr.member().map(|m| m.as_str()).unwrap_or("");
     let action = AdminAction::of_member(member)
-        .ok_or_else(|| format!("'{member}' is no administration member"))?;
+        .ok_or_else(|| Refusal::NotAdministration(member.to_string()))?;
     let polkit = match present(conn).await {
         Ok(false) => None,
         Ok(true) => {
@@ -172,16 +188,22 @@ mod tests {
         let no = || Err("not in [admin]".to_string());
         // No polkit: [admin] alone, root included.
         assert!(decide(a, None, yes).is_ok());
-        assert_eq!(decide(a, None, no).unwrap_err(), "not in [admin]");
+        assert_eq!(
+            decide(a, None, no).unwrap_err(),
+            Refusal::Config("not in [admin]".into())
+        );
         // polkit: its answer, whatever [admin] says.
         assert!(decide(a, Some(Ok(Verdict::Authorized)), no).is_ok());
         let e = decide(a, Some(Ok(Verdict::Denied)), yes).unwrap_err();
-        assert_eq!(e, "polkit does not authorize org.gdr.agent.reprogram");
+        assert_eq!(
+            e.to_string(),
+            "polkit does not authorize org.gdr.agent.reprogram"
+        );
         let e = decide(a, Some(Ok(Verdict::Challenge)), yes).unwrap_err();
-        assert!(e.contains("interactive authorization"), "{e}");
+        assert!(e.to_string().contains("interactive authorization"), "{e}");
         // A polkit that does not answer refuses (never falls back to a laxer rule).
         let e = decide(a, Some(Err("timeout".into())), yes).unwrap_err();
-        assert!(e.contains("did not answer"), "{e}");
+        assert!(matches!(e, Refusal::NoAnswer(..)), "{e}");
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl Admins {
         };
         match gdr_agent::polkit::authorize(conn, hdr, &me, &self.0).await {
             Ok(()) => "allowed".into(),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use gdr_agent::access::uid_of;
-use gdr_agent::sys::privileged::{check_peer, check_picoevb, stage_image};
+use gdr_agent::sys::privileged::{PrivilegedError, check_peer, check_picoevb, stage_image};
 use gdr_agent::sys::request::{MAX_LINE, Request};
 
 const SYS: &str = "/sys";
@@ -38,19 +38,26 @@ fn main() -> ExitCode {
     code
 }
 
-fn serve(stdin: &std::io::Stdin, line: &mut String) -> Result<String, String> {
-    let agent = uid_of(AGENT_USER).ok_or_else(|| format!("no user '{AGENT_USER}'"))?;
+fn serve(stdin: &std::io::Stdin, line: &mut String) -> Result<String, PrivilegedError> {
+    let agent = uid_of(AGENT_USER).ok_or(PrivilegedError::NoAgentUser(AGENT_USER))?;
     check_peer(stdin.as_fd(), agent)?;
     stdin
         .lock()
         .take(MAX_LINE as u64 + 1)
         .read_line(line)
-        .map_err(|e| e.to_string())?;
+        .map_err(PrivilegedError::Peer)?;
     let req = Request::parse(line.strip_suffix('\n').unwrap_or(line))?;
     handle(&req)
 }
 
-fn handle(req: &Request) -> Result<String, String> {
+fn sysfs(path: &Path) -> impl FnOnce(std::io::Error) -> PrivilegedError + '_ {
+    move |source| PrivilegedError::File {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn handle(req: &Request) -> Result<String, PrivilegedError> {
     match req {
         Request::Remove(bdf) => {
             check_picoevb(Path::new(SYS), bdf)?;
@@ -58,12 +65,12 @@ fn handle(req: &Request) -> Result<String, String> {
                 .join("bus/pci/devices")
                 .join(bdf)
                 .join("remove");
-            std::fs::write(remove, "1").map_err(|e| format!("remove {bdf}: {e}"))?;
+            std::fs::write(&remove, "1").map_err(sysfs(&remove))?;
             Ok(format!("removed {bdf}"))
         }
         Request::Rescan => {
-            std::fs::write(Path::new(SYS).join("bus/pci/rescan"), "1")
-                .map_err(|e| format!("rescan: {e}"))?;
+            let rescan = Path::new(SYS).join("bus/pci/rescan");
+            std::fs::write(&rescan, "1").map_err(sysfs(&rescan))?;
             Ok("rescanned".into())
         }
         Request::JtagSram(j) | Request::JtagFlash(j) => {
@@ -88,9 +95,9 @@ fn handle(req: &Request) -> Result<String, String> {
             if let Some(s) = &j.serial {
                 cmd.env("GDR_JTAG_SERIAL", s);
             }
-            let out = cmd
-                .output()
-                .map_err(|e| format!("cannot run the programming script: {e}"))?;
+            let out = cmd.output().map_err(|e| {
+                PrivilegedError::Script(format!("cannot run the programming script: {e}"))
+            })?;
             let text = String::from_utf8_lossy(if out.status.success() {
                 &out.stdout
             } else {
@@ -100,7 +107,7 @@ fn handle(req: &Request) -> Result<String, String> {
             if out.status.success() {
                 Ok(last)
             } else {
-                Err(format!("{}: {last}", out.status))
+                Err(PrivilegedError::Script(format!("{}: {last}", out.status)))
             }
         }
     }

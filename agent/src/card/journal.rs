@@ -26,7 +26,7 @@ pub fn path(state_dir: &Path, index: usize) -> PathBuf {
 /// Records `op` durably (written beside, synced, renamed into place).
 pub fn record(path: &Path, op: &OffBus) -> Result<(), String> {
     let text = serde_json::to_string(op).map_err(|e| e.to_string())?;
-    crate::atomic::write(path, text.as_bytes())
+    crate::atomic::write(path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// The record, if there is one; `Err` for a record that cannot be read or parsed.

@@ -377,7 +377,9 @@ impl Machine {
         let manifest = self.manifest.as_ref().expect("checked by the caller");
         let role = loader.image_role(self.card.target);
         // Read and checked once: every try programs these bytes, whatever happens to the file.
-        let image = manifest.image(role).map_err(|e| (Stage::Program, e))?;
+        let image = manifest
+            .image(role)
+            .map_err(|e| (Stage::Program, e.to_string()))?;
         let mut last = String::new();
         for attempt in 1..=self.config.retry.attempts {
             self.go_on(Stage::Program)?;

@@ -51,7 +51,7 @@ pub async fn authorize_admin(
     let c = caller(hdr, conn).await?;
     crate::polkit::authorize(conn, hdr, &c, &agent.config().admin)
         .await
-        .map_err(Error::AccessDenied)?;
+        .map_err(|e| Error::AccessDenied(e.to_string()))?;
     Ok(c)
 }
 

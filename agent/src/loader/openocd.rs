@@ -38,6 +38,6 @@ impl Loader for OpenocdLoader {
             Target::Sram => Request::JtagSram(jtag),
             Target::Flash => Request::JtagFlash(jtag),
         };
-        self.helper.call(&req)
+        self.helper.call(&req).map_err(|e| e.to_string())
     }
 }

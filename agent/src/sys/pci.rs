@@ -66,10 +66,14 @@ impl Pci for SysfsPci {
         self.helper
             .call(&Request::Remove(bdf.to_string()))
             .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn rescan(&self) -> Result<(), String> {
-        self.helper.call(&Request::Rescan).map(|_| ())
+        self.helper
+            .call(&Request::Rescan)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn link(&self, bdf: &str) -> Option<(String, u32)> {

@@ -10,6 +10,44 @@ use std::path::{Path, PathBuf};
 use super::pci::is_picoevb;
 use crate::manifest::sha256_hex;
 
+/// Why the helper refused or failed a request.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivilegedError {
+    #[error("cannot tell who connected: {0}")]
+    Peer(std::io::Error),
+    #[error("uid {uid} connected; only the agent's user (uid {allowed}) is served")]
+    NotTheAgent { uid: u32, allowed: u32 },
+    #[error("no user '{0}'")]
+    NoAgentUser(&'static str),
+    #[error(transparent)]
+    Request(#[from] super::request::RequestError),
+    #[error("{0} is not a PicoEVB")]
+    NotPicoevb(String),
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: larger than {MAX_IMAGE} bytes", path.display())]
+    TooLarge { path: PathBuf },
+    #[error("{}: sha256 {found}, but the agent checked {checked}", path.display())]
+    NotChecked {
+        path: PathBuf,
+        found: String,
+        checked: String,
+    },
+    /// The programming script failed (its exit status and last line).
+    #[error("{0}")]
+    Script(String),
+}
+
+fn file(path: &Path) -> impl FnOnce(std::io::Error) -> PrivilegedError + '_ {
+    move |source| PrivilegedError::File {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Largest image the helper copies (a PicoEVB `.bin` is about 2.3 MB; `.bit` about the same).
 pub const MAX_IMAGE: u64 = 64 << 20;
 
@@ -40,20 +78,18 @@ pub fn peer_uid(fd: BorrowedFd<'_>) -> std::io::Result<u32> {
 
 /// Ok if the peer of `fd` is `allowed` (the agent's user). The socket's mode already limits who connects;
 /// this holds even where an admin loosened it.
-pub fn check_peer(fd: BorrowedFd<'_>, allowed: u32) -> Result<(), String> {
-    let uid = peer_uid(fd).map_err(|e| format!("cannot tell who connected: {e}"))?;
+pub fn check_peer(fd: BorrowedFd<'_>, allowed: u32) -> Result<(), PrivilegedError> {
+    let uid = peer_uid(fd).map_err(PrivilegedError::Peer)?;
     if uid != allowed {
-        return Err(format!(
-            "uid {uid} connected; only the agent's user (uid {allowed}) is served"
-        ));
+        return Err(PrivilegedError::NotTheAgent { uid, allowed });
     }
     Ok(())
 }
 
 /// Ok if `sys/bus/pci/devices/<bdf>` is a PicoEVB (subsystem IDs included).
-pub fn check_picoevb(sys: &Path, bdf: &str) -> Result<(), String> {
+pub fn check_picoevb(sys: &Path, bdf: &str) -> Result<(), PrivilegedError> {
     if !is_picoevb(&sys.join("bus/pci/devices").join(bdf)) {
-        return Err(format!("{bdf} is not a PicoEVB"));
+        return Err(PrivilegedError::NotPicoevb(bdf.to_string()));
     }
     Ok(())
 }
@@ -80,26 +116,27 @@ pub fn stage_image(
     name: &str,
     sha256: &str,
     scratch: &Path,
-) -> Result<Staged, String> {
+) -> Result<Staged, PrivilegedError> {
     let src = bitstreams.join(name);
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&src)
-        .map_err(|e| format!("{}: {e}", src.display()))?;
+        .map_err(file(&src))?;
     let mut bytes = Vec::new();
     f.take(MAX_IMAGE + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", src.display()))?;
+        .map_err(file(&src))?;
     if bytes.len() as u64 > MAX_IMAGE {
-        return Err(format!("{}: larger than {MAX_IMAGE} bytes", src.display()));
+        return Err(PrivilegedError::TooLarge { path: src });
     }
-    let sum = sha256_hex(&bytes);
-    if sum != sha256 {
-        return Err(format!(
-            "{}: sha256 {sum}, but the agent checked {sha256}",
-            src.display()
-        ));
+    let found = sha256_hex(&bytes);
+    if found != sha256 {
+        return Err(PrivilegedError::NotChecked {
+            path: src,
+            found,
+            checked: sha256.to_string(),
+        });
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -109,7 +146,7 @@ pub fn stage_image(
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+        .map_err(file(&dir))?;
     let staged = Staged {
         path: dir.join(name),
         dir,
@@ -120,10 +157,10 @@ pub fn stage_image(
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&staged.path)
-        .map_err(|e| format!("{}: {e}", staged.path.display()))?;
+        .map_err(file(&staged.path))?;
     out.write_all(&bytes)
         .and_then(|()| out.sync_all())
-        .map_err(|e| format!("{}: {e}", staged.path.display()))?;
+        .map_err(file(&staged.path))?;
     Ok(staged)
 }
 
@@ -148,7 +185,10 @@ mod tests {
         assert_eq!(peer_uid(a.as_fd()).unwrap(), me);
         assert!(check_peer(a.as_fd(), me).is_ok());
         let e = check_peer(a.as_fd(), me.wrapping_add(1)).unwrap_err();
-        assert!(e.contains(&format!("uid {me} connected")), "{e}");
+        assert!(
+            matches!(e, PrivilegedError::NotTheAgent { uid, .. } if uid == me),
+            "{e}"
+        );
     }
 
     #[test]
@@ -175,7 +215,7 @@ mod tests {
 
         // A file that is not the one the agent checked is refused.
         let e = stage_image(&bits, "a.bin", &sum, &scratch).unwrap_err();
-        assert!(e.contains("but the agent checked"), "{e}");
+        assert!(matches!(e, PrivilegedError::NotChecked { .. }), "{e}");
         // A link in the bitstream directory is not followed.
         std::os::unix::fs::symlink(bits.join("a.bin"), bits.join("b.bin")).unwrap();
         let evil = sha256_hex(b"evil image");

@@ -26,6 +26,23 @@ pub struct Jtag {
     pub serial: Option<String>,
 }
 
+/// Why a request line was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("request too long")]
+    TooLong,
+    #[error("usage: {0}")]
+    Usage(&'static str),
+    #[error("bad image name '{}'", .0.escape_debug())]
+    BadImage(String),
+    #[error("bad sha256 '{}'", .0.escape_debug())]
+    BadSha256(String),
+    #[error("bad USB serial '{}'", .0.escape_debug())]
+    BadSerial(String),
+    #[error("unknown request '{}' (known: remove, rescan, jtag-sram, jtag-flash)", .0.escape_debug())]
+    Unknown(String),
+}
+
 /// Longest request line the helper reads.
 pub const MAX_LINE: usize = 512;
 
@@ -37,15 +54,15 @@ fn plain_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
 }
 
-fn sha256(s: &str) -> Result<String, String> {
+fn sha256(s: &str) -> Result<String, RequestError> {
     if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         Ok(s.to_string())
     } else {
-        Err(format!("bad sha256 '{}'", s.escape_debug()))
+        Err(RequestError::BadSha256(s.into()))
     }
 }
 
-fn serial(s: Option<&str>) -> Result<Option<String>, String> {
+fn serial(s: Option<&str>) -> Result<Option<String>, RequestError> {
     match s {
         None => Ok(None),
         Some(s)
@@ -53,26 +70,26 @@ fn serial(s: Option<&str>) -> Result<Option<String>, String> {
         {
             Ok(Some(s.to_string()))
         }
-        Some(s) => Err(format!("bad USB serial '{}'", s.escape_debug())),
+        Some(s) => Err(RequestError::BadSerial(s.into())),
     }
 }
 
 impl Request {
     /// Parses one line (without its newline).
-    pub fn parse(line: &str) -> Result<Self, String> {
+    pub fn parse(line: &str) -> Result<Self, RequestError> {
         if line.len() > MAX_LINE {
-            return Err("request too long".into());
+            return Err(RequestError::TooLong);
         }
         let mut words = line.split(' ');
         let verb = words.next().unwrap_or("");
         let args: Vec<&str> = words.collect();
         let req = match (verb, args.as_slice()) {
             ("remove", [bdf]) if valid_bdf(bdf) => Request::Remove(bdf.to_string()),
-            ("remove", _) => return Err("usage: remove DDDD:BB:DD.F".into()),
+            ("remove", _) => return Err(RequestError::Usage("remove DDDD:BB:DD.F")),
             ("rescan", []) => Request::Rescan,
             ("jtag-sram" | "jtag-flash", [image, sum, rest @ ..]) if rest.len() <= 1 => {
                 if !plain_name(image) {
-                    return Err(format!("bad image name '{}'", image.escape_debug()));
+                    return Err(RequestError::BadImage(image.to_string()));
                 }
                 let jtag = Jtag {
                     image: image.to_string(),
@@ -86,14 +103,11 @@ impl Request {
                 }
             }
             ("jtag-sram" | "jtag-flash", _) => {
-                return Err(format!("usage: {verb} IMAGE SHA256 [SERIAL]"));
-            }
-            _ => {
-                return Err(format!(
-                    "unknown request '{}' (known: remove, rescan, jtag-sram, jtag-flash)",
-                    verb.escape_debug()
+                return Err(RequestError::Usage(
+                    "jtag-sram|jtag-flash IMAGE SHA256 [SERIAL]",
                 ));
             }
+            _ => return Err(RequestError::Unknown(verb.to_string())),
         };
         Ok(req)
     }
@@ -171,6 +185,10 @@ mod tests {
             let bad = bad.replace("SUM", SUM);
             assert!(Request::parse(&bad).is_err(), "{bad:?} accepted");
         }
-        assert!(Request::parse(&"x".repeat(600)).is_err());
+        assert_eq!(Request::parse(&"x".repeat(600)), Err(RequestError::TooLong));
+        assert_eq!(
+            Request::parse("jtag-flash a.bin DK0ABC12"),
+            Err(RequestError::BadSha256("DK0ABC12".into()))
+        );
     }
 }
