@@ -626,7 +626,7 @@ impl Agent {
     pub fn open(&self, i: u32, caller: &Caller) -> Result<OwnedFd, AgentError> {
         let uid = caller.uid;
         crate::access::check(&self.config().access, uid, &caller.gids)
-            .map_err(AgentError::AccessDenied)?;
+            .map_err(|e| AgentError::AccessDenied(e.to_string()))?;
         let node = self.ready_node(i)?;
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -704,7 +704,7 @@ impl Agent {
             pci: bdf.clone(),
             since,
         };
-        journal::record(&record, &op).map_err(AgentError::Failed)?;
+        journal::record(&record, &op).map_err(|e| AgentError::Failed(e.to_string()))?;
         if let Err(e) = self.world.pci.remove(&bdf) {
             log::warn!("card{i}: remove for revocation: {e} (the bring-up rescans)");
         }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use zbus::message::{Flags, Header};
 use zbus::zvariant::Value;
 
-use crate::access::Caller;
+use crate::access::{Caller, NotAllowed};
 use crate::config::Admin;
 
 /// polkit's bus name.
@@ -85,8 +85,8 @@ pub enum Refusal {
     #[error("polkit did not answer for {0}: {1}")]
     NoAnswer(&'static str, String),
     /// `[admin]` (no polkit on the box) does not name the caller.
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] NotAllowed),
 }
 
 /// The decision on `action`: `polkit` is `None` where the box has no polkit, else its answer
@@ -94,7 +94,7 @@ pub enum Refusal {
 pub fn decide(
     action: AdminAction,
     polkit: Option<Result<Verdict, String>>,
-    config: impl FnOnce() -> Result<(), String>,
+    config: impl FnOnce() -> Result<(), NotAllowed>,
 ) -> Result<(), Refusal> {
     let id = action.id();
     match polkit {
@@ -185,12 +185,18 @@ mod tests {
     fn polkit_decides_where_present_the_config_where_not() {
         let a = AdminAction::Reprogram;
         let yes = || Ok(());
-        let no = || Err("not in [admin]".to_string());
+        let stranger = NotAllowed {
+            who: "alice".into(),
+            table: "[admin]",
+            users: vec!["root".into()],
+            groups: vec![],
+        };
+        let no = || Err(stranger.clone());
         // No polkit: [admin] alone, root included.
         assert!(decide(a, None, yes).is_ok());
         assert_eq!(
             decide(a, None, no).unwrap_err(),
-            Refusal::Config("not in [admin]".into())
+            Refusal::Config(stranger.clone())
         );
         // polkit: its answer, whatever [admin] says.
         assert!(decide(a, Some(Ok(Verdict::Authorized)), no).is_ok());

@@ -298,7 +298,7 @@ impl Machine {
             Err(_) => self.pci.rescan(),
         };
         back.map_err(|e| (Stage::Relink, format!("{why}; it did not come back: {e}")))?;
-        journal::clear(&file).map_err(|e| (Stage::Relink, e))
+        journal::clear(&file).map_err(|e| (Stage::Relink, e.to_string()))
     }
 
     fn discover(&self) -> Result<String, Fail> {
@@ -413,7 +413,7 @@ impl Machine {
                 self.note(&last);
                 self.relink(bdf)
                     .map_err(|back| (Stage::Relink, format!("{last}; bringing it back: {back}")))?;
-                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.to_string()))?;
                 if attempt < self.config.retry.attempts {
                     self.sleep
                         .sleep(Duration::from_millis(self.config.retry.backoff_ms));
@@ -425,7 +425,7 @@ impl Machine {
             self.enter(Stage::Relink, "rescanning the PCI bus");
             let back = self.relink(bdf);
             if back.is_ok() {
-                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.to_string()))?;
             }
             if let Err(e) = loaded {
                 last = format!("{} loader: {e}", loader.name());
