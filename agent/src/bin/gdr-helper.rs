@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use gdr_agent::access::uid_of;
-use gdr_agent::sys::privileged::{PrivilegedError, check_peer, check_picoevb, stage_image};
+use gdr_agent::sys::privileged::{PrivilegedError, check_peer, check_picoevb, file, stage_image};
 use gdr_agent::sys::request::{MAX_LINE, Request};
 
 const SYS: &str = "/sys";
@@ -45,16 +45,9 @@ fn serve(stdin: &std::io::Stdin, line: &mut String) -> Result<String, Privileged
         .lock()
         .take(MAX_LINE as u64 + 1)
         .read_line(line)
-        .map_err(PrivilegedError::Peer)?;
+        .map_err(PrivilegedError::Read)?;
     let req = Request::parse(line.strip_suffix('\n').unwrap_or(line))?;
     handle(&req)
-}
-
-fn sysfs(path: &Path) -> impl FnOnce(std::io::Error) -> PrivilegedError + '_ {
-    move |source| PrivilegedError::File {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 fn handle(req: &Request) -> Result<String, PrivilegedError> {
@@ -65,12 +58,12 @@ fn handle(req: &Request) -> Result<String, PrivilegedError> {
                 .join("bus/pci/devices")
                 .join(bdf)
                 .join("remove");
-            std::fs::write(&remove, "1").map_err(sysfs(&remove))?;
+            std::fs::write(&remove, "1").map_err(file(&remove))?;
             Ok(format!("removed {bdf}"))
         }
         Request::Rescan => {
             let rescan = Path::new(SYS).join("bus/pci/rescan");
-            std::fs::write(&rescan, "1").map_err(sysfs(&rescan))?;
+            std::fs::write(&rescan, "1").map_err(file(&rescan))?;
             Ok("rescanned".into())
         }
         Request::JtagSram(j) | Request::JtagFlash(j) => {

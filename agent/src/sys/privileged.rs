@@ -17,6 +17,8 @@ pub enum PrivilegedError {
     Peer(std::io::Error),
     #[error("uid {uid} connected; only the agent's user (uid {allowed}) is served")]
     NotTheAgent { uid: u32, allowed: u32 },
+    #[error("cannot read the request: {0}")]
+    Read(std::io::Error),
     #[error("no user '{0}'")]
     NoAgentUser(&'static str),
     #[error(transparent)]
@@ -41,7 +43,8 @@ pub enum PrivilegedError {
     Script(String),
 }
 
-fn file(path: &Path) -> impl FnOnce(std::io::Error) -> PrivilegedError + '_ {
+/// Maps an I/O error on `path` (for `map_err`).
+pub fn file(path: &Path) -> impl FnOnce(std::io::Error) -> PrivilegedError + '_ {
     move |source| PrivilegedError::File {
         path: path.to_path_buf(),
         source,
