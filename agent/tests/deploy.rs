@@ -254,4 +254,13 @@ fn polkit_actions_match_the_agent() {
         wanted.len(),
         "an action lets anyone in"
     );
+    // The agent runs as gdr, not root: polkit answers its CheckAuthorization for other users' subjects
+    // only on actions that name it their owner (else NotAuthorized, for every call).
+    assert_eq!(
+        policy
+            .matches(r#"<annotate key="org.freedesktop.policykit.owner">unix-user:gdr</annotate>"#)
+            .count(),
+        wanted.len(),
+        "an action does not let the agent (user gdr) ask about it"
+    );
 }
