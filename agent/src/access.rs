@@ -15,7 +15,8 @@ pub struct Caller {
     pub pid: Option<u32>,
 }
 
-fn uid_of(name: &str) -> Option<u32> {
+/// The uid of user `name`, if it exists.
+pub fn uid_of(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
     let mut pwd: libc::passwd = unsafe_zeroed();
     let mut buf = vec![0 as libc::c_char; 16384];
@@ -58,23 +59,37 @@ fn unsafe_zeroed<T>() -> T {
     unsafe { std::mem::zeroed() }
 }
 
+/// A caller the config does not name.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "{who} is not in {table} users ({}) nor in any of its groups ({})",
+    users.join(", "),
+    groups.join(", ")
+)]
+pub struct NotAllowed {
+    pub who: String,
+    pub table: &'static str,
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+}
+
 /// Ok if `uid` or one of `gids` is allowed to Open (`[access]`); else why not.
-pub fn check(access: &Access, uid: u32, gids: &[u32]) -> Result<(), String> {
+pub fn check(access: &Access, uid: u32, gids: &[u32]) -> Result<(), NotAllowed> {
     check_in("[access]", &access.users, &access.groups, uid, gids)
 }
 
 /// Ok if `uid` or one of `gids` may administer the cards (`[admin]`); else why not.
-pub fn check_admin(admin: &Admin, uid: u32, gids: &[u32]) -> Result<(), String> {
+pub fn check_admin(admin: &Admin, uid: u32, gids: &[u32]) -> Result<(), NotAllowed> {
     check_in("[admin]", &admin.users, &admin.groups, uid, gids)
 }
 
 fn check_in(
-    table: &str,
+    table: &'static str,
     users: &[String],
     groups: &[String],
     uid: u32,
     gids: &[u32],
-) -> Result<(), String> {
+) -> Result<(), NotAllowed> {
     if users
         .iter()
         .any(|u| uid_of(u) == Some(uid) || u.parse() == Ok(uid))
@@ -88,12 +103,12 @@ fn check_in(
     {
         return Ok(());
     }
-    Err(format!(
-        "{} is not in {table} users ({}) nor in any of its groups ({})",
-        user_name(uid),
-        users.join(", "),
-        groups.join(", ")
-    ))
+    Err(NotAllowed {
+        who: user_name(uid),
+        table,
+        users: users.to_vec(),
+        groups: groups.to_vec(),
+    })
 }
 
 #[cfg(test)]
@@ -110,7 +125,8 @@ mod tests {
         assert!(check(&a, 54321, &[7, 4242]).is_ok(), "by a numeric group");
         let e = check(&a, 54321, &[7]).unwrap_err();
         assert!(
-            e.contains("uid 54321 is not in [access] users (root)"),
+            e.to_string()
+                .contains("uid 54321 is not in [access] users (root)"),
             "{e}"
         );
         let none = Access {

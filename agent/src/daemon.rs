@@ -164,7 +164,7 @@ impl Agent {
     pub fn new(config_path: &Path, config: Config, world: World) -> Arc<Self> {
         let (manifest, manifest_error) = match Manifest::load(&config.agent.bitstream_dir) {
             Ok(m) => (Some(m), String::new()),
-            Err(e) => (None, e),
+            Err(e) => (None, e.to_string()),
         };
         let slots = (0..config.cards.len())
             .map(|i| Slot {
@@ -224,7 +224,7 @@ impl Agent {
                 .status(i as u32)
                 .map(|s| s.summary())
                 .unwrap_or_default();
-            eprintln!("<6>{s}{}", self.message_suffix(i));
+            log::info!("{s}{}", self.message_suffix(i));
         }
         for l in self
             .listeners
@@ -350,8 +350,8 @@ impl Agent {
                 .unwrap_or_else(|e| e.into_inner())
                 .is_none()
         {
-            eprintln!(
-                "<3>{}",
+            log::error!(
+                "{}",
                 self.manifest_error
                     .read()
                     .unwrap_or_else(|e| e.into_inner())
@@ -579,8 +579,8 @@ impl Agent {
             return Ok(self.machine(i as usize).bring_up(false));
         }
         // Refused before anything is revoked: a missing or broken manifest leaves the card as it is.
-        let manifest =
-            Manifest::load(&self.config().agent.bitstream_dir).map_err(AgentError::Failed)?;
+        let manifest = Manifest::load(&self.config().agent.bitstream_dir)
+            .map_err(|e| AgentError::Failed(e.to_string()))?;
         // Out of `ready` first, so no Open succeeds after the signal and before the card is back.
         self.revoke(i as usize, "reprogramming");
         *self.manifest.write().unwrap_or_else(|e| e.into_inner()) = Some(manifest);
@@ -626,14 +626,14 @@ impl Agent {
     pub fn open(&self, i: u32, caller: &Caller) -> Result<OwnedFd, AgentError> {
         let uid = caller.uid;
         crate::access::check(&self.config().access, uid, &caller.gids)
-            .map_err(AgentError::AccessDenied)?;
+            .map_err(|e| AgentError::AccessDenied(e.to_string()))?;
         let node = self.ready_node(i)?;
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(&node)
             .map_err(|e| AgentError::Failed(format!("{}: {e}", node.display())))?;
-        eprintln!("<6>card{i}: fd handed to {}", crate::access::user_name(uid));
+        log::info!("card{i}: fd handed to {}", crate::access::user_name(uid));
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -704,9 +704,9 @@ impl Agent {
             pci: bdf.clone(),
             since,
         };
-        journal::record(&record, &op).map_err(AgentError::Failed)?;
+        journal::record(&record, &op).map_err(|e| AgentError::Failed(e.to_string()))?;
         if let Err(e) = self.world.pci.remove(&bdf) {
-            eprintln!("<4>card{i}: remove for revocation: {e} (the bring-up rescans)");
+            log::warn!("card{i}: remove for revocation: {e} (the bring-up rescans)");
         }
         Ok(self.machine(i).bring_up(false))
     }
@@ -723,10 +723,7 @@ impl Agent {
         }
         let access = new.access.clone();
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = new;
-        eprintln!(
-            "<5>configuration reloaded from {}",
-            self.config_path.display()
-        );
+        log::info!("configuration reloaded from {}", self.config_path.display());
         for (i, slot) in self.slots.iter().enumerate() {
             let lost: Vec<u32> = slot
                 .holders
@@ -739,11 +736,11 @@ impl Agent {
             if lost.is_empty() {
                 continue;
             }
-            eprintln!("<5>card{i}: [access] no longer allows uid(s) {lost:?}: revoking its fds");
+            log::info!("card{i}: [access] no longer allows uid(s) {lost:?}: revoking its fds");
             let me = Arc::clone(self);
             std::thread::spawn(move || {
                 if let Err(e) = me.relink(i, "access narrowed") {
-                    eprintln!("<3>card{i}: revocation after reload failed: {e}");
+                    log::error!("card{i}: revocation after reload failed: {e}");
                 }
             });
         }
@@ -790,9 +787,9 @@ impl Agent {
                 s.message = message.clone();
             }
             match v.health {
-                Health::Failed => eprintln!("<3>card{i}: health failed: {message}"),
-                Health::Degraded => eprintln!("<4>card{i}: health degraded: {message}"),
-                _ => eprintln!("<5>card{i}: healthy"),
+                Health::Failed => log::error!("card{i}: health failed: {message}"),
+                Health::Degraded => log::warn!("card{i}: health degraded: {message}"),
+                _ => log::info!("card{i}: healthy"),
             }
             self.emit(Change::Status(i));
             if v.health == Health::Failed && st.health != Health::Failed {
@@ -826,7 +823,7 @@ impl Agent {
         if let Err(e) =
             crate::atomic::write(&path, crate::metrics::render(&self.statuses()).as_bytes())
         {
-            eprintln!("<4>{e}");
+            log::warn!("{e}");
         }
     }
 
@@ -860,14 +857,14 @@ impl Agent {
         for &i in &late {
             let record = journal::path(&state_dir, i);
             if journal::read(&record).is_some() {
-                eprintln!(
-                    "<4>card{i}: still off the bus at stop: rescanning (the next start finishes it)"
+                log::warn!(
+                    "card{i}: still off the bus at stop: rescanning (the next start finishes it)"
                 );
                 if let Err(e) = self.world.pci.rescan() {
-                    eprintln!("<3>card{i}: rescan at stop failed: {e}");
+                    log::error!("card{i}: rescan at stop failed: {e}");
                 }
             } else {
-                eprintln!("<4>card{i}: its operation did not finish within {limit:?} of the stop");
+                log::warn!("card{i}: its operation did not finish within {limit:?} of the stop");
             }
         }
         late

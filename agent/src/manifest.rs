@@ -58,6 +58,25 @@ pub struct ImageFile {
     pub sha256: String,
 }
 
+/// An image read once and checked against the manifest: the loaders program these bytes, never the file
+/// again (the file may change between the check and the programming, which follows a PCI remove).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub file: ImageFile,
+    pub bytes: Vec<u8>,
+}
+
+impl Image {
+    /// The file's plain name (the manifest refuses any other).
+    pub fn name(&self) -> String {
+        self.file
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// A parsed manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
@@ -70,12 +89,48 @@ pub struct Manifest {
     pub files: Vec<ImageFile>,
 }
 
-fn hex_word(s: &str, what: &str) -> Result<u32, String> {
-    let digits = s.trim_start_matches("0x");
-    u32::from_str_radix(digits, 16).map_err(|_| format!("{what}: '{s}' is not a 32-bit hex word"))
+/// What is wrong with a manifest or one of its images.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The manifest at `path` is malformed.
+    #[error("{}: {why}", path.display())]
+    In {
+        path: PathBuf,
+        why: Box<ManifestError>,
+    },
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("schema {0} (this agent reads schema 1)")]
+    Schema(u32),
+    #[error("file name '{0}' must be a plain name")]
+    NotPlain(String),
+    #[error("{what}: '{value}' is not a 32-bit hex word")]
+    NotHexWord { what: String, value: String },
+    #[error("the manifest has no '{0}' image")]
+    NoRole(String),
+    /// A damaged or replaced image: it never reaches a card.
+    #[error("{}: sha256 {found} does not match the manifest's {want}", path.display())]
+    Mismatch {
+        path: PathBuf,
+        found: String,
+        want: String,
+    },
 }
 
-fn identity(raw: &RawIdBlock, what: &str) -> Result<Identity, String> {
+fn hex_word(s: &str, what: &str) -> Result<u32, ManifestError> {
+    let digits = s.trim_start_matches("0x");
+    u32::from_str_radix(digits, 16).map_err(|_| ManifestError::NotHexWord {
+        what: what.to_string(),
+        value: s.to_string(),
+    })
+}
+
+fn identity(raw: &RawIdBlock, what: &str) -> Result<Identity, ManifestError> {
     Ok(Identity {
         design_version: hex_word(&raw.design_version, &format!("{what}.design_version"))?,
         build_hash: hex_word(&raw.build_hash, &format!("{what}.build_hash"))?,
@@ -84,23 +139,28 @@ fn identity(raw: &RawIdBlock, what: &str) -> Result<Identity, String> {
 
 impl Manifest {
     /// Reads `dir/manifest.json`.
-    pub fn load(dir: &Path) -> Result<Self, String> {
+    pub fn load(dir: &Path) -> Result<Self, ManifestError> {
         let path = dir.join("manifest.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::parse(dir, &text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = std::fs::read_to_string(&path).map_err(|source| ManifestError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Self::parse(dir, &text).map_err(|why| ManifestError::In {
+            path,
+            why: Box::new(why),
+        })
     }
 
     /// Parses a manifest whose files live in `dir`.
-    pub fn parse(dir: &Path, text: &str) -> Result<Self, String> {
-        let raw: RawManifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(dir: &Path, text: &str) -> Result<Self, ManifestError> {
+        let raw: RawManifest = serde_json::from_str(text)?;
         if raw.schema != 1 {
-            return Err(format!("schema {} (this agent reads schema 1)", raw.schema));
+            return Err(ManifestError::Schema(raw.schema));
         }
         let mut files = Vec::new();
         for f in raw.files {
             if f.name.contains('/') || f.name.starts_with('.') {
-                return Err(format!("file name '{}' must be a plain name", f.name));
+                return Err(ManifestError::NotPlain(f.name));
             }
             files.push(ImageFile {
                 path: dir.join(&f.name),
@@ -120,24 +180,30 @@ impl Manifest {
         })
     }
 
-    /// The file with `role`, checked against its sha256 (a damaged image never reaches the card).
-    pub fn image(&self, role: &str) -> Result<&ImageFile, String> {
+    /// The file with `role`, read once and checked against its sha256 (a damaged image never reaches the
+    /// card).
+    pub fn image(&self, role: &str) -> Result<Image, ManifestError> {
         let f = self
             .files
             .iter()
             .find(|f| f.role == role)
-            .ok_or_else(|| format!("the manifest has no '{role}' image"))?;
-        let data =
-            std::fs::read(&f.path).map_err(|e| format!("cannot read {}: {e}", f.path.display()))?;
+            .ok_or_else(|| ManifestError::NoRole(role.to_string()))?;
+        let data = std::fs::read(&f.path).map_err(|source| ManifestError::Read {
+            path: f.path.clone(),
+            source,
+        })?;
         let sum = sha256_hex(&data);
         if sum != f.sha256 {
-            return Err(format!(
-                "{}: sha256 {sum} does not match the manifest's {}",
-                f.path.display(),
-                f.sha256
-            ));
+            return Err(ManifestError::Mismatch {
+                path: f.path.clone(),
+                found: sum,
+                want: f.sha256.clone(),
+            });
         }
-        Ok(f)
+        Ok(Image {
+            file: f.clone(),
+            bytes: data,
+        })
     }
 }
 
@@ -175,19 +241,19 @@ mod tests {
         assert_eq!(m.expected.build_hash, 0x8169_0a8c);
         assert_eq!(m.golden.unwrap().design_version, 0x0009_0000);
         assert_eq!(m.expected.to_string(), "1.0.0 build 81690a8c");
-        assert!(m.image("model-update").is_ok());
-        assert!(
-            m.image("update-bit")
-                .unwrap_err()
-                .contains("no 'update-bit'")
-        );
+        let image = m.image("model-update").unwrap();
+        assert_eq!(image.bytes, b"image");
+        assert_eq!(image.name(), "gdr-picoevb-1.0.0-model-update.img");
+        assert!(matches!(
+            m.image("update-bit"),
+            Err(ManifestError::NoRole(r)) if r == "update-bit"
+        ));
         // A damaged file is refused before it goes anywhere near a card.
         std::fs::write(dir.join("gdr-picoevb-1.0.0-model-update.img"), b"imagf").unwrap();
-        assert!(
-            m.image("model-update")
-                .unwrap_err()
-                .contains("does not match")
-        );
+        assert!(matches!(
+            m.image("model-update"),
+            Err(ManifestError::Mismatch { .. })
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -197,16 +263,14 @@ mod tests {
         assert!(Manifest::parse(d, "{}").is_err());
         let bad_name = r#"{"schema":1,"version":"1","id_block":{"design_version":"0x1","build_hash":"0x2"},
             "files":[{"name":"../etc/passwd","role":"x","sha256":"00"}]}"#;
-        assert!(
-            Manifest::parse(d, bad_name)
-                .unwrap_err()
-                .contains("plain name")
-        );
+        assert!(matches!(
+            Manifest::parse(d, bad_name),
+            Err(ManifestError::NotPlain(_))
+        ));
         let bad_word = bad_name.replace("0x1", "zz").replace("../etc/passwd", "a");
-        assert!(
-            Manifest::parse(d, &bad_word)
-                .unwrap_err()
-                .contains("hex word")
-        );
+        assert!(matches!(
+            Manifest::parse(d, &bad_word),
+            Err(ManifestError::NotHexWord { .. })
+        ));
     }
 }

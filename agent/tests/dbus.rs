@@ -66,7 +66,11 @@ impl gdr_agent::card::ports::Loader for Fake {
     fn image_role(&self, _: gdr_agent::config::Target) -> &'static str {
         "model-update"
     }
-    fn program(&self, _: &Path, _: gdr_agent::config::Target) -> Result<String, String> {
+    fn program(
+        &self,
+        _: &gdr_agent::manifest::Image,
+        _: gdr_agent::config::Target,
+    ) -> Result<String, String> {
         self.0.lock().unwrap().design = 0x0100_0000;
         Ok(String::new())
     }

@@ -108,7 +108,7 @@ impl Loader for Fake {
     fn image_role(&self, _: Target) -> &'static str {
         "model-update"
     }
-    fn program(&self, _: &Path, _: Target) -> Result<String, String> {
+    fn program(&self, _: &gdr_agent::manifest::Image, _: Target) -> Result<String, String> {
         let mut b = self.bus();
         b.log.push("program".into());
         while b.hold_program {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use gdr_agent::card::ports::Loader;
 use gdr_agent::config::Target;
 use gdr_agent::loader::model::ModelLoader;
+use gdr_agent::manifest::{Image, ImageFile, sha256_hex};
 use picoevb_model::control::ControlServer;
 use picoevb_model::image::make_image;
 use picoevb_model::program::{ProgramArgs, apply};
@@ -20,6 +21,19 @@ fn image(dir: &Path, name: &str, args: &str) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, make_image(&args).unwrap()).unwrap();
     p
+}
+
+/// The image as the agent hands it to a loader: read once, with the sha256 it was checked against.
+fn checked(path: &Path) -> Image {
+    let bytes = std::fs::read(path).unwrap();
+    Image {
+        file: ImageFile {
+            path: path.to_path_buf(),
+            role: "model-update".into(),
+            sha256: sha256_hex(&bytes),
+        },
+        bytes,
+    }
 }
 
 fn version(dev: &Device) -> u32 {
@@ -76,11 +90,11 @@ fn programs_the_model_and_sees_the_golden_fallback() {
         timeout: Duration::from_secs(10),
     };
 
-    let said = loader.program(&update, Target::Flash).unwrap();
+    let said = loader.program(&checked(&update), Target::Flash).unwrap();
     assert_eq!(said, "model loaded the update design");
     assert_eq!(version(&dev), idblock::version(1, 0, 0));
 
-    let said = loader.program(&corrupt, Target::Flash).unwrap();
+    let said = loader.program(&checked(&corrupt), Target::Flash).unwrap();
     assert_eq!(said, "model loaded the golden design");
     assert_eq!(
         version(&dev),

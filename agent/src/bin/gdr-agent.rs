@@ -31,6 +31,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 fn main() -> ExitCode {
+    gdr_agent::logging::init();
     let mut path = PathBuf::from(config::DEFAULT_PATH);
     let mut bus = None;
     let mut check = false;
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
     let config = match Config::load(&path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("<3>gdr-agent: {e}");
+            log::error!("gdr-agent: {e}");
             let _ = notify(&status_line(&format!("bad configuration: {e}")));
             return ExitCode::FAILURE;
         }
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
     let conn = match gdr_agent::dbus::serve(&agent, bus.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("<3>gdr-agent: cannot serve org.gdr.Agent1 on the bus: {e}");
+            log::error!("gdr-agent: cannot serve org.gdr.Agent1 on the bus: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -131,7 +132,7 @@ fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interva
             }
             match agent.reload() {
                 Ok(()) => tick = tick_of(Duration::from_secs(agent.config().health.interval_s)),
-                Err(e) => eprintln!("<3>reload refused: {e}"),
+                Err(e) => log::error!("reload refused: {e}"),
             }
             if ready {
                 let _ = notify("READY=1");
@@ -145,7 +146,7 @@ fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interva
         if !ready && agent.settled() {
             ready = true;
             let _ = notify("READY=1");
-            eprintln!("<5>all cards settled: {last_status}");
+            log::info!("all cards settled: {last_status}");
         }
         if Instant::now() >= next {
             next = Instant::now() + tick;
@@ -153,7 +154,7 @@ fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interva
             match alive(agent, conn) {
                 Ok(()) => {
                     if let Some(why) = stuck.take() {
-                        eprintln!("<5>every part makes progress again (was: {why})");
+                        log::info!("every part makes progress again (was: {why})");
                     }
                     if watchdog.is_some() {
                         let _ = notify("WATCHDOG=1");
@@ -161,7 +162,7 @@ fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interva
                 }
                 Err(why) => {
                     if stuck.as_ref() != Some(&why) {
-                        eprintln!("<2>watchdog withheld: {why}");
+                        log::error!("watchdog withheld: {why}");
                     }
                     stuck = Some(why);
                 }

@@ -1,34 +1,33 @@
 //! `gdr-helper`: the privileged on-demand helper (root, started by systemd per connection on
-//! `gdr-helper.socket`, which only user gdr may open). Reads one request line on stdin, answers one line
-//! on stdout. Strict: only PicoEVB functions are removed, only images of the shipped bitstream directory
-//! are loaded, through the fpga-bitstream/program scripts.
+//! `gdr-helper.socket`). Serves only the agent's user (checked on the socket, not only by its mode); reads
+//! one request line on stdin, answers one line on stdout. Strict: only PicoEVB functions are removed, only
+//! images of the shipped bitstream directory are loaded, and only with the bytes the agent checked, through
+//! the fpga-bitstream/program scripts.
 
 use std::io::{BufRead, Read, Write};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
+use gdr_agent::access::uid_of;
+use gdr_agent::sys::privileged::{PrivilegedError, check_peer, check_picoevb, file, stage_image};
 use gdr_agent::sys::request::{MAX_LINE, Request};
-use picoevb_regs::pci::{DEVICE_ID, VENDOR_ID};
 
-const SYS_PCI: &str = "/sys/bus/pci";
+const SYS: &str = "/sys";
 const BITSTREAMS: &str = "/usr/share/gdr/bitstream";
 const SCRIPTS: &str = "/usr/share/gdr/program";
+/// The agent's user: the only one served.
+const AGENT_USER: &str = "gdr";
 
 fn main() -> ExitCode {
+    gdr_agent::logging::init();
     let mut line = String::new();
     let stdin = std::io::stdin();
-    let n = stdin.lock().take(MAX_LINE as u64 + 1).read_line(&mut line);
-    let reply = match n {
-        Ok(_) => match Request::parse(line.strip_suffix('\n').unwrap_or(&line)) {
-            Ok(req) => handle(&req).map(|m| format!("ok {m}")),
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(e.to_string()),
-    };
+    let reply = serve(&stdin, &mut line);
     let (text, code) = match reply {
-        Ok(t) => (t, ExitCode::SUCCESS),
+        Ok(t) => (format!("ok {t}"), ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!(
+            log::warn!(
                 "gdr-helper: refused '{}': {e}",
                 line.trim_end().escape_debug()
             );
@@ -39,50 +38,59 @@ fn main() -> ExitCode {
     code
 }
 
-fn hex(p: &Path) -> Option<u32> {
-    let s = std::fs::read_to_string(p).ok()?;
-    u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+fn serve(stdin: &std::io::Stdin, line: &mut String) -> Result<String, PrivilegedError> {
+    let agent = uid_of(AGENT_USER).ok_or(PrivilegedError::NoAgentUser(AGENT_USER))?;
+    check_peer(stdin.as_fd(), agent)?;
+    stdin
+        .lock()
+        .take(MAX_LINE as u64 + 1)
+        .read_line(line)
+        .map_err(PrivilegedError::Read)?;
+    let req = Request::parse(line.strip_suffix('\n').unwrap_or(line))?;
+    handle(&req)
 }
 
-fn handle(req: &Request) -> Result<String, String> {
+fn handle(req: &Request) -> Result<String, PrivilegedError> {
     match req {
         Request::Remove(bdf) => {
-            let dev = Path::new(SYS_PCI).join("devices").join(bdf);
-            if hex(&dev.join("vendor")) != Some(VENDOR_ID.into())
-                || hex(&dev.join("device")) != Some(DEVICE_ID.into())
-            {
-                return Err(format!("{bdf} is not a PicoEVB"));
-            }
-            std::fs::write(dev.join("remove"), "1").map_err(|e| format!("remove {bdf}: {e}"))?;
+            check_picoevb(Path::new(SYS), bdf)?;
+            let remove = Path::new(SYS)
+                .join("bus/pci/devices")
+                .join(bdf)
+                .join("remove");
+            std::fs::write(&remove, "1").map_err(file(&remove))?;
             Ok(format!("removed {bdf}"))
         }
         Request::Rescan => {
-            std::fs::write(Path::new(SYS_PCI).join("rescan"), "1")
-                .map_err(|e| format!("rescan: {e}"))?;
+            let rescan = Path::new(SYS).join("bus/pci/rescan");
+            std::fs::write(&rescan, "1").map_err(file(&rescan))?;
             Ok("rescanned".into())
         }
-        Request::JtagSram { image, serial } | Request::JtagFlash { image, serial } => {
-            let path = Path::new(BITSTREAMS).join(image);
-            if !path.is_file() {
-                return Err(format!("{} does not exist", path.display()));
-            }
+        Request::JtagSram(j) | Request::JtagFlash(j) => {
+            // A private copy of exactly the checked bytes (PrivateTmp: nobody else sees this /tmp).
+            let staged = stage_image(
+                Path::new(BITSTREAMS),
+                &j.image,
+                &j.sha256,
+                &std::env::temp_dir(),
+            )?;
             let mut cmd = match req {
-                Request::JtagSram { .. } => Command::new(Path::new(SCRIPTS).join("load-sram.sh")),
+                Request::JtagSram(_) => Command::new(Path::new(SCRIPTS).join("load-sram.sh")),
                 _ => {
                     let mut c = Command::new(Path::new(SCRIPTS).join("flash-update.sh"));
                     c.arg("--reload");
                     c
                 }
             };
-            cmd.arg(&path)
+            cmd.arg(&staged.path)
                 .env_clear()
                 .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-            if let Some(s) = serial {
+            if let Some(s) = &j.serial {
                 cmd.env("GDR_JTAG_SERIAL", s);
             }
-            let out = cmd
-                .output()
-                .map_err(|e| format!("cannot run the programming script: {e}"))?;
+            let out = cmd.output().map_err(|e| {
+                PrivilegedError::Script(format!("cannot run the programming script: {e}"))
+            })?;
             let text = String::from_utf8_lossy(if out.status.success() {
                 &out.stdout
             } else {
@@ -92,7 +100,7 @@ fn handle(req: &Request) -> Result<String, String> {
             if out.status.success() {
                 Ok(last)
             } else {
-                Err(format!("{}: {last}", out.status))
+                Err(PrivilegedError::Script(format!("{}: {last}", out.status)))
             }
         }
     }

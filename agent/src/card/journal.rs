@@ -18,34 +18,63 @@ pub struct OffBus {
     pub since: u64,
 }
 
+/// A record that cannot be written, read or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error(transparent)]
+    Write(#[from] crate::atomic::WriteError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Damaged {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
 /// The record of card `index` in `state_dir`.
 pub fn path(state_dir: &Path, index: usize) -> PathBuf {
     state_dir.join(format!("card{index}-offbus.json"))
 }
 
 /// Records `op` durably (written beside, synced, renamed into place).
-pub fn record(path: &Path, op: &OffBus) -> Result<(), String> {
-    let text = serde_json::to_string(op).map_err(|e| e.to_string())?;
-    crate::atomic::write(path, text.as_bytes())
+pub fn record(path: &Path, op: &OffBus) -> Result<(), JournalError> {
+    let text = serde_json::to_string(op).map_err(|source| JournalError::Damaged {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(crate::atomic::write(path, text.as_bytes())?)
 }
 
 /// The record, if there is one; `Err` for a record that cannot be read or parsed.
-pub fn read(path: &Path) -> Option<Result<OffBus, String>> {
+pub fn read(path: &Path) -> Option<Result<OffBus, JournalError>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => {
-            Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display())))
-        }
+        Ok(text) => Some(
+            serde_json::from_str(&text).map_err(|source| JournalError::Damaged {
+                path: path.to_path_buf(),
+                source,
+            }),
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => Some(Err(format!("{}: {e}", path.display()))),
+        Err(source) => Some(Err(JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })),
     }
 }
 
 /// Removes the record (the function is back); a missing record is fine.
-pub fn clear(path: &Path) -> Result<(), String> {
+pub fn clear(path: &Path) -> Result<(), JournalError> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
+        Err(source) => Err(JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -70,7 +99,10 @@ mod tests {
         assert!(read(&p).is_none());
         clear(&p).unwrap();
         std::fs::write(&p, "{").unwrap();
-        assert!(read(&p).unwrap().is_err(), "a damaged record is reported");
+        assert!(
+            matches!(read(&p), Some(Err(JournalError::Damaged { .. }))),
+            "a damaged record is reported"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -261,11 +261,7 @@ impl Machine {
             let r = self.selftest();
             // A restarted agent may find applications holding the card: that is no failed card.
             if r.reason == selftest::BUSY {
-                eprintln!(
-                    "<5>card{}: self-test skipped: {}",
-                    self.index,
-                    selftest::BUSY
-                );
+                log::info!("card{}: self-test skipped: {}", self.index, selftest::BUSY);
             } else if !r.passed {
                 return Err((Stage::SelfTest, r.reason));
             }
@@ -295,14 +291,14 @@ impl Machine {
             ),
             Err(e) => format!("an earlier run left an unreadable record ({e})"),
         };
-        eprintln!("<4>card{}: {why}: rescanning", self.index);
+        log::warn!("card{}: {why}: rescanning", self.index);
         self.note(&format!("{why}: rescanning"));
         let back = match &record {
             Ok(r) => self.relink(&r.pci),
             Err(_) => self.pci.rescan(),
         };
         back.map_err(|e| (Stage::Relink, format!("{why}; it did not come back: {e}")))?;
-        journal::clear(&file).map_err(|e| (Stage::Relink, e))
+        journal::clear(&file).map_err(|e| (Stage::Relink, e.to_string()))
     }
 
     fn discover(&self) -> Result<String, Fail> {
@@ -380,11 +376,10 @@ impl Machine {
         };
         let manifest = self.manifest.as_ref().expect("checked by the caller");
         let role = loader.image_role(self.card.target);
+        // Read and checked once: every try programs these bytes, whatever happens to the file.
         let image = manifest
             .image(role)
-            .map_err(|e| (Stage::Program, e))?
-            .path
-            .clone();
+            .map_err(|e| (Stage::Program, e.to_string()))?;
         let mut last = String::new();
         for attempt in 1..=self.config.retry.attempts {
             self.go_on(Stage::Program)?;
@@ -392,7 +387,7 @@ impl Machine {
                 Stage::Program,
                 &format!(
                     "loading {} through {} (try {attempt})",
-                    image.display(),
+                    image.file.path.display(),
                     loader.name()
                 ),
             );
@@ -418,7 +413,7 @@ impl Machine {
                 self.note(&last);
                 self.relink(bdf)
                     .map_err(|back| (Stage::Relink, format!("{last}; bringing it back: {back}")))?;
-                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.to_string()))?;
                 if attempt < self.config.retry.attempts {
                     self.sleep
                         .sleep(Duration::from_millis(self.config.retry.backoff_ms));
@@ -430,7 +425,7 @@ impl Machine {
             self.enter(Stage::Relink, "rescanning the PCI bus");
             let back = self.relink(bdf);
             if back.is_ok() {
-                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.to_string()))?;
             }
             if let Err(e) = loaded {
                 last = format!("{} loader: {e}", loader.name());
@@ -512,7 +507,7 @@ impl Machine {
         }
         let file = selftest::history::path(&self.config.agent.state_dir, self.index);
         if let Err(e) = selftest::history::append(&file, &result, self.config.selftest.history) {
-            eprintln!("<4>card{}: self-test history not saved: {e}", self.index);
+            log::warn!("card{}: self-test history not saved: {e}", self.index);
         }
         self.set(|s| s.last_selftest = Some(result.clone()));
         result

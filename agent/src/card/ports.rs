@@ -6,6 +6,7 @@ use std::path::Path;
 use picoevb_abi::AbiInfo;
 
 use crate::config::Target;
+use crate::manifest::Image;
 use crate::selftest::Measurement;
 
 /// The PCI bus as sysfs shows it, plus the privileged remove/rescan.
@@ -44,8 +45,8 @@ pub trait Loader: Send + Sync {
     fn name(&self) -> &'static str;
     /// Which manifest file this loader takes for `target`.
     fn image_role(&self, target: Target) -> &'static str;
-    /// Programs `image`; returns what the loader reported (for the journal).
-    fn program(&self, image: &Path, target: Target) -> Result<String, String>;
+    /// Programs `image` (exactly its checked bytes); returns what the loader reported (for the journal).
+    fn program(&self, image: &Image, target: Target) -> Result<String, String>;
 }
 
 /// Runs the loopback self-test (in a child process, in the daemon).

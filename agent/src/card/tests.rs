@@ -9,7 +9,7 @@ use picoevb_abi::{ABI_VERSION, AbiInfo};
 use super::ports::{Events, Loader, Node, Pci, SelfTester, Sleep};
 use super::*;
 use crate::config::{CardConfig, Config, LoaderKind, Target};
-use crate::manifest::{Identity, ImageFile, Manifest, sha256_hex};
+use crate::manifest::{Identity, Image, ImageFile, Manifest, sha256_hex};
 use crate::selftest::Measurement;
 
 const GOOD: Identity = Identity {
@@ -132,12 +132,9 @@ impl Loader for Fake {
     fn image_role(&self, _: Target) -> &'static str {
         "model-update"
     }
-    fn program(&self, image: &Path, _: Target) -> Result<String, String> {
+    fn program(&self, image: &Image, _: Target) -> Result<String, String> {
         let mut w = self.w();
-        w.log.push(format!(
-            "program {}",
-            image.file_name().unwrap().to_string_lossy()
-        ));
+        w.log.push(format!("program {}", image.name()));
         assert!(
             !w.present,
             "programmed while the function was still on the bus"

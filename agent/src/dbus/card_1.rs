@@ -40,7 +40,8 @@ pub async fn caller(hdr: &Header<'_>, conn: &zbus::Connection) -> Result<Caller,
     })
 }
 
-/// Administration (SelfTest, Bench, SetLeds, Reprogram, Reload) needs `[admin]`; applications, which
+/// Administration (SelfTest, Bench, SetLeds, Reprogram, Reload) needs polkit's `org.gdr.agent.*` where the
+/// box has polkit, else `[admin]` (`crate::polkit`); applications, which
 /// only Open and read, need `[access]`.
 pub async fn authorize_admin(
     agent: &Agent,
@@ -48,8 +49,9 @@ pub async fn authorize_admin(
     conn: &zbus::Connection,
 ) -> Result<Caller, Error> {
     let c = caller(hdr, conn).await?;
-    crate::access::check_admin(&agent.config().admin, c.uid, &c.gids)
-        .map_err(Error::AccessDenied)?;
+    crate::polkit::authorize(conn, hdr, &c, &agent.config().admin)
+        .await
+        .map_err(|e| Error::AccessDenied(e.to_string()))?;
     Ok(c)
 }
 

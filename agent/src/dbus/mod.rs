@@ -43,7 +43,7 @@ pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connecti
     let c = conn.clone();
     agent.subscribe(move |change| {
         if let Err(e) = forward(&c, change) {
-            eprintln!("<4>D-Bus signal not sent: {e}");
+            log::warn!("D-Bus signal not sent: {e}");
         }
     });
     Ok(conn)

@@ -5,13 +5,14 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::card::ports::Loader;
 use crate::config::Target;
+use crate::manifest::Image;
 
 /// The `model` loader.
 pub struct ModelLoader {
@@ -53,7 +54,7 @@ impl ModelLoader {
         send(ch.get_mut(), &json!({"cmd": "program_state"}))?;
         let deadline = Instant::now() + self.timeout;
         while read_reply(&mut ch, deadline)?.get("programs").is_none() {
-            eprintln!("<4>model port: dropped a reply nobody read (an earlier agent's)");
+            log::warn!("model port: dropped a reply nobody read (an earlier agent's)");
         }
         send(ch.get_mut(), req)?;
         let v = read_reply(&mut ch, Instant::now() + self.timeout)?;
@@ -118,9 +119,10 @@ impl Loader for ModelLoader {
         "model-update"
     }
 
-    fn program(&self, image: &Path, target: Target) -> Result<String, String> {
-        let text = std::fs::read_to_string(image)
-            .map_err(|e| format!("cannot read {}: {e}", image.display()))?;
+    fn program(&self, image: &Image, target: Target) -> Result<String, String> {
+        // The checked bytes, not the file again: it may have changed since it was checked.
+        let text = std::str::from_utf8(&image.bytes)
+            .map_err(|e| format!("{}: not a model image: {e}", image.file.path.display()))?;
         let target = match target {
             Target::Flash => "flash",
             Target::Sram => "sram",
@@ -136,7 +138,25 @@ impl Loader for ModelLoader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::{ImageFile, Manifest};
     use std::os::unix::net::UnixListener;
+
+    /// `text` written to `path` and checked as the manifest's model image.
+    fn checked(path: &std::path::Path, text: &str) -> Image {
+        std::fs::write(path, text).unwrap();
+        Manifest {
+            version: "1.0.0".into(),
+            expected: Default::default(),
+            golden: None,
+            files: vec![ImageFile {
+                path: path.to_path_buf(),
+                role: "model-update".into(),
+                sha256: crate::manifest::sha256_hex(text.as_bytes()),
+            }],
+        }
+        .image("model-update")
+        .unwrap()
+    }
 
     /// A model that answers the sync request, then one request with `reply` ("" = never), after first
     /// writing `stale` (an earlier agent's unread reply).
@@ -182,8 +202,7 @@ mod tests {
             "{\"ok\":true,\"loaded\":\"golden\"}\n",
             "{\"ok\":true,\"loaded\":\"update\"}\n",
         );
-        let img = p.with_extension("img");
-        std::fs::write(&img, "gdr-model-image 1\n").unwrap();
+        let img = checked(&p.with_extension("img"), "gdr-model-image 1\n");
         let l = ModelLoader {
             port: p,
             timeout: Duration::from_secs(5),
@@ -198,8 +217,9 @@ mod tests {
     #[test]
     fn sends_the_image_and_reads_the_reply() {
         let (p, h) = serve("{\"ok\":true,\"loaded\":\"update\"}\n");
-        let img = p.with_extension("img");
-        std::fs::write(&img, "gdr-model-image 1\n").unwrap();
+        let img = checked(&p.with_extension("img"), "gdr-model-image 1\n");
+        // Replaced after the check (as between the hash and the PCI remove): the checked bytes still go.
+        std::fs::write(&img.file.path, "gdr-model-image 666\n").unwrap();
         let l = ModelLoader {
             port: p.clone(),
             timeout: Duration::from_secs(5),

@@ -2,12 +2,11 @@
 //! privileged helper runs `fpga-bitstream/program/load-sram.sh` (SRAM) or `flash-update.sh --reload`
 //! (MultiBoot update slot, written and verified; the golden slot is never touched).
 
-use std::path::Path;
-
 use crate::card::ports::Loader;
 use crate::config::Target;
+use crate::manifest::Image;
 use crate::sys::helper::Helper;
-use crate::sys::request::Request;
+use crate::sys::request::{Jtag, Request};
 
 /// The `openocd` loader.
 pub struct OpenocdLoader {
@@ -27,23 +26,18 @@ impl Loader for OpenocdLoader {
         }
     }
 
-    fn program(&self, image: &Path, target: Target) -> Result<String, String> {
-        // The helper only takes plain names from the shipped bitstream directory.
-        let name = image
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| format!("{} is not a file", image.display()))?;
-        let serial = self.serial.clone();
-        let req = match target {
-            Target::Sram => Request::JtagSram {
-                image: name,
-                serial,
-            },
-            Target::Flash => Request::JtagFlash {
-                image: name,
-                serial,
-            },
+    fn program(&self, image: &Image, target: Target) -> Result<String, String> {
+        // The helper takes a plain name from the shipped bitstream directory and programs it only if its
+        // bytes still have the sha256 the agent checked.
+        let jtag = Jtag {
+            image: image.name(),
+            sha256: image.file.sha256.clone(),
+            serial: self.serial.clone(),
         };
-        self.helper.call(&req)
+        let req = match target {
+            Target::Sram => Request::JtagSram(jtag),
+            Target::Flash => Request::JtagFlash(jtag),
+        };
+        self.helper.call(&req).map_err(|e| e.to_string())
     }
 }

@@ -29,7 +29,7 @@ pub fn append(file: &Path, result: &SelfTestResult, limit: usize) -> Result<(), 
         text.push_str(&serde_json::to_string(r).map_err(|e| e.to_string())?);
         text.push('\n');
     }
-    crate::atomic::write(file, text.as_bytes())
+    crate::atomic::write(file, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -3,4 +3,5 @@
 pub mod helper;
 pub mod node;
 pub mod pci;
+pub mod privileged;
 pub mod request;

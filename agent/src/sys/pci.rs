@@ -1,12 +1,27 @@
 //! PCI as sysfs shows it (read-only for the agent) and remove/rescan through the privileged helper.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use picoevb_regs::pci::{DEVICE_ID, VENDOR_ID};
+use picoevb_regs::pci::{DEVICE_ID, SUBSYSTEM_ID_PICOEVB, SUBSYSTEM_VENDOR_ID, VENDOR_ID};
 
 use super::helper::Helper;
 use super::request::Request;
 use crate::card::ports::{Aer, Pci};
+
+fn hex_attr(dev: &Path, attr: &str) -> Option<u32> {
+    let s = std::fs::read_to_string(dev.join(attr)).ok()?;
+    u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// Whether the sysfs PCI function at `dev` is a PicoEVB, judged as the driver's probe judges it: vendor and
+/// device 10de:0001 alone also match NVIDIA's HTG-K800 design, so the subsystem IDs must match too. The
+/// agent's discovery and the root helper's `remove` both ask this.
+pub fn is_picoevb(dev: &Path) -> bool {
+    hex_attr(dev, "vendor") == Some(VENDOR_ID.into())
+        && hex_attr(dev, "device") == Some(DEVICE_ID.into())
+        && hex_attr(dev, "subsystem_vendor") == Some(SUBSYSTEM_VENDOR_ID.into())
+        && hex_attr(dev, "subsystem_device") == Some(SUBSYSTEM_ID_PICOEVB.into())
+}
 
 /// sysfs under `root` (normally `/sys`).
 pub struct SysfsPci {
@@ -24,11 +39,6 @@ impl SysfsPci {
             .ok()
             .map(|s| s.trim().to_string())
     }
-
-    fn hex(&self, bdf: &str, attr: &str) -> Option<u32> {
-        self.read(bdf, attr)
-            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok())
-    }
 }
 
 impl Pci for SysfsPci {
@@ -38,10 +48,7 @@ impl Pci for SysfsPci {
         let mut found: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|bdf| {
-                self.hex(bdf, "vendor") == Some(VENDOR_ID.into())
-                    && self.hex(bdf, "device") == Some(DEVICE_ID.into())
-            })
+            .filter(|bdf| is_picoevb(&self.dev(bdf)))
             .collect();
         found.sort();
         Ok(found)
@@ -59,10 +66,14 @@ impl Pci for SysfsPci {
         self.helper
             .call(&Request::Remove(bdf.to_string()))
             .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn rescan(&self) -> Result<(), String> {
-        self.helper.call(&Request::Rescan).map(|_| ())
+        self.helper
+            .call(&Request::Rescan)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn link(&self, bdf: &str) -> Option<(String, u32)> {
@@ -97,12 +108,19 @@ mod tests {
         let root = std::env::temp_dir().join(format!("gdr-sysfs-{}", std::process::id()));
         let card = root.join("bus/pci/devices/0000:01:00.0");
         let other = root.join("bus/pci/devices/0000:00:00.0");
-        std::fs::create_dir_all(&card).unwrap();
-        std::fs::create_dir_all(&other).unwrap();
+        // NVIDIA's HTG-K800 design: the PicoEVB's vendor and device IDs, another subsystem ID.
+        let htg = root.join("bus/pci/devices/0000:02:00.0");
         std::fs::create_dir_all(root.join("bus/pci/drivers/picoevb")).unwrap();
-        for (d, v, dev) in [(&card, "0x10de", "0x0001"), (&other, "0x8086", "0x1237")] {
+        for (d, v, dev, sub) in [
+            (&card, "0x10de", "0x0001", "0x0001"),
+            (&other, "0x8086", "0x1237", "0x0000"),
+            (&htg, "0x10de", "0x0001", "0x0002"),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
             std::fs::write(d.join("vendor"), format!("{v}\n")).unwrap();
             std::fs::write(d.join("device"), format!("{dev}\n")).unwrap();
+            std::fs::write(d.join("subsystem_vendor"), "0x10de\n").unwrap();
+            std::fs::write(d.join("subsystem_device"), format!("{sub}\n")).unwrap();
         }
         std::fs::write(card.join("current_link_speed"), "5.0 GT/s PCIe\n").unwrap();
         std::fs::write(card.join("current_link_width"), "1\n").unwrap();
@@ -122,7 +140,11 @@ mod tests {
                 timeout: std::time::Duration::from_secs(1),
             },
         };
-        assert_eq!(pci.list().unwrap(), ["0000:01:00.0"]);
+        assert_eq!(
+            pci.list().unwrap(),
+            ["0000:01:00.0"],
+            "the HTG-K800 is no PicoEVB"
+        );
         assert_eq!(pci.driver("0000:01:00.0").as_deref(), Some("picoevb"));
         assert_eq!(pci.driver("0000:00:00.0"), None);
         assert_eq!(pci.link("0000:01:00.0"), Some(("5.0 GT/s PCIe".into(), 1)));

@@ -12,15 +12,35 @@ pub enum Request {
     /// Rescan all PCI buses.
     Rescan,
     /// Load an image from the bitstream directory into configuration SRAM over JTAG.
-    JtagSram {
-        image: String,
-        serial: Option<String>,
-    },
+    JtagSram(Jtag),
     /// Write an image into the MultiBoot update slot, verify it and reload the FPGA.
-    JtagFlash {
-        image: String,
-        serial: Option<String>,
-    },
+    JtagFlash(Jtag),
+}
+
+/// A JTAG load: which image, the sha256 the agent checked it against (the helper programs only those
+/// bytes), and which cable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Jtag {
+    pub image: String,
+    pub sha256: String,
+    pub serial: Option<String>,
+}
+
+/// Why a request line was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("request too long")]
+    TooLong,
+    #[error("usage: {0}")]
+    Usage(&'static str),
+    #[error("bad image name '{}'", .0.escape_debug())]
+    BadImage(String),
+    #[error("bad sha256 '{}'", .0.escape_debug())]
+    BadSha256(String),
+    #[error("bad USB serial '{}'", .0.escape_debug())]
+    BadSerial(String),
+    #[error("unknown request '{}' (known: remove, rescan, jtag-sram, jtag-flash)", .0.escape_debug())]
+    Unknown(String),
 }
 
 /// Longest request line the helper reads.
@@ -34,7 +54,15 @@ fn plain_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
 }
 
-fn serial(s: Option<&str>) -> Result<Option<String>, String> {
+fn sha256(s: &str) -> Result<String, RequestError> {
+    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(s.to_string())
+    } else {
+        Err(RequestError::BadSha256(s.into()))
+    }
+}
+
+fn serial(s: Option<&str>) -> Result<Option<String>, RequestError> {
     match s {
         None => Ok(None),
         Some(s)
@@ -42,41 +70,44 @@ fn serial(s: Option<&str>) -> Result<Option<String>, String> {
         {
             Ok(Some(s.to_string()))
         }
-        Some(s) => Err(format!("bad USB serial '{}'", s.escape_debug())),
+        Some(s) => Err(RequestError::BadSerial(s.into())),
     }
 }
 
 impl Request {
     /// Parses one line (without its newline).
-    pub fn parse(line: &str) -> Result<Self, String> {
+    pub fn parse(line: &str) -> Result<Self, RequestError> {
         if line.len() > MAX_LINE {
-            return Err("request too long".into());
+            return Err(RequestError::TooLong);
         }
         let mut words = line.split(' ');
         let verb = words.next().unwrap_or("");
         let args: Vec<&str> = words.collect();
         let req = match (verb, args.as_slice()) {
             ("remove", [bdf]) if valid_bdf(bdf) => Request::Remove(bdf.to_string()),
-            ("remove", _) => return Err("usage: remove DDDD:BB:DD.F".into()),
+            ("remove", _) => return Err(RequestError::Usage("remove DDDD:BB:DD.F")),
             ("rescan", []) => Request::Rescan,
-            ("jtag-sram" | "jtag-flash", [image, rest @ ..]) if rest.len() <= 1 => {
+            ("jtag-sram" | "jtag-flash", [image, sum, rest @ ..]) if rest.len() <= 1 => {
                 if !plain_name(image) {
-                    return Err(format!("bad image name '{}'", image.escape_debug()));
+                    return Err(RequestError::BadImage(image.to_string()));
                 }
-                let serial = serial(rest.first().copied())?;
-                let image = image.to_string();
+                let jtag = Jtag {
+                    image: image.to_string(),
+                    sha256: sha256(sum)?,
+                    serial: serial(rest.first().copied())?,
+                };
                 if verb == "jtag-sram" {
-                    Request::JtagSram { image, serial }
+                    Request::JtagSram(jtag)
                 } else {
-                    Request::JtagFlash { image, serial }
+                    Request::JtagFlash(jtag)
                 }
             }
-            _ => {
-                return Err(format!(
-                    "unknown request '{}' (known: remove, rescan, jtag-sram, jtag-flash)",
-                    verb.escape_debug()
+            ("jtag-sram" | "jtag-flash", _) => {
+                return Err(RequestError::Usage(
+                    "jtag-sram|jtag-flash IMAGE SHA256 [SERIAL]",
                 ));
             }
+            _ => return Err(RequestError::Unknown(verb.to_string())),
         };
         Ok(req)
     }
@@ -86,15 +117,20 @@ impl Request {
         match self {
             Request::Remove(b) => format!("remove {b}"),
             Request::Rescan => "rescan".into(),
-            Request::JtagSram { image, serial } | Request::JtagFlash { image, serial } => {
-                let verb = if matches!(self, Request::JtagSram { .. }) {
+            Request::JtagSram(j) | Request::JtagFlash(j) => {
+                let verb = if matches!(self, Request::JtagSram(_)) {
                     "jtag-sram"
                 } else {
                     "jtag-flash"
                 };
+                let Jtag {
+                    image,
+                    sha256,
+                    serial,
+                } = j;
                 match serial {
-                    Some(s) => format!("{verb} {image} {s}"),
-                    None => format!("{verb} {image}"),
+                    Some(s) => format!("{verb} {image} {sha256} {s}"),
+                    None => format!("{verb} {image} {sha256}"),
                 }
             }
         }
@@ -105,19 +141,23 @@ impl Request {
 mod tests {
     use super::*;
 
+    const SUM: &str = "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8";
+
     #[test]
     fn round_trip() {
         for r in [
             Request::Remove("0000:01:00.0".into()),
             Request::Rescan,
-            Request::JtagSram {
+            Request::JtagSram(Jtag {
                 image: "gdr-picoevb-1.0.0-update.bit".into(),
+                sha256: SUM.into(),
                 serial: None,
-            },
-            Request::JtagFlash {
+            }),
+            Request::JtagFlash(Jtag {
                 image: "a.bin".into(),
+                sha256: SUM.into(),
                 serial: Some("DK0ABC12".into()),
-            },
+            }),
         ] {
             assert_eq!(Request::parse(&r.line()).unwrap(), r);
         }
@@ -132,15 +172,23 @@ mod tests {
             "remove 0000:01:00.0 extra",
             "remove 0000:01:00.0\n",
             "rescan now",
-            "jtag-sram ../../etc/shadow",
-            "jtag-sram .hidden",
-            "jtag-flash a.bin serial;rm",
-            "jtag-flash a.bin s1 s2",
-            "jtag-flash /abs/path.bin",
+            "jtag-sram ../../etc/shadow SUM",
+            "jtag-sram .hidden SUM",
+            "jtag-flash a.bin SUM serial;rm",
+            "jtag-flash a.bin SUM s1 s2",
+            "jtag-flash /abs/path.bin SUM",
+            "jtag-flash a.bin",
+            "jtag-flash a.bin DK0ABC12",
+            "jtag-flash a.bin 5E884898DA28047151D0E56F8DC6292773603D0D6AABBDD62A11EF721D1542D8",
             "reboot",
         ] {
-            assert!(Request::parse(bad).is_err(), "{bad:?} accepted");
+            let bad = bad.replace("SUM", SUM);
+            assert!(Request::parse(&bad).is_err(), "{bad:?} accepted");
         }
-        assert!(Request::parse(&"x".repeat(600)).is_err());
+        assert_eq!(Request::parse(&"x".repeat(600)), Err(RequestError::TooLong));
+        assert_eq!(
+            Request::parse("jtag-flash a.bin DK0ABC12"),
+            Err(RequestError::BadSha256("DK0ABC12".into()))
+        );
     }
 }
