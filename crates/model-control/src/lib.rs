@@ -213,6 +213,13 @@ pub struct StateReply {
     pub unplugged: bool,
 }
 
+impl StateReply {
+    /// Interrupts raised, MSI and INTx together.
+    pub fn irqs(&self) -> u64 {
+        self.irqs_msi + self.irqs_intx
+    }
+}
+
 /// Which design the card runs after a `program`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
