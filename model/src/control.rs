@@ -17,7 +17,8 @@
 //! * `{"cmd":"timing"}` -> timing mode's modeled clock, per-engine counters and parameters;
 //!   `"enable":true|false` and `"params":{NAME:N}` switch it (see `timing` and docs/perf.md).
 //!
-//! Errors: `{"ok":false,"error":"..."}`.
+//! Errors: `{"ok":false,"error":"..."}`. The requests and replies are the types of `crates/model-control`,
+//! which every client uses too.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -25,144 +26,110 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gdr_model_control::{
+    Done, Engine, EngineCounters, MAX_LINE, Request, StateReply, error_line, ok_line,
+};
 use log::{debug, info, warn};
 use picoevb_regs::xdma::Dir;
-use serde_json::{Value, json};
 
 use crate::device::{Device, Snapshot};
 use crate::faults::FaultKind;
 
-/// Longest request line accepted; protects the model from a client that never sends a newline.
-const MAX_LINE: usize = 64 * 1024;
-
 /// Handles one request line and returns the response line (without the newline).
 pub fn handle_line(device: &Device, line: &str) -> String {
-    let response = match serde_json::from_str::<Value>(line.trim()) {
-        Ok(request) => handle_request(device, &request).unwrap_or_else(|e| error(&e)),
-        Err(e) => error(&format!("bad JSON: {e}")),
-    };
-    response.to_string()
+    Request::from_line(line)
+        .and_then(|request| handle_request(device, request))
+        .unwrap_or_else(|e| error_line(&e))
 }
 
-fn error(message: &str) -> Value {
-    json!({ "ok": false, "error": message })
-}
-
-fn handle_request(device: &Device, request: &Value) -> Result<Value, String> {
-    let Some(object) = request.as_object() else {
-        return Err("request must be a JSON object".into());
-    };
-    let cmd = match object.get("cmd") {
-        Some(Value::String(s)) => s.as_str(),
-        Some(_) => return Err("\"cmd\" must be a string".into()),
-        None => return Err("missing \"cmd\"".into()),
-    };
-    match cmd {
-        "state" => {
-            let mut v = state_json(&device.snapshot());
-            v["unplugged"] = json!(device.unplugged());
-            Ok(v)
+fn handle_request(device: &Device, request: Request) -> Result<String, String> {
+    match request {
+        Request::State {} => {
+            let mut reply = state_reply(&device.snapshot());
+            reply.unplugged = device.unplugged();
+            Ok(ok_line(&reply))
         }
-        "inject" => {
-            let name = object
-                .get("fault")
-                .and_then(Value::as_str)
-                .ok_or("inject needs \"fault\": a fault name")?;
-            let kind = FaultKind::from_name(name).ok_or_else(|| {
+        Request::Inject {
+            fault,
+            count,
+            delay_ms,
+            after,
+        } => {
+            let kind = FaultKind::from_name(&fault).ok_or_else(|| {
                 let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown fault '{name}' (known: {})", names.join(", "))
+                format!("unknown fault '{fault}' (known: {})", names.join(", "))
             })?;
-            let count = optional_u64(object.get("count"), "count")?.unwrap_or(1);
-            let delay =
-                optional_u64(object.get("delay_ms"), "delay_ms")?.map(Duration::from_millis);
-            if delay.is_some() && kind != FaultKind::Slow {
+            if delay_ms.is_some() && kind != FaultKind::Slow {
                 return Err("\"delay_ms\" only applies to the slow fault".into());
             }
-            let after = optional_u64(object.get("after"), "after")?.unwrap_or(0);
-            device.inject_after(kind, after, count, delay);
+            device.inject_after(kind, after, count, delay_ms.map(Duration::from_millis));
             info!(
-                "control: armed {name} for {}",
+                "control: armed {fault} for {}",
                 if count == 0 {
                     "all transfers".to_string()
                 } else {
                     format!("{count} transfer(s)")
                 }
             );
-            Ok(json!({ "ok": true }))
+            Ok(ok_line(&Done {}))
         }
-        "clear" => {
+        Request::Clear {} => {
             device.clear_faults();
-            Ok(json!({ "ok": true }))
+            Ok(ok_line(&Done {}))
         }
-        "reset_counters" => {
+        Request::ResetCounters {} => {
             device.reset_counters();
-            Ok(json!({ "ok": true }))
+            Ok(ok_line(&Done {}))
         }
-        "unplug" | "replug" => {
-            device.set_unplugged(cmd == "unplug");
+        Request::Unplug {} | Request::Replug {} => {
+            let unplug = request == Request::Unplug {};
+            device.set_unplugged(unplug);
             info!(
                 "control: card {}",
-                if cmd == "unplug" {
+                if unplug {
                     "unplugged"
                 } else {
                     "plugged back in"
                 }
             );
-            Ok(json!({ "ok": true }))
+            Ok(ok_line(&Done {}))
         }
-        "leave_running" => leave_running(device, object),
-        "program" => crate::program::handle(device, object),
-        "program_fault" => crate::program::handle_fault(device, object),
-        "program_state" => Ok(crate::program::state(device)),
-        "timing" => timing(device, object),
-        other => Err(format!(
-            "unknown command '{other}' (known: state, inject, clear, reset_counters, unplug, replug, \
-             leave_running, program, program_fault, program_state, timing)"
-        )),
+        Request::LeaveRunning {
+            engine,
+            desc,
+            adjacent,
+        } => {
+            if adjacent.is_some_and(|n| n > 0x3f) {
+                return Err("\"adjacent\" must be at most 63".into());
+            }
+            let dir = dir_of(engine);
+            device.leave_running(dir, desc, adjacent)?;
+            info!("control: {dir:?} engine left running");
+            Ok(ok_line(&Done {}))
+        }
+        Request::Program { image, target } => {
+            crate::program::handle(device, &image, target).map(|r| ok_line(&r))
+        }
+        Request::ProgramFault { corrupt } => {
+            crate::program::handle_fault(device, corrupt);
+            Ok(ok_line(&Done {}))
+        }
+        Request::ProgramState {} => Ok(ok_line(&crate::program::state(device))),
+        Request::Timing { enable, params } => timing(device, enable, params).map(|r| ok_line(&r)),
     }
 }
 
-/// `{"cmd":"leave_running","engine":"h2c"|"c2h"}`, optionally `"desc":ADDR` and `"adjacent":N`: an engine
-/// left running by a driver that is gone (see [`Device::leave_running`]).
-fn leave_running(
+/// `timing`: reports the modeled clock and counters; `enable` turns timing mode on (clock and counters
+/// from 0) or off, `params` changes parameters of the current ones.
+fn timing(
     device: &Device,
-    object: &serde_json::Map<String, Value>,
-) -> Result<Value, String> {
-    let name = object.get("engine").and_then(Value::as_str);
-    let dir = match Dir::ALL.into_iter().find(|&d| Some(engine_name(d)) == name) {
-        Some(d) => d,
-        None => return Err("leave_running needs \"engine\": \"h2c\" or \"c2h\"".into()),
-    };
-    let desc = optional_u64(object.get("desc"), "desc")?;
-    let adjacent = optional_u64(object.get("adjacent"), "adjacent")?
-        .map(|n| {
-            u32::try_from(n)
-                .ok()
-                .filter(|&n| n <= 0x3f)
-                .ok_or("\"adjacent\" must be at most 63")
-        })
-        .transpose()?;
-    device.leave_running(dir, desc, adjacent)?;
-    info!("control: {dir:?} engine left running");
-    Ok(json!({ "ok": true }))
-}
-
-/// `{"cmd":"timing"}` reports the modeled clock and counters; `"enable":true|false` turns timing mode on
-/// (clock and counters from 0) or off, `"params":{NAME:N,...}` changes parameters of the current ones.
-fn timing(device: &Device, object: &serde_json::Map<String, Value>) -> Result<Value, String> {
-    let enable = match object.get("enable") {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(_) => return Err("\"enable\" must be true or false".into()),
-    };
-    if let Some(params) = object.get("params") {
-        let map = params
-            .as_object()
-            .ok_or("\"params\" must be an object of timing parameters")?;
+    enable: Option<bool>,
+    params: Option<std::collections::BTreeMap<String, u64>>,
+) -> Result<gdr_model_control::TimingReply, String> {
+    if let Some(map) = params {
         let mut p = device.timing_params();
         for (name, v) in map {
-            let v = optional_u64(Some(v), name)?.ok_or(format!("\"{name}\" needs a value"))?;
-            crate::timing::set_param(&mut p, name, v)?;
+            crate::timing::set_param(&mut p, &name, v)?;
         }
         p.validate()?;
         if enable == Some(false) {
@@ -172,52 +139,54 @@ fn timing(device: &Device, object: &serde_json::Map<String, Value>) -> Result<Va
     } else if let Some(on) = enable {
         device.set_timing(on.then(|| device.timing_params()));
     }
-    Ok(device.timing_json())
+    Ok(device.timing_reply())
 }
 
-fn optional_u64(v: Option<&Value>, name: &str) -> Result<Option<u64>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("\"{name}\" must be a non-negative integer")),
+/// An engine's direction from its name on the channel.
+fn dir_of(engine: Engine) -> Dir {
+    match engine {
+        Engine::H2c => Dir::H2c,
+        Engine::C2h => Dir::C2h,
     }
 }
 
 /// An engine's name on the control channel.
-fn engine_name(dir: Dir) -> &'static str {
+fn engine_of(dir: Dir) -> Engine {
     match dir {
-        Dir::H2c => "h2c",
-        Dir::C2h => "c2h",
+        Dir::H2c => Engine::H2c,
+        Dir::C2h => Engine::C2h,
     }
 }
 
-/// The `state` response.
-pub fn state_json(s: &Snapshot) -> Value {
+/// The `state` reply (`unplugged` is the device's, filled in by the caller).
+pub fn state_reply(s: &Snapshot) -> StateReply {
     let engine = |d: Dir| {
         let e = s.engine(d);
-        let host_addr = s.stats.host_addrs.last(d);
-        json!({ "runs": e.runs, "descriptors": e.descriptors, "bytes": e.bytes, "errors": e.errors,
-                "host_addr": host_addr })
+        EngineCounters {
+            runs: e.runs,
+            descriptors: e.descriptors,
+            bytes: e.bytes,
+            errors: e.errors,
+            host_addr: s.stats.host_addrs.last(d),
+        }
     };
-    json!({
-        "ok": true,
-        "leds": s.leds(),
-        "gpio_data": s.gpio_data,
-        "scratch": s.scratch,
-        "msi_enabled": s.msi_enabled,
-        "irqs_msi": s.stats.irqs_msi,
-        "irqs_intx": s.stats.irqs_intx,
-        "h2c": engine(Dir::H2c),
-        "c2h": engine(Dir::C2h),
-        "dma_maps": s.dma_maps,
-        "dropped_writes": s.stats.dropped_writes,
-        "stray_dma": s.stats.stray_dma,
-        "bus_waits": s.bus_waits.iter().map(|&d| engine_name(d)).collect::<Vec<_>>(),
-        "faults_injected": s.stats.faults_injected,
-        "pending_faults": s.pending_faults,
-    })
+    StateReply {
+        leds: s.leds(),
+        gpio_data: s.gpio_data,
+        scratch: s.scratch,
+        msi_enabled: s.msi_enabled,
+        irqs_msi: s.stats.irqs_msi,
+        irqs_intx: s.stats.irqs_intx,
+        h2c: engine(Dir::H2c),
+        c2h: engine(Dir::C2h),
+        dma_maps: s.dma_maps,
+        dropped_writes: s.stats.dropped_writes,
+        stray_dma: s.stats.stray_dma,
+        bus_waits: s.bus_waits.iter().map(|&d| engine_of(d)).collect(),
+        faults_injected: s.stats.faults_injected,
+        pending_faults: s.pending_faults.iter().map(|n| n.to_string()).collect(),
+        unplugged: false,
+    }
 }
 
 /// Serves one connection until the client closes it.
@@ -235,12 +204,12 @@ pub fn serve_connection(device: &Device, stream: UnixStream) -> io::Result<()> {
             // Discard the rest of the over-long line so the next request starts clean.
             let mut rest = Vec::new();
             reader.read_until(b'\n', &mut rest)?;
-            error(&format!("request longer than {MAX_LINE} bytes")).to_string()
+            error_line(&format!("request longer than {MAX_LINE} bytes"))
         } else {
             match std::str::from_utf8(&line) {
-                Ok(text) if text.trim().is_empty() => error("empty request").to_string(),
+                Ok(text) if text.trim().is_empty() => error_line("empty request"),
                 Ok(text) => handle_line(device, text),
-                Err(_) => error("request is not UTF-8").to_string(),
+                Err(_) => error_line("request is not UTF-8"),
             }
         };
         debug!(

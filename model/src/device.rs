@@ -583,12 +583,12 @@ impl Device {
     }
 
     /// Timing mode's clock, counters and parameters (the control socket's `timing` answer).
-    pub fn timing_json(&self) -> serde_json::Value {
+    pub fn timing_reply(&self) -> gdr_model_control::TimingReply {
         let st = self.shared.lock();
-        let mut v = st.timing.json();
-        v["irqs_msi"] = st.stats.irqs_msi.into();
-        v["irqs_intx"] = st.stats.irqs_intx.into();
-        v
+        let mut r = st.timing.reply();
+        r.irqs_msi = st.stats.irqs_msi;
+        r.irqs_intx = st.stats.irqs_intx;
+        r
     }
 
     /// Turns timing mode on with `params` (clock and counters restart at 0), or off.

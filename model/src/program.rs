@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
+use gdr_model_control::{Loaded, ProgramReply, ProgramStateReply, ProgramTarget};
 use log::{info, warn};
-use serde_json::{Value, json};
 
 use crate::device::Device;
 use crate::image::ModelImage;
@@ -36,8 +36,8 @@ pub struct ProgramState {
     /// Loads so far, and how many fell back.
     pub programs: u64,
     pub fallbacks: u64,
-    /// What the card runs now: "start", "update" or "golden".
-    pub running: &'static str,
+    /// What the card runs now.
+    pub running: Loaded,
 }
 
 impl ProgramState {
@@ -47,7 +47,7 @@ impl ProgramState {
             corrupt_next: false,
             programs: 0,
             fallbacks: 0,
-            running: "start",
+            running: Loaded::Start,
         }
     }
 }
@@ -104,95 +104,71 @@ pub fn apply(device: &Device, args: &ProgramArgs) {
     }
 }
 
-/// The `program` control command: `{"cmd":"program","image":TEXT,"target":"flash"|"sram"}`.
-pub fn handle(device: &Device, request: &serde_json::Map<String, Value>) -> Result<Value, String> {
-    let text = request
-        .get("image")
-        .and_then(Value::as_str)
-        .ok_or("program needs \"image\": the model image text")?;
-    let target = match request
-        .get("target")
-        .and_then(Value::as_str)
-        .unwrap_or("flash")
-    {
-        t @ ("flash" | "sram") => t,
-        other => return Err(format!("unknown target '{other}' (flash or sram)")),
-    };
+/// The `program` control command: loads `text` into `target` as JTAG would.
+pub fn handle(device: &Device, text: &str, target: ProgramTarget) -> Result<ProgramReply, String> {
     let parsed = ModelImage::parse(text);
     let injected = device.with_program(|p| std::mem::take(&mut p.corrupt_next));
-    program(device, parsed, injected, target, LINK_DOWN)
+    Ok(program(device, parsed, injected, target, LINK_DOWN))
 }
 
 fn program(
     device: &Device,
     parsed: Result<ModelImage, String>,
     injected: bool,
-    target: &str,
+    target: ProgramTarget,
     link_down: Duration,
-) -> Result<Value, String> {
-    info!("control: programming ({target}): link down");
+) -> ProgramReply {
+    info!("control: programming ({target:?}): link down");
     device.set_unplugged(true);
     std::thread::sleep(link_down);
     let (image, loaded, reason) = match parsed {
-        Ok(img) if !injected => (img, "update", String::new()),
+        Ok(img) if !injected => (img, Loaded::Update, String::new()),
         Ok(_) => (
             golden(device),
-            "golden",
+            Loaded::Golden,
             "injected program fault".to_string(),
         ),
-        Err(e) => (golden(device), "golden", e),
+        Err(e) => (golden(device), Loaded::Golden, e),
     };
     device.load_design(&image);
     device.with_program(|p| {
         p.programs += 1;
-        p.fallbacks += u64::from(loaded == "golden");
+        p.fallbacks += u64::from(loaded == Loaded::Golden);
         p.running = loaded;
     });
     device.set_unplugged(false);
-    if loaded == "golden" {
+    if loaded == Loaded::Golden {
         warn!("control: image rejected ({reason}): fell back to the golden design");
     }
     info!(
-        "control: programmed: {loaded} design {:#010x}, link up",
+        "control: programmed: {loaded:?} design {:#010x}, link up",
         image.design_version
     );
-    Ok(json!({
-        "ok": true,
-        "loaded": loaded,
-        "reason": reason,
-        "design": image.design.to_string(),
-        "design_version": image.id_version(),
-        "build_hash": image.build_hash,
-    }))
+    ProgramReply {
+        loaded,
+        reason,
+        design: image.design.to_string(),
+        design_version: image.id_version(),
+        build_hash: image.build_hash,
+    }
 }
 
 fn golden(device: &Device) -> ModelImage {
     device.with_program(|p| p.golden)
 }
 
-/// `{"cmd":"program_fault","corrupt":true|false}`: the next `program` treats its image as corrupt.
-pub fn handle_fault(
-    device: &Device,
-    request: &serde_json::Map<String, Value>,
-) -> Result<Value, String> {
-    let corrupt = request
-        .get("corrupt")
-        .and_then(Value::as_bool)
-        .ok_or("program_fault needs \"corrupt\": true or false")?;
+/// `program_fault`: the next `program` treats its image as corrupt (or not).
+pub fn handle_fault(device: &Device, corrupt: bool) {
     device.with_program(|p| p.corrupt_next = corrupt);
-    Ok(json!({ "ok": true }))
 }
 
-/// The `program_state` response.
-pub fn state(device: &Device) -> Value {
-    device.with_program(|p| {
-        json!({
-            "ok": true,
-            "running": p.running,
-            "programs": p.programs,
-            "fallbacks": p.fallbacks,
-            "golden_version": p.golden.design_version,
-            "program_fault_armed": p.corrupt_next,
-        })
+/// The `program_state` reply.
+pub fn state(device: &Device) -> ProgramStateReply {
+    device.with_program(|p| ProgramStateReply {
+        running: p.running,
+        programs: p.programs,
+        fallbacks: p.fallbacks,
+        golden_version: p.golden.design_version,
+        program_fault_armed: p.corrupt_next,
     })
 }

@@ -8,7 +8,10 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use gdr_model_control::{
+    Loaded, ProgramReply, ProgramStateReply, ProgramTarget, Request, parse_reply,
+};
+use serde::de::DeserializeOwned;
 
 use crate::card::ports::Loader;
 use crate::config::Target;
@@ -49,32 +52,26 @@ impl ModelLoader {
     /// The channel may still hold the reply to a request of an agent that was killed before it read it
     /// (virtio-serial keeps it until the port is opened again). So the exchange starts with a
     /// `program_state` request, whose reply no `program` produces, and drops every line before that reply.
-    pub fn request(&self, req: &Value) -> Result<Value, String> {
+    pub fn request<T: DeserializeOwned>(&self, req: &Request) -> Result<T, String> {
         let mut ch = BufReader::new(self.open()?);
-        send(ch.get_mut(), &json!({"cmd": "program_state"}))?;
+        send(ch.get_mut(), &Request::ProgramState {})?;
         let deadline = Instant::now() + self.timeout;
-        while read_reply(&mut ch, deadline)?.get("programs").is_none() {
+        while parse_reply::<ProgramStateReply>(&read_reply(&mut ch, deadline)?).is_err() {
             log::warn!("model port: dropped a reply nobody read (an earlier agent's)");
         }
         send(ch.get_mut(), req)?;
-        let v = read_reply(&mut ch, Instant::now() + self.timeout)?;
-        if v["ok"] != json!(true) {
-            return Err(format!(
-                "model refused: {}",
-                v["error"].as_str().unwrap_or("(no reason given)")
-            ));
-        }
-        Ok(v)
+        let line = read_reply(&mut ch, Instant::now() + self.timeout)?;
+        parse_reply(&line).map_err(|e| format!("model: {e}"))
     }
 }
 
-fn send(ch: &mut Box<dyn Channel>, req: &Value) -> Result<(), String> {
-    ch.write_all(format!("{req}\n").as_bytes())
+fn send(ch: &mut Box<dyn Channel>, req: &Request) -> Result<(), String> {
+    ch.write_all(format!("{}\n", req.to_line()).as_bytes())
         .map_err(|e| format!("model port: {e}"))
 }
 
-/// The next reply line as JSON, waiting until `deadline` for it.
-fn read_reply(ch: &mut BufReader<Box<dyn Channel>>, deadline: Instant) -> Result<Value, String> {
+/// The next reply line, waiting until `deadline` for it.
+fn read_reply(ch: &mut BufReader<Box<dyn Channel>>, deadline: Instant) -> Result<String, String> {
     if ch.buffer().is_empty() {
         wait_readable(
             ch.get_ref().as_raw_fd(),
@@ -87,8 +84,7 @@ fn read_reply(ch: &mut BufReader<Box<dyn Channel>>, deadline: Instant) -> Result
     if reply.is_empty() {
         return Err("model port: closed without an answer".into());
     }
-    serde_json::from_str(reply.trim())
-        .map_err(|e| format!("model answered '{}': {e}", reply.trim().escape_debug()))
+    Ok(reply)
 }
 
 fn wait_readable(fd: i32, timeout: Duration) -> Result<(), String> {
@@ -124,14 +120,19 @@ impl Loader for ModelLoader {
         let text = std::str::from_utf8(&image.bytes)
             .map_err(|e| format!("{}: not a model image: {e}", image.file.path.display()))?;
         let target = match target {
-            Target::Flash => "flash",
-            Target::Sram => "sram",
+            Target::Flash => ProgramTarget::Flash,
+            Target::Sram => ProgramTarget::Sram,
         };
-        let v = self.request(&json!({ "cmd": "program", "image": text, "target": target }))?;
-        Ok(format!(
-            "model loaded the {} design",
-            v["loaded"].as_str().unwrap_or("?")
-        ))
+        let r: ProgramReply = self.request(&Request::Program {
+            image: text.to_string(),
+            target,
+        })?;
+        let loaded = match r.loaded {
+            Loaded::Start => "start",
+            Loaded::Update => "update",
+            Loaded::Golden => "golden",
+        };
+        Ok(format!("model loaded the {loaded} design"))
     }
 }
 
@@ -158,6 +159,13 @@ mod tests {
         .unwrap()
     }
 
+    const PROGRAM_STATE: &str = "{\"ok\":true,\"running\":\"start\",\"programs\":3,\"fallbacks\":0,\
+        \"golden_version\":1,\"program_fault_armed\":false}\n";
+    const GOLDEN: &str = "{\"ok\":true,\"loaded\":\"golden\",\"reason\":\"corrupt\",\"design\":\"gdr\",\
+        \"design_version\":1,\"build_hash\":2}\n";
+    const UPDATE: &str = "{\"ok\":true,\"loaded\":\"update\",\"reason\":\"\",\"design\":\"gdr\",\
+        \"design_version\":1,\"build_hash\":2}\n";
+
     /// A model that answers the sync request, then one request with `reply` ("" = never), after first
     /// writing `stale` (an earlier agent's unread reply).
     fn serve_after(
@@ -179,7 +187,7 @@ mod tests {
             let mut line = String::new();
             r.read_line(&mut line).unwrap();
             assert!(line.contains("program_state"), "{line}");
-            (&s).write_all(b"{\"ok\":true,\"programs\":3}\n").unwrap();
+            (&s).write_all(PROGRAM_STATE.as_bytes()).unwrap();
             line.clear();
             r.read_line(&mut line).unwrap();
             if !reply.is_empty() {
@@ -198,10 +206,7 @@ mod tests {
 
     #[test]
     fn an_earlier_agents_unread_reply_is_not_taken_for_this_one() {
-        let (p, h) = serve_after(
-            "{\"ok\":true,\"loaded\":\"golden\"}\n",
-            "{\"ok\":true,\"loaded\":\"update\"}\n",
-        );
+        let (p, h) = serve_after(GOLDEN, UPDATE);
         let img = checked(&p.with_extension("img"), "gdr-model-image 1\n");
         let l = ModelLoader {
             port: p,
@@ -216,7 +221,7 @@ mod tests {
 
     #[test]
     fn sends_the_image_and_reads_the_reply() {
-        let (p, h) = serve("{\"ok\":true,\"loaded\":\"update\"}\n");
+        let (p, h) = serve(UPDATE);
         let img = checked(&p.with_extension("img"), "gdr-model-image 1\n");
         // Replaced after the check (as between the hash and the PCI remove): the checked bytes still go.
         std::fs::write(&img.file.path, "gdr-model-image 666\n").unwrap();
@@ -228,10 +233,13 @@ mod tests {
             l.program(&img, Target::Flash).unwrap(),
             "model loaded the update design"
         );
-        let sent: Value = serde_json::from_str(&h.join().unwrap()).unwrap();
-        assert_eq!(sent["cmd"], "program");
-        assert_eq!(sent["image"], "gdr-model-image 1\n");
-        assert_eq!(sent["target"], "flash");
+        assert_eq!(
+            Request::from_line(&h.join().unwrap()).unwrap(),
+            Request::Program {
+                image: "gdr-model-image 1\n".into(),
+                target: ProgramTarget::Flash
+            }
+        );
     }
 
     #[test]
@@ -242,8 +250,9 @@ mod tests {
             timeout: Duration::from_secs(5),
         };
         assert_eq!(
-            l.request(&json!({"cmd":"state"})).unwrap_err(),
-            "model refused: no"
+            l.request::<ProgramStateReply>(&Request::State {})
+                .unwrap_err(),
+            "model: no"
         );
         let (p, _h) = serve("");
         let l = ModelLoader {
@@ -251,7 +260,7 @@ mod tests {
             timeout: Duration::from_millis(100),
         };
         assert!(
-            l.request(&json!({"cmd":"state"}))
+            l.request::<ProgramStateReply>(&Request::State {})
                 .unwrap_err()
                 .contains("did not answer")
         );
@@ -260,7 +269,7 @@ mod tests {
             timeout: Duration::from_millis(100),
         };
         assert!(
-            l.request(&json!({}))
+            l.request::<ProgramStateReply>(&Request::State {})
                 .unwrap_err()
                 .contains("/nonexistent/port")
         );

@@ -1,52 +1,149 @@
-//! Command line of `gdr-bench run`.
+//! Command line of `gdr-bench` (clap): `run` boots the bench guest, `appliance` the emulated appliance,
+//! `relay` serves only the guest<->model RPC relay. Each parses into the [`RunArgs`] the runner takes.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
 use crate::machine::{Arch, Iommu};
 
-pub const USAGE: &str = "\
-usage: gdr-bench run --root DIR --kernel BZIMAGE --module KO [--module KO...] --guest BIN --model BIN
-                     [--mode suite|loopback|fuzz|bench|perf] [--guest-args \"ARGS\"] [--run-dir DIR] [--timeout SECS]
-                     [--memory MB] [--cards N] [--inject FAULT[:COUNT]]... [--expect-failures] [--keep]
-                     [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
-                     [--arch x86_64|arm64] [--iommu none|virtio|intel|smmuv3] [--busybox PATH]
+/// The host side of the bench: builds the guest initramfs, starts the PicoEVB model and QEMU (inside the
+/// bench chroot), relays the guest's RPC to the model, and judges the guest console.
+#[derive(Debug, Parser)]
+#[command(name = "gdr-bench", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
 
-  --root DIR          bench chroot (QEMU 11 inside; busybox at DIR/usr/bin/busybox)
-  --kernel PATH       guest kernel (x86_64: bzImage; arm64: Image)
-  --module PATH       kernel module to insmod, in the order given (repeatable)
-  --guest PATH        static gdr-guest-tests binary
-  --model PATH        picoevb-model binary
-  --mode MODE         suite (default), loopback, fuzz, bench (ioctl times, registration cache on vs off) or
-                      perf (the performance report; run the model with --timing), passed to the guest program
-  --guest-args ARGS   extra guest program arguments, split on whitespace (e.g. \"--seed 5 --filter dma::\")
-  --run-dir DIR       sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*)
-  --timeout SECS      whole-run limit from QEMU start (default 900)
-  --memory MB         guest RAM (default 1024)
-  --cards N           PicoEVB cards, one model each (default 1, at most 4); RPC reaches card 0
-  --inject F[:N]      tell the model to inject fault F into the next N engine runs (0: all) before boot
-  --expect-failures   succeed only if the guest reports at least one failed test (proves the suite can fail)
-  --keep              keep the run directory even on success
-  --append ARGS       extra kernel command line
-  --model-arg ARG     extra model argument (repeatable), e.g. --model-arg=--design --model-arg=reference
-  --repo DIR          repository root (default: where gdr-bench was built from)
-  --arch ARCH         guest architecture: x86_64 (q35, default) or arm64 (virt, GICv3 ITS)
-  --iommu KIND        IOMMU translating the card's DMA: none (default), virtio (virtio-iommu), intel
-                      (x86_64, caching mode) or smmuv3 (arm64; QEMU 11 refuses it for vfio-user, see docs)
-  --busybox PATH      static busybox for the guest (default: ROOT/usr/bin/busybox, an x86_64 one)
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Boot the bench guest (busybox initramfs) and run the guest program in MODE.
+    Run(RunCmd),
+    /// Boot the emulated appliance (bench/appliance.sh): systemd from BASE (a throwaway snapshot; the file
+    /// is never written), the per-run LAYER disk that base/layer-init copies in, each card's model control
+    /// socket on the virtio-serial port org.gdr.model.cardN; the layer's test unit runs SCENARIO and prints
+    /// TEST lines, judged as a suite run's are.
+    Appliance(ApplianceCmd),
+    /// Only the guest<->model RPC relay, for a QEMU started by hand with -serial unix:SOCK.
+    Relay {
+        /// The socket QEMU's second serial port connects to.
+        #[arg(long, value_name = "SOCK")]
+        listen: PathBuf,
+        /// The model's control socket.
+        #[arg(long, value_name = "CTL")]
+        control: PathBuf,
+    },
+}
 
-       gdr-bench appliance --root DIR --kernel BZIMAGE --model BIN --base IMG --layer IMG [--scenario NAME]
-                     [--run-dir DIR] [--timeout SECS] [--memory MB] [--cards N] [--inject FAULT[:COUNT]]...
-                     [--keep] [--append \"KERNEL ARGS\"] [--model-arg ARG]... [--repo DIR]
-  boots the emulated appliance (bench/appliance.sh): systemd from IMG (a throwaway snapshot; the file is
-  never written), the per-run LAYER disk that base/layer-init copies in, each card's model control socket on
-  the virtio-serial port org.gdr.model.cardN; the layer's test unit runs scenario NAME (default main) and
-  prints TEST lines, judged as a suite run's are
+/// Flags both boots take.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Bench chroot (QEMU 11 inside; busybox at DIR/usr/bin/busybox).
+    #[arg(long, value_name = "DIR")]
+    root: PathBuf,
+    /// Guest kernel (x86_64: bzImage; arm64: Image).
+    #[arg(long, value_name = "PATH")]
+    kernel: PathBuf,
+    /// picoevb-model binary.
+    #[arg(long, value_name = "PATH")]
+    model: PathBuf,
+    /// Sockets, logs and the initramfs (default: a fresh /tmp/gdr-bench-*).
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+    /// Whole-run limit from QEMU start, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    timeout: u64,
+    /// Guest RAM in MB.
+    #[arg(long = "memory", value_name = "MB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(128..))]
+    memory_mb: u32,
+    /// PicoEVB cards, one model each; RPC reaches card 0.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::run::MAX_CARDS)))]
+    cards: u32,
+    /// Tell the model to inject fault F into the next N engine runs (0: all) before boot.
+    #[arg(long, value_name = "F[:N]")]
+    inject: Vec<String>,
+    /// Keep the run directory even on success.
+    #[arg(long)]
+    keep: bool,
+    /// Extra kernel command line.
+    #[arg(
+        long,
+        value_name = "ARGS",
+        default_value = "",
+        allow_hyphen_values = true
+    )]
+    append: String,
+    /// Extra model argument (repeatable), e.g. --model-arg=--design --model-arg=reference.
+    #[arg(long = "model-arg", value_name = "ARG", allow_hyphen_values = true)]
+    model_args: Vec<String>,
+    /// Repository root (default: where gdr-bench was built from).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+    /// Guest architecture: x86_64 (q35) or arm64 (virt, GICv3 ITS).
+    #[arg(long, value_name = "ARCH", default_value = "x86_64", value_parser = Arch::parse)]
+    arch: Arch,
+    /// IOMMU translating the card's DMA: none, virtio (virtio-iommu), intel (x86_64, caching mode) or
+    /// smmuv3 (arm64; QEMU 11 refuses it for vfio-user, see docs).
+    #[arg(long, value_name = "KIND", default_value = "none", value_parser = Iommu::parse)]
+    iommu: Iommu,
+    /// Static busybox for the guest (default: ROOT/usr/bin/busybox, an x86_64 one).
+    #[arg(long, value_name = "PATH")]
+    busybox: Option<PathBuf>,
+}
 
-       gdr-bench relay --listen SOCK --control CTL
-  only the guest<->model RPC relay, for a QEMU started by hand with -serial unix:SOCK";
+#[derive(Debug, Args)]
+pub struct RunCmd {
+    #[command(flatten)]
+    common: Common,
+    /// Kernel module to insmod, in the order given (repeatable, at least one).
+    #[arg(long = "module", value_name = "KO", required = true)]
+    modules: Vec<PathBuf>,
+    /// Static gdr-guest-tests binary.
+    #[arg(long, value_name = "BIN")]
+    guest: PathBuf,
+    /// What the guest program does: the suite, a loopback, the ioctl fuzzer, the registration-cache bench
+    /// (ioctl times, cache on vs off) or the performance report (run the model with --timing).
+    #[arg(long, value_enum, default_value = "suite")]
+    mode: Mode,
+    /// Extra guest program arguments, split on whitespace (e.g. "--seed 5 --filter dma::"; repeatable).
+    #[arg(long = "guest-args", value_name = "ARGS", allow_hyphen_values = true)]
+    guest_args: Vec<String>,
+    /// Succeed only if the guest reports at least one failed test (proves the suite can fail).
+    #[arg(long)]
+    expect_failures: bool,
+}
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, Args)]
+pub struct ApplianceCmd {
+    #[command(flatten)]
+    common: Common,
+    /// The cached Debian base image (bench/appliance/image.sh).
+    #[arg(long, value_name = "IMG")]
+    base: PathBuf,
+    /// The per-run layer disk (bench/appliance/layer.sh).
+    #[arg(long, value_name = "IMG")]
+    layer: PathBuf,
+    /// The scenario the layer's test unit runs: letters, digits, - and _.
+    #[arg(long, default_value = "main", value_parser = scenario)]
+    scenario: String,
+}
+
+fn scenario(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?}: letters, digits, - and _ only"))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     Suite,
     Loopback,
@@ -109,153 +206,98 @@ fn default_repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Parses the arguments after `run`. Accepts `--flag value` and `--flag=value`.
-pub fn parse_run(args: &[String]) -> Result<RunArgs, String> {
-    parse(args, false)
+impl Common {
+    fn into_run(self) -> RunArgs {
+        RunArgs {
+            root: self.root,
+            kernel: self.kernel,
+            modules: Vec::new(),
+            guest: PathBuf::new(),
+            model: self.model,
+            mode: Mode::Suite,
+            guest_args: Vec::new(),
+            run_dir: self.run_dir,
+            timeout: Duration::from_secs(self.timeout),
+            memory_mb: self.memory_mb,
+            cards: self.cards,
+            inject: self.inject,
+            expect_failures: false,
+            keep: self.keep,
+            append: self.append,
+            model_args: self.model_args,
+            repo: self.repo.unwrap_or_else(default_repo),
+            arch: self.arch,
+            iommu: self.iommu,
+            busybox: self.busybox,
+            appliance: None,
+        }
+    }
 }
 
-/// Parses the arguments after `appliance`.
-pub fn parse_appliance(args: &[String]) -> Result<RunArgs, String> {
-    parse(args, true)
-}
-
-fn parse(args: &[String], appliance: bool) -> Result<RunArgs, String> {
-    let (mut root, mut kernel, mut guest, mut model) = (None, None, None, None);
-    let (mut base, mut layer, mut scenario) = (None, None, None);
-    let mut a = RunArgs {
-        root: PathBuf::new(),
-        kernel: PathBuf::new(),
-        modules: Vec::new(),
-        guest: PathBuf::new(),
-        model: PathBuf::new(),
-        mode: Mode::Suite,
-        guest_args: Vec::new(),
-        run_dir: None,
-        timeout: Duration::from_secs(900),
-        memory_mb: 1024,
-        cards: 1,
-        inject: Vec::new(),
-        expect_failures: false,
-        keep: false,
-        append: String::new(),
-        model_args: Vec::new(),
-        repo: default_repo(),
-        arch: Arch::X86_64,
-        iommu: Iommu::None,
-        busybox: None,
-        appliance: None,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = || -> Result<String, String> {
-            match &inline {
-                Some(v) => Ok(v.clone()),
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{flag} needs a value")),
-            }
-        };
-        match flag {
-            "--module" | "--guest" | "--mode" | "--guest-args" | "--expect-failures"
-                if appliance =>
-            {
-                return Err(format!(
-                    "{flag}: not for the appliance (its layer carries the modules and the test unit)"
-                ));
-            }
-            "--root" => root = Some(PathBuf::from(value()?)),
-            "--kernel" => kernel = Some(PathBuf::from(value()?)),
-            "--module" => a.modules.push(PathBuf::from(value()?)),
-            "--guest" => guest = Some(PathBuf::from(value()?)),
-            "--model" => model = Some(PathBuf::from(value()?)),
-            "--mode" => {
-                a.mode = match value()?.as_str() {
-                    "suite" => Mode::Suite,
-                    "loopback" => Mode::Loopback,
-                    "fuzz" => Mode::Fuzz,
-                    "bench" => Mode::Bench,
-                    "perf" => Mode::Perf,
-                    m => {
-                        return Err(format!(
-                            "--mode {m}: expected suite, loopback, fuzz, bench or perf"
-                        ));
-                    }
-                }
-            }
-            "--guest-args" => a
+impl RunCmd {
+    /// The runner's arguments; refuses an IOMMU the architecture has not.
+    pub fn into_run(self) -> Result<RunArgs, String> {
+        self.common.iommu.check(self.common.arch)?;
+        Ok(RunArgs {
+            modules: self.modules,
+            guest: self.guest,
+            mode: self.mode,
+            guest_args: self
                 .guest_args
-                .extend(value()?.split_whitespace().map(String::from)),
-            "--run-dir" => a.run_dir = Some(PathBuf::from(value()?)),
-            "--timeout" => {
-                let v = value()?;
-                let s: u64 = v.parse().map_err(|e| format!("--timeout {v}: {e}"))?;
-                a.timeout = Duration::from_secs(s);
-            }
-            "--cards" => {
-                let v = value()?;
-                a.cards = v.parse().map_err(|e| format!("--cards {v}: {e}"))?;
-                if !(1..=crate::run::MAX_CARDS).contains(&a.cards) {
-                    return Err(format!("--cards {v}: 1 to {}", crate::run::MAX_CARDS));
-                }
-            }
-            "--memory" => {
-                let v = value()?;
-                a.memory_mb = v.parse().map_err(|e| format!("--memory {v}: {e}"))?;
-                if a.memory_mb < 128 {
-                    return Err("--memory: at least 128 MB".into());
-                }
-            }
-            "--inject" => a.inject.push(value()?),
-            "--expect-failures" => a.expect_failures = true,
-            "--keep" => a.keep = true,
-            "--append" => a.append = value()?,
-            "--model-arg" => a.model_args.push(value()?),
-            "--repo" => a.repo = PathBuf::from(value()?),
-            "--arch" => a.arch = Arch::parse(&value()?)?,
-            "--iommu" => a.iommu = Iommu::parse(&value()?)?,
-            "--busybox" => a.busybox = Some(PathBuf::from(value()?)),
-            "--base" if appliance => base = Some(PathBuf::from(value()?)),
-            "--layer" if appliance => layer = Some(PathBuf::from(value()?)),
-            "--scenario" if appliance => scenario = Some(value()?),
-            _ => return Err(format!("unknown argument {arg:?}")),
-        }
-        if inline.is_some() && matches!(flag, "--expect-failures" | "--keep") {
-            return Err(format!("{flag} takes no value"));
-        }
+                .iter()
+                .flat_map(|a| a.split_whitespace().map(String::from))
+                .collect(),
+            expect_failures: self.expect_failures,
+            ..self.common.into_run()
+        })
     }
-    let need = |v: Option<PathBuf>, f: &str| v.ok_or_else(|| format!("{f} is required"));
-    a.root = need(root, "--root")?;
-    a.kernel = need(kernel, "--kernel")?;
-    a.model = need(model, "--model")?;
-    if appliance {
-        let scenario = scenario.unwrap_or_else(|| "main".into());
-        if scenario.is_empty()
-            || !scenario
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(format!(
-                "--scenario {scenario:?}: letters, digits, - and _ only"
-            ));
-        }
-        a.appliance = Some(Appliance {
-            base: need(base, "--base")?,
-            layer: need(layer, "--layer")?,
-            scenario,
-        });
-        return Ok(a);
+}
+
+impl ApplianceCmd {
+    /// The runner's arguments for an appliance boot.
+    pub fn into_run(self) -> Result<RunArgs, String> {
+        self.common.iommu.check(self.common.arch)?;
+        Ok(RunArgs {
+            appliance: Some(Appliance {
+                base: self.base,
+                layer: self.layer,
+                scenario: self.scenario,
+            }),
+            ..self.common.into_run()
+        })
     }
-    a.guest = need(guest, "--guest")?;
-    if a.modules.is_empty() {
-        return Err("at least one --module is required".into());
+}
+
+/// `gdr-bench run ARGS` as the runner gets it (tests).
+#[cfg(test)]
+pub(crate) fn parse_run(a: &[String]) -> Result<RunArgs, String> {
+    let argv = ["gdr-bench", "run"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(a.iter().cloned());
+    match Cli::try_parse_from(argv)
+        .map_err(|e| e.to_string())?
+        .command
+    {
+        Command::Run(r) => r.into_run(),
+        other => panic!("{other:?}"),
     }
-    a.iommu.check(a.arch)?;
-    Ok(a)
+}
+
+/// `gdr-bench appliance ARGS` as the runner gets it (tests).
+#[cfg(test)]
+pub(crate) fn parse_appliance(a: &[String]) -> Result<RunArgs, String> {
+    let argv = ["gdr-bench", "appliance"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(a.iter().cloned());
+    match Cli::try_parse_from(argv)
+        .map_err(|e| e.to_string())?
+        .command
+    {
+        Command::Appliance(r) => r.into_run(),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+use gdr_model_control::{Request, parse_reply};
+use serde::de::DeserializeOwned;
+
 /// The model answers at once; this only guards against a wedged model.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -28,7 +31,7 @@ pub fn request(socket: &Path, line: &str) -> io::Result<String> {
 }
 
 /// `FAULT[:COUNT]` → the inject request; COUNT defaults to 1, 0 means until cleared.
-pub fn inject_request(spec: &str) -> Result<serde_json::Value, String> {
+pub fn inject_request(spec: &str) -> Result<Request, String> {
     let (fault, count) = match spec.split_once(':') {
         Some((f, c)) => (
             f,
@@ -40,20 +43,14 @@ pub fn inject_request(spec: &str) -> Result<serde_json::Value, String> {
     if fault.is_empty() {
         return Err(format!("--inject {spec}: no fault name"));
     }
-    Ok(serde_json::json!({"cmd": "inject", "fault": fault, "count": count}))
+    Ok(Request::inject(fault, count))
 }
 
-/// Sends a request and insists on `"ok":true`.
-pub fn call_ok(socket: &Path, req: &serde_json::Value) -> Result<serde_json::Value, String> {
-    let answer =
-        request(socket, &req.to_string()).map_err(|e| format!("model control {req}: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&answer)
-        .map_err(|e| format!("model control {req}: bad answer {answer:?}: {e}"))?;
-    if v["ok"] == serde_json::Value::Bool(true) {
-        Ok(v)
-    } else {
-        Err(format!("model control {req}: {}", v["error"]))
-    }
+/// Sends a request and reads the model's reply as `T`; a refusal is an error.
+pub fn call_ok<T: DeserializeOwned>(socket: &Path, req: &Request) -> Result<T, String> {
+    let line = req.to_line();
+    let answer = request(socket, &line).map_err(|e| format!("model control {line}: {e}"))?;
+    parse_reply(&answer).map_err(|e| format!("model control {line}: {e}"))
 }
 
 #[cfg(test)]
@@ -64,9 +61,12 @@ mod tests {
     fn inject_spec() {
         assert_eq!(
             inject_request("corrupt_data").unwrap(),
-            serde_json::json!({"cmd":"inject","fault":"corrupt_data","count":1})
+            Request::inject("corrupt_data", 1)
         );
-        assert_eq!(inject_request("hang:0").unwrap()["count"], 0);
+        assert_eq!(
+            inject_request("hang:0").unwrap(),
+            Request::inject("hang", 0)
+        );
         assert!(inject_request("hang:x").is_err());
         assert!(inject_request(":3").is_err());
     }

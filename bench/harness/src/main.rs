@@ -13,30 +13,22 @@ mod relay;
 mod report;
 mod run;
 
+use std::path::Path;
 use std::process::ExitCode;
 
-/// `gdr-bench relay --listen SOCK --control CTL`: only the RPC relay, serving one connection after another,
-/// for running QEMU by hand against a model.
-fn relay_only(args: &[String]) -> Result<(), String> {
-    let (mut listen, mut control) = (None, None);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--listen" => listen = Some(std::path::PathBuf::from(v)),
-            "--control" => control = Some(std::path::PathBuf::from(v)),
-            _ => return Err(format!("unknown argument {flag:?}")),
-        }
-    }
-    let (listen, control) = listen
-        .zip(control)
-        .ok_or("--listen and --control are required")?;
-    let _ = std::fs::remove_file(&listen);
-    let l = std::os::unix::net::UnixListener::bind(&listen)
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+/// `gdr-bench relay`: only the RPC relay, serving one connection after another, for running QEMU by hand
+/// against a model.
+fn relay_only(listen: &Path, control: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_file(listen);
+    let l = std::os::unix::net::UnixListener::bind(listen)
         .map_err(|e| format!("{}: {e}", listen.display()))?;
     for conn in l.incoming() {
         let conn = conn.map_err(|e| e.to_string())?;
-        match relay::serve(conn, &control, &mut std::io::stdout()) {
+        match relay::serve(conn, control, &mut std::io::stdout()) {
             Ok(n) => eprintln!("connection closed after {n} request(s)"),
             Err(e) => eprintln!("connection failed: {e}"),
         }
@@ -44,38 +36,24 @@ fn relay_only(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Exit status 0: the run passed; 1: it ran and failed; 2: it could not run (clap's usage errors too).
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("run") => match cli::parse_run(&args[1..]).and_then(|a| run::run(&a)) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("gdr-bench: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Some("appliance") => match cli::parse_appliance(&args[1..]).and_then(|a| run::run(&a)) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("gdr-bench appliance: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Some("relay") => match relay_only(&args[1..]) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("gdr-bench relay: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Some("-h" | "--help") => {
-            println!("{}", cli::USAGE);
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!("{}", cli::USAGE);
+    let (what, result) = match Cli::parse().command {
+        Command::Run(r) => ("gdr-bench", r.into_run().and_then(|a| run::run(&a))),
+        Command::Appliance(r) => (
+            "gdr-bench appliance",
+            r.into_run().and_then(|a| run::run(&a)),
+        ),
+        Command::Relay { listen, control } => (
+            "gdr-bench relay",
+            relay_only(&listen, &control).map(|()| true),
+        ),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("{what}: {e}");
             ExitCode::from(2)
         }
     }

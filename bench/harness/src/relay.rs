@@ -6,6 +6,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::thread::{self, JoinHandle};
 
+use gdr_model_control::error_line;
+
 use crate::control;
 
 /// Serves one guest connection until it closes; returns the number of requests relayed. Anything that is not
@@ -28,10 +30,8 @@ pub fn serve(guest: UnixStream, model_control: &Path, log: &mut impl Write) -> i
             continue;
         };
         let req = text[at + 4..].trim();
-        let answer = control::request(model_control, req).unwrap_or_else(|e| {
-            serde_json::json!({"ok": false, "error": format!("relay: model control: {e}")})
-                .to_string()
-        });
+        let answer = control::request(model_control, req)
+            .unwrap_or_else(|e| error_line(&format!("relay: model control: {e}")));
         writeln!(log, "> {req}\n< {answer}")?;
         out.write_all(answer.as_bytes())?;
         out.write_all(b"\n")?;

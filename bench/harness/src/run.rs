@@ -11,6 +11,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gdr_model_control::{Done, Request, StateReply};
+
 use crate::cli::{Appliance, RunArgs};
 use crate::console::{Console, Kind};
 use crate::procs::Group;
@@ -114,10 +116,12 @@ fn sock(kind: &str, i: u32) -> String {
 
 /// Faults the models injected in this run, over all cards; `None` if one did not answer.
 fn model_faults(run: &RunDir, cards: u32) -> Option<u64> {
-    let state = serde_json::json!({"cmd": "state"});
+    let state = Request::State {};
     (0..cards)
         .map(|i| {
-            control::call_ok(&run.path(&sock("ctl", i)), &state).ok()?["faults_injected"].as_u64()
+            control::call_ok::<StateReply>(&run.path(&sock("ctl", i)), &state)
+                .ok()
+                .map(|s| s.faults_injected)
         })
         .sum()
 }
@@ -413,7 +417,7 @@ pub fn run(a: &RunArgs) -> Result<bool, String> {
     }
     note(&format!("model up ({} card(s))", a.cards));
     for spec in &a.inject {
-        control::call_ok(&run.path("ctl.sock"), &control::inject_request(spec)?)?;
+        control::call_ok::<Done>(&run.path("ctl.sock"), &control::inject_request(spec)?)?;
         note(&format!("injected {spec}"));
     }
     let listener =

@@ -20,7 +20,9 @@
 pub mod link;
 
 use picoevb_regs::xdma::{self, Dir};
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use gdr_model_control::{Ceiling, TimingEngine, TimingReply};
 
 pub use link::{Params, Wire};
 
@@ -230,26 +232,37 @@ impl Timing {
     }
 
     /// The control socket's `timing` answer.
-    pub fn json(&self) -> Value {
+    /// The `timing` reply (interrupt counts are the device's, filled in by the caller).
+    pub fn reply(&self) -> TimingReply {
         let engine = |d: Dir| {
             let c = self.engine(d);
-            json!({
-                "runs": c.runs, "descriptors": c.descriptors, "blocks": c.blocks, "bytes": c.bytes,
-                "busy_ns": c.busy_ns, "irqs": c.irqs, "data_tlps": c.wire.data_tlps,
-                "request_tlps": c.wire.request_tlps, "wire_bytes": c.wire.data_bytes,
-                "reverse_bytes": c.wire.reverse_bytes,
-            })
+            TimingEngine {
+                runs: c.runs,
+                descriptors: c.descriptors,
+                blocks: c.blocks,
+                bytes: c.bytes,
+                busy_ns: c.busy_ns,
+                irqs: c.irqs,
+                data_tlps: c.wire.data_tlps,
+                request_tlps: c.wire.request_tlps,
+                wire_bytes: c.wire.data_bytes,
+                reverse_bytes: c.wire.reverse_bytes,
+            }
         };
         let p = &self.params;
-        json!({
-            "ok": true,
-            "enabled": self.enabled,
-            "clock_ns": self.clock,
-            "h2c": engine(Dir::H2c),
-            "c2h": engine(Dir::C2h),
-            "ceiling_mbps": { "h2c": p.ceiling_mbps(Dir::H2c), "c2h": p.ceiling_mbps(Dir::C2h) },
-            "params": params_json(p),
-        })
+        TimingReply {
+            enabled: self.enabled,
+            clock_ns: self.clock,
+            h2c: engine(Dir::H2c),
+            c2h: engine(Dir::C2h),
+            ceiling_mbps: Ceiling {
+                h2c: p.ceiling_mbps(Dir::H2c),
+                c2h: p.ceiling_mbps(Dir::C2h),
+            },
+            params: params_map(p),
+            irqs_msi: 0,
+            irqs_intx: 0,
+        }
     }
 }
 
@@ -354,14 +367,15 @@ pub fn parse_spec(spec: &str) -> Result<Params, String> {
     Ok(p)
 }
 
-fn params_json(p: &Params) -> Value {
+fn params_map(p: &Params) -> BTreeMap<String, u64> {
     let mut copy = *p;
-    let mut m = serde_json::Map::new();
-    for name in NAMES {
-        let v = *field(&mut copy, name).expect("every name has a field");
-        m.insert(name.to_string(), json!(v));
-    }
-    Value::Object(m)
+    NAMES
+        .iter()
+        .map(|name| {
+            let v = *field(&mut copy, name).expect("every name has a field");
+            (name.to_string(), v)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -475,8 +489,8 @@ mod tests {
         );
         assert!(parse_spec("mps=x").unwrap_err().contains("not a number"));
         assert!(parse_spec("mps=100").unwrap_err().contains("power of two"));
-        let j = Timing::new(true, p).json();
-        assert_eq!(j["params"]["mps"], 256);
-        assert_eq!(j["enabled"], true);
+        let r = Timing::new(true, p).reply();
+        assert_eq!(r.params["mps"], 256);
+        assert!(r.enabled);
     }
 }

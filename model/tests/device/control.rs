@@ -115,14 +115,17 @@ fn errors_are_reported_not_fatal() {
         assert_eq!(v["ok"], json!(false), "{line}");
         v["error"].as_str().expect("error message").to_string()
     };
-    assert!(err("{not json").starts_with("bad JSON"));
+    assert!(err("{not json").starts_with("bad request: not JSON"));
     assert!(err("[1,2]").contains("JSON object"));
-    assert!(err(r#"{"command":"state"}"#).contains("missing \"cmd\""));
-    assert!(err(r#"{"cmd":7}"#).contains("must be a string"));
-    assert!(err(r#"{"cmd":"reboot"}"#).contains("unknown command 'reboot'"));
-    assert!(err(r#"{"cmd":"inject"}"#).contains("\"fault\""));
+    assert!(err(r#"{"command":"state"}"#).contains("missing field `cmd`"));
+    assert!(err(r#"{"cmd":7}"#).contains("invalid type: integer `7`"));
+    assert!(
+        err(r#"{"cmd":"reboot"}"#).contains("unknown variant `reboot`, expected one of `state`")
+    );
+    assert!(err(r#"{"cmd":"inject"}"#).contains("missing field `fault`"));
+    assert!(err(r#"{"cmd":"state","verbose":true}"#).contains("unknown field `verbose`"));
     assert!(err(r#"{"cmd":"inject","fault":"gremlins"}"#).contains("unknown fault 'gremlins'"));
-    assert!(err(r#"{"cmd":"inject","fault":"hang","count":-1}"#).contains("non-negative integer"));
+    assert!(err(r#"{"cmd":"inject","fault":"hang","count":-1}"#).contains("expected u64"));
     assert!(
         err(r#"{"cmd":"inject","fault":"hang","delay_ms":5}"#)
             .contains("only applies to the slow fault")

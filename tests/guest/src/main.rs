@@ -167,8 +167,8 @@ fn run(args: Vec<String>) -> Result<i32, String> {
         })),
         "rpc" => {
             let req = request.unwrap_or_default();
-            let req = serde_json::from_str(&req).map_err(|e| format!("rpc {req}: {e}"))?;
-            match rpc::Rpc::open(&rpc_path).and_then(|mut r| r.call(&req)) {
+            let req = gdr_model_control::Request::from_line(&req)?;
+            match rpc::Rpc::open(&rpc_path).and_then(|mut r| r.call::<serde_json::Value>(&req)) {
                 Ok(answer) => {
                     println!("{answer}");
                     Ok(0)

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use picoevb_abi as abi;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
-use serde_json::json;
 
 use crate::bench::Op;
 use crate::buf::compare;
@@ -134,20 +133,12 @@ struct Ctx {
 
 impl Ctx {
     fn counters(&mut self) -> Result<Counters, String> {
-        let v = self.rpc.call(&json!({"cmd": "timing"}))?;
-        let u = |a: &str, b: Option<&str>| {
-            let x = match b {
-                Some(b) => &v[a][b],
-                None => &v[a],
-            };
-            x.as_u64()
-                .ok_or_else(|| format!("model timing answer lacks {a} {b:?}: {v}"))
-        };
+        let t = self.rpc.timing()?;
         Ok(Counters {
-            clock_ns: u("clock_ns", None)?,
-            irqs: u("irqs_msi", None)? + u("irqs_intx", None)?,
-            descs: u("h2c", Some("descriptors"))? + u("c2h", Some("descriptors"))?,
-            runs: u("h2c", Some("runs"))? + u("c2h", Some("runs"))?,
+            clock_ns: t.clock_ns,
+            irqs: t.irqs_msi + t.irqs_intx,
+            descs: t.h2c.descriptors + t.c2h.descriptors,
+            runs: t.h2c.runs + t.c2h.runs,
         })
     }
 
@@ -597,18 +588,9 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
 
 fn setup(opts: &Options) -> Result<Ctx, String> {
     let mut rpc = Rpc::open(&opts.rpc_path)?;
-    let t = rpc.call(&json!({"cmd": "timing"}))?;
-    let t = if t["enabled"] == true {
-        t
-    } else {
-        rpc.call(&json!({"cmd": "timing", "enable": true}))?
-    };
-    let ceil = |d: &str| {
-        t["ceiling_mbps"][d]
-            .as_f64()
-            .ok_or("no ceiling in the timing answer")
-    };
-    let ceiling = (ceil("h2c")?, ceil("c2h")?);
+    let t = rpc.timing()?;
+    let t = if t.enabled { t } else { rpc.timing_on()? };
+    let ceiling = (t.ceiling_mbps.h2c, t.ceiling_mbps.c2h);
     println!(
         "GUEST PERF MODEL ceilings h2c {:.1} MB/s, c2h {:.1} MB/s, round trip full duplex {:.1}, serial {:.1}; \
          parameters {}",
@@ -616,7 +598,7 @@ fn setup(opts: &Options) -> Result<Ctx, String> {
         ceiling.1,
         ceiling.0.min(ceiling.1),
         1.0 / (1.0 / ceiling.0 + 1.0 / ceiling.1),
-        t["params"]
+        serde_json::to_string(&t.params).unwrap_or_default()
     );
     let check = Device::open(&opts.dev_path).map_err(|e| format!("open {}: {e}", opts.dev_path))?;
     let info = io("ABI_INFO", check.abi_info())?;

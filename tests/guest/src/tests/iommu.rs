@@ -6,8 +6,6 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use serde_json::json;
-
 use super::isolation::own_ram;
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, round_trip, test};
 use crate::dev::{Device, Mapping};
@@ -86,10 +84,12 @@ fn system_ram() -> Result<Vec<(u64, u64)>, String> {
 
 /// The host address the model's H2C engine last started at, as the driver programmed it.
 fn last_h2c_addr(ctx: &mut Ctx) -> Result<u64, String> {
-    let v = ctx.rpc.get()?.call(&json!({"cmd": "state"}))?;
-    v["h2c"]["host_addr"]
-        .as_u64()
-        .ok_or_else(|| format!("model state has no h2c.host_addr: {v}"))
+    ctx.rpc
+        .get()?
+        .state()?
+        .h2c
+        .host_addr
+        .ok_or_else(|| "model state has no h2c.host_addr".to_string())
 }
 
 fn filled(len: usize, ctx: &mut Ctx) -> Result<Mapping, String> {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gdr_model_control::Engine;
 use picoevb_regs::pci;
 
 use super::cuda::{flavour, pin, surface, surface_to_host};
@@ -119,9 +120,9 @@ fn surprise_unplug(ctx: &mut Ctx) -> TestResult {
             }
         });
         thread::sleep(Duration::from_millis(400));
-        let unplugged = rpc.call(&serde_json::json!({"cmd": "unplug"}));
+        let unplugged = rpc.plug(false);
         let r = worker.join().map_err(|_| "DMA thread panicked".to_string());
-        unplugged.map(|_| ()).and(r)
+        unplugged.and(r)
     });
     let (err, took) = outcome?;
     ctx.rpc.get()?.clear()?;
@@ -136,7 +137,7 @@ fn surprise_unplug(ctx: &mut Ctx) -> TestResult {
     refuses_everything(&busy, cache, "after unplug")?;
     drop(busy);
 
-    ctx.rpc.get()?.call(&serde_json::json!({"cmd": "replug"}))?;
+    ctx.rpc.get()?.plug(true)?;
     remove_all(&card_sysfs()?)?;
     wait_for("/dev node removed", Duration::from_secs(5), || {
         fs::metadata(&dev_path).is_err()
@@ -329,10 +330,10 @@ fn probe_stops_left_running_engine(ctx: &mut Ctx) -> TestResult {
     let before = ctx.rpc.get()?.state()?;
     rebind_all(|_| {
         let rpc = ctx.rpc.get()?;
-        rpc.leave_running("h2c")?;
+        rpc.leave_running(Engine::H2c)?;
         let s = rpc.state()?;
         ensure!(
-            s.bus_waits == ["h2c"]
+            s.bus_waits == [Engine::H2c]
                 && s.h2c.errors == before.h2c.errors
                 && s.stray_dma == before.stray_dma,
             "the left-running H2C engine is not held while bus mastering is off: waiting for the bus {:?}, \
