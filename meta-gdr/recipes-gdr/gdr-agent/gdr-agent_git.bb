@@ -50,6 +50,7 @@ do_install:append() {
 	install -D -m 0644 ${S}/agent/deploy/gdr-helper.socket ${D}${systemd_system_unitdir}/gdr-helper.socket
 	install -D -m 0644 ${S}/agent/deploy/gdr-helper@.service ${D}${systemd_system_unitdir}/gdr-helper@.service
 	install -D -m 0644 ${S}/agent/deploy/org.gdr.Agent1.conf ${D}${datadir}/dbus-1/system.d/org.gdr.Agent1.conf
+	install -D -m 0644 ${S}/agent/deploy/org.gdr.agent.policy ${D}${datadir}/polkit-1/actions/org.gdr.agent.policy
 	install -D -m 0644 ${S}/agent/deploy/70-gdr.rules ${D}${nonarch_base_libdir}/udev/rules.d/70-gdr.rules
 	install -D -m 0644 ${S}/kmod/picoevb/udev/60-picoevb.rules ${D}${nonarch_base_libdir}/udev/rules.d/60-picoevb.rules
 	install -D -m 0644 ${S}/agent/deploy/gdr.sysusers ${D}${nonarch_libdir}/sysusers.d/gdr.conf
@@ -89,6 +90,7 @@ FILES:${PN} += "\
     ${systemd_system_unitdir}/gdr-helper.socket \
     ${systemd_system_unitdir}/gdr-helper@.service \
     ${datadir}/dbus-1/system.d/org.gdr.Agent1.conf \
+    ${datadir}/polkit-1/actions/org.gdr.agent.policy \
     ${nonarch_libdir}/sysusers.d/gdr.conf \
     ${nonarch_libdir}/tmpfiles.d/gdr.conf \
     ${datadir}/gdr \
@@ -103,7 +105,7 @@ SYSTEMD_SERVICE:${PN} = "gdr-agent.service gdr-helper.socket"
 USERADD_PACKAGES = "${PN}"
 # nooelint: oelint.vars.pathhardcode.localstatedir,oelint.vars.pathhardcode.sbindir - the home and shell gdr.sysusers gives, word for word
 USERADD_PARAM:${PN} = "--system --no-create-home --home-dir /var/lib/gdr --shell /usr/sbin/nologin --comment 'gdr agent' --user-group gdr"
-GROUPADD_PARAM:${PN} = "--system gdrusers"
+GROUPADD_PARAM:${PN} = "--system gdrusers; --system gdrmetrics"
 
 # cudarc loads the CUDA driver library (libcuda.so) at run time; the BSP ships it in tegra-libraries-cuda.
 RDEPENDS:${PN} += "tegra-libraries-cuda"
