@@ -1,54 +1,195 @@
-/* gdrpico.h: C interface of gdr-client (agent/client). Link with libgdr_client.a (-lgdr_client -lpthread -ldl
- * -lm). Every name is prefixed gdrpico_/GDRPICO_, so a program may also link NVIDIA's gdrcopy (gdr_open, ...).
+/* gdrpico.h: C interface of gdr-client (agent/client). Link with libgdr_client.so (-lgdr_client; soname
+ * libgdr_client.so.MAJOR) or libgdr_client.a (-lgdr_client -lpthread -ldl -lm). Every name is prefixed
+ * gdrpico_/GDRPICO_, so a program may also link NVIDIA's gdrcopy (gdr_open, ...).
  *
  * Get a card's fd from the gdr agent (it checks you against /etc/gdr/agent.toml [access]), then pin CUDA
  * memory and run DMA through it. Every function returns 0 or a negative GDRPICO_E_* code; after GDRPICO_E_OS,
  * errno holds the system error: ENODEV means the card was reprogrammed or removed, so close the fd and
- * gdrpico_open again. A negative fd is refused with GDRPICO_E_OS, errno EBADF. */
+ * gdrpico_open again. A negative fd is refused with GDRPICO_E_OS, errno EBADF. Check at start-up that
+ * gdrpico_version() >> 16 == GDRPICO_VERSION_MAJOR. */
+
 #ifndef GDRPICO_H
 #define GDRPICO_H
 
+/* Generated from agent/client/src/capi.rs by cbindgen (agent/client/cbindgen.toml). Do not edit. */
+
+#include <stddef.h>
 #include <stdint.h>
+
+/*
+ The C interface's version: the library answers `gdrpico_version()` with
+ `GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR`. A new major breaks programs built against an
+ older header (and renames the shared library's soname, `libgdr_client.so.MAJOR`); a new minor only adds.
+ */
+#define GDRPICO_VERSION_MAJOR 1
+
+/*
+ See [`GDRPICO_VERSION_MAJOR`].
+ */
+#define GDRPICO_VERSION_MINOR 1
+
+/*
+ nobody owns org.gdr.Agent1: the agent is not running
+ */
+#define GDRPICO_E_NO_AGENT -1
+
+/*
+ the system bus could not be reached
+ */
+#define GDRPICO_E_BUS -2
+
+/*
+ the agent refused this caller
+ */
+#define GDRPICO_E_ACCESS -3
+
+/*
+ no such card
+ */
+#define GDRPICO_E_NO_CARD -4
+
+/*
+ the card is programming, failed or removed
+ */
+#define GDRPICO_E_NOT_READY -5
+
+/*
+ any other agent error
+ */
+#define GDRPICO_E_AGENT -6
+
+/*
+ system error: see errno
+ */
+#define GDRPICO_E_OS -7
+
+/*
+ invalid argument
+ */
+#define GDRPICO_E_INVALID -8
+
+/*
+ the agent did not answer in time (25 s): it is wedged
+ */
+#define GDRPICO_E_TIMEOUT -9
+
+/*
+ gdrpico_h2c2h flag: src is a handle from gdrpico_pin_cuda (the driver's H2C2H flag).
+ */
+#define GDRPICO_H2C2H_SRC_CUDA 1
+
+/*
+ gdrpico_h2c2h flag: dst is a handle from gdrpico_pin_cuda.
+ */
+#define GDRPICO_H2C2H_DST_CUDA 2
+
+/*
+ A card's identity and the driver's ABI (ABI_INFO).
+ */
+struct gdrpico_card_info {
+  /*
+   driver ABI, major << 16 | minor
+   */
+  uint32_t abi_version;
+  /*
+   N of /dev/picoevbN
+   */
+  uint32_t card_index;
+  /*
+   PICOEVB capability bits
+   */
+  uint64_t caps;
+  /*
+   bytes
+   */
+  uint64_t fpga_ram_size;
+  /*
+   ID block: major << 24 | minor << 16 | patch; 0 = none
+   */
+  uint32_t design_version;
+  /*
+   ID block: first 32 bits of the design's git commit
+   */
+  uint32_t build_hash;
+};
 
 #ifdef __cplusplus
 extern "C" {
-#endif
+#endif // __cplusplus
 
-#define GDRPICO_E_NO_AGENT (-1)  /* nobody owns org.gdr.Agent1: the agent is not running */
-#define GDRPICO_E_BUS (-2)       /* the system bus could not be reached */
-#define GDRPICO_E_ACCESS (-3)    /* the agent refused this caller */
-#define GDRPICO_E_NO_CARD (-4)   /* no such card */
-#define GDRPICO_E_NOT_READY (-5) /* the card is programming, failed or removed */
-#define GDRPICO_E_AGENT (-6)     /* any other agent error */
-#define GDRPICO_E_OS (-7)        /* system error: see errno */
-#define GDRPICO_E_INVALID (-8)   /* invalid argument */
-#define GDRPICO_E_TIMEOUT (-9)   /* the agent did not answer in time (25 s): it is wedged */
+/*
+ This library's C interface version, GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR, to compare with
+ the header's at run time: a different major means the program was built against another interface.
+ */
+uint32_t gdrpico_version(void);
 
-/* gdrpico_h2c2h flags (the driver's H2C2H flags). */
-#define GDRPICO_H2C2H_SRC_CUDA 1 /* src is a handle from gdrpico_pin_cuda */
-#define GDRPICO_H2C2H_DST_CUDA 2 /* dst is a handle from gdrpico_pin_cuda */
+/*
+ Asks the agent for card `card`'s fd (close-on-exec) and stores it in `*fd_out`; the caller closes it.
+ Gives up after 25 s.
 
-struct gdrpico_card_info {
-    uint32_t abi_version;    /* driver ABI, major << 16 | minor */
-    uint32_t card_index;     /* N of /dev/picoevbN */
-    uint64_t caps;           /* PICOEVB capability bits */
-    uint64_t fpga_ram_size;  /* bytes */
-    uint32_t design_version; /* ID block: major << 24 | minor << 16 | patch; 0 = none */
-    uint32_t build_hash;     /* ID block: first 32 bits of the design's git commit */
-};
+ # Safety
+ `fd_out` must be a valid pointer to an int.
+ */
+int gdrpico_open(uint32_t card,
+                 int *fd_out);
 
-/* Asks the agent for card `card`'s fd (close-on-exec); the caller closes it. Gives up after 25 s. */
-int gdrpico_open(uint32_t card, int *fd_out);
+/*
+ Fills `*info` from ABI_INFO.
+
+ # Safety
+ `fd` must be an open card fd; `info` a valid pointer.
+ */
 int gdrpico_card_info(int fd, struct gdrpico_card_info *info);
-/* Pins a cudaHostAlloc (flags 0) or cuMemAlloc allocation for DMA. Unpin before freeing it. */
+
+/*
+ Pins a cudaHostAlloc (flags 0) or cuMemAlloc allocation for DMA and stores its handle in `*handle`.
+ Unpin before freeing it.
+
+ # Safety
+ `fd` must be an open card fd; `handle` a valid pointer.
+ */
 int gdrpico_pin_cuda(int fd, uint64_t va, uint64_t size, uint32_t *handle);
+
+/*
+ Unpins a handle from `gdrpico_pin_cuda`.
+
+ # Safety
+ `fd` must be an open card fd.
+ */
 int gdrpico_unpin_cuda(int fd, uint32_t handle);
-/* src -> FPGA RAM -> dst; src/dst are user pointers or, with the flags above, pin handles. A user pointer must
- * be valid for len bytes: the card reads src and overwrites dst by DMA. */
-int gdrpico_h2c2h(int fd, uint64_t src, uint64_t dst, uint64_t len, uint64_t flags, uint64_t *dma_ns);
+
+/*
+ src -> FPGA RAM -> dst; src/dst are user pointers or, with the GDRPICO_H2C2H_*_CUDA flags, pin handles.
+ A user pointer must be valid for len bytes: the card reads src and overwrites dst by DMA. The DMA time
+ goes to `*dma_ns` unless it is NULL.
+
+ # Safety
+ `fd` must be an open card fd; user pointers in `src`/`dst` must be valid for `len` bytes (readable and
+ writable respectively) and not used by the caller during the call; `dma_ns` may be NULL.
+ */
+int gdrpico_h2c2h(int fd,
+                  uint64_t src,
+                  uint64_t dst,
+                  uint64_t len,
+                  uint64_t flags,
+                  uint64_t *dma_ns);
+
+/*
+ A static description of a `GDRPICO_E_*` code.
+ */
 const char *gdrpico_strerror(int code);
 
 #ifdef __cplusplus
-}
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* GDRPICO_H */
+
+/* The layout src/capi.rs asserts too (C11 and later; C++ has its own static_assert). */
+#ifndef __cplusplus
+_Static_assert(sizeof(struct gdrpico_card_info) == 32, "struct gdrpico_card_info is 32 bytes");
+_Static_assert(offsetof(struct gdrpico_card_info, caps) == 8, "caps at 8");
+_Static_assert(offsetof(struct gdrpico_card_info, fpga_ram_size) == 16, "fpga_ram_size at 16");
+_Static_assert(offsetof(struct gdrpico_card_info, design_version) == 24, "design_version at 24");
+_Static_assert(offsetof(struct gdrpico_card_info, build_hash) == 28, "build_hash at 28");
 #endif
-#endif /* GDRPICO_H */

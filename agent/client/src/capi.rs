@@ -1,7 +1,9 @@
-//! The C interface (`include/gdrpico.h`). Every symbol is prefixed `gdrpico_`: NVIDIA's gdrcopy exports
-//! `gdr_open` and friends, and both may live in one process. Every function returns 0 or a negative
-//! `GDRPICO_E_*` code; after `GDRPICO_E_OS`, `errno` holds the system error (ENODEV: the card was
-//! reprogrammed or removed).
+//! The C interface. `include/gdrpico.h` is generated from this file by cbindgen (`cbindgen.toml`;
+//! `tests/header.rs` fails when the committed header differs, `GDR_BLESS=1` rewrites it), so the
+//! constants, the struct and the prototypes C sees are these. Every symbol is prefixed `gdrpico_`:
+//! NVIDIA's gdrcopy exports `gdr_open` and friends, and both may live in one process. Every function
+//! returns 0 or a negative `GDRPICO_E_*` code; after `GDRPICO_E_OS`, `errno` holds the system error
+//! (ENODEV: the card was reprogrammed or removed).
 
 use std::ffi::{c_char, c_int};
 use std::mem::ManuallyDrop;
@@ -9,15 +11,75 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
 use crate::{Agent, CudaHandle, Device, Error};
 
-/// `struct gdrpico_card_info` in gdrpico.h.
+/// The C interface's version: the library answers `gdrpico_version()` with
+/// `GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR`. A new major breaks programs built against an
+/// older header (and renames the shared library's soname, `libgdr_client.so.MAJOR`); a new minor only adds.
+pub const GDRPICO_VERSION_MAJOR: u32 = 1;
+/// See [`GDRPICO_VERSION_MAJOR`].
+pub const GDRPICO_VERSION_MINOR: u32 = 1;
+
+/// nobody owns org.gdr.Agent1: the agent is not running
+pub const GDRPICO_E_NO_AGENT: c_int = -1;
+/// the system bus could not be reached
+pub const GDRPICO_E_BUS: c_int = -2;
+/// the agent refused this caller
+pub const GDRPICO_E_ACCESS: c_int = -3;
+/// no such card
+pub const GDRPICO_E_NO_CARD: c_int = -4;
+/// the card is programming, failed or removed
+pub const GDRPICO_E_NOT_READY: c_int = -5;
+/// any other agent error
+pub const GDRPICO_E_AGENT: c_int = -6;
+/// system error: see errno
+pub const GDRPICO_E_OS: c_int = -7;
+/// invalid argument
+pub const GDRPICO_E_INVALID: c_int = -8;
+/// the agent did not answer in time (25 s): it is wedged
+pub const GDRPICO_E_TIMEOUT: c_int = -9;
+
+/// gdrpico_h2c2h flag: src is a handle from gdrpico_pin_cuda (the driver's H2C2H flag).
+pub const GDRPICO_H2C2H_SRC_CUDA: u64 = 1;
+/// gdrpico_h2c2h flag: dst is a handle from gdrpico_pin_cuda.
+pub const GDRPICO_H2C2H_DST_CUDA: u64 = 2;
+
+const _: () = assert!(
+    GDRPICO_H2C2H_SRC_CUDA == picoevb_abi::H2C2H_SRC_CUDA
+        && GDRPICO_H2C2H_DST_CUDA == picoevb_abi::H2C2H_DST_CUDA,
+    "the C flags are the driver's"
+);
+
+/// A card's identity and the driver's ABI (ABI_INFO).
 #[repr(C)]
 pub struct GdrCardInfo {
+    /// driver ABI, major << 16 | minor
     pub abi_version: u32,
+    /// N of /dev/picoevbN
     pub card_index: u32,
+    /// PICOEVB capability bits
     pub caps: u64,
+    /// bytes
     pub fpga_ram_size: u64,
+    /// ID block: major << 24 | minor << 16 | patch; 0 = none
     pub design_version: u32,
+    /// ID block: first 32 bits of the design's git commit
     pub build_hash: u32,
+}
+
+// The layout C compiles against (the header asserts the same numbers with _Static_assert).
+const _: () = assert!(
+    std::mem::size_of::<GdrCardInfo>() == 32
+        && std::mem::align_of::<GdrCardInfo>() == 8
+        && std::mem::offset_of!(GdrCardInfo, caps) == 8
+        && std::mem::offset_of!(GdrCardInfo, fpga_ram_size) == 16
+        && std::mem::offset_of!(GdrCardInfo, design_version) == 24
+        && std::mem::offset_of!(GdrCardInfo, build_hash) == 28
+);
+
+/// This library's C interface version, GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR, to compare with
+/// the header's at run time: a different major means the program was built against another interface.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdrpico_version() -> u32 {
+    GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR
 }
 
 fn fail(e: Error) -> c_int {
@@ -44,7 +106,8 @@ fn borrow(fd: c_int) -> Result<ManuallyDrop<Device>, Error> {
     })))
 }
 
-/// Asks the agent (system bus) for card `card`'s fd; stores it in `*fd_out` (the caller closes it).
+/// Asks the agent for card `card`'s fd (close-on-exec) and stores it in `*fd_out`; the caller closes it.
+/// Gives up after 25 s.
 ///
 /// # Safety
 /// `fd_out` must be a valid pointer to an int.
@@ -92,7 +155,8 @@ pub unsafe extern "C" fn gdrpico_card_info(fd: c_int, info: *mut GdrCardInfo) ->
     }
 }
 
-/// Pins CUDA memory; stores the handle in `*handle`.
+/// Pins a cudaHostAlloc (flags 0) or cuMemAlloc allocation for DMA and stores its handle in `*handle`.
+/// Unpin before freeing it.
 ///
 /// # Safety
 /// `fd` must be an open card fd; `handle` a valid pointer.
@@ -116,7 +180,7 @@ pub unsafe extern "C" fn gdrpico_pin_cuda(
     }
 }
 
-/// Unpins a handle from `gdr_pin_cuda`.
+/// Unpins a handle from `gdrpico_pin_cuda`.
 ///
 /// # Safety
 /// `fd` must be an open card fd.
@@ -127,7 +191,9 @@ pub unsafe extern "C" fn gdrpico_unpin_cuda(fd: c_int, handle: u32) -> c_int {
         .map_or_else(fail, |_| 0)
 }
 
-/// Source -> FPGA -> destination (`GDRPICO_H2C2H_*_CUDA` flags select handles); DMA time in `*dma_ns`.
+/// src -> FPGA RAM -> dst; src/dst are user pointers or, with the GDRPICO_H2C2H_*_CUDA flags, pin handles.
+/// A user pointer must be valid for len bytes: the card reads src and overwrites dst by DMA. The DMA time
+/// goes to `*dma_ns` unless it is NULL.
 ///
 /// # Safety
 /// `fd` must be an open card fd; user pointers in `src`/`dst` must be valid for `len` bytes (readable and
@@ -154,20 +220,20 @@ pub unsafe extern "C" fn gdrpico_h2c2h(
     }
 }
 
-/// A static description of a `GDR_E_*` code.
+/// A static description of a `GDRPICO_E_*` code.
 #[unsafe(no_mangle)]
 pub extern "C" fn gdrpico_strerror(code: c_int) -> *const c_char {
     let s: &'static [u8] = match code {
         0 => b"success\0",
-        -1 => b"the gdr agent is not running\0",
-        -2 => b"D-Bus error\0",
-        -3 => b"access denied by the gdr agent\0",
-        -4 => b"no such card\0",
-        -5 => b"card not ready\0",
-        -6 => b"the gdr agent reported an error\0",
-        -7 => b"system error (see errno)\0",
-        -8 => b"invalid argument\0",
-        -9 => b"the gdr agent did not answer in time\0",
+        GDRPICO_E_NO_AGENT => b"the gdr agent is not running\0",
+        GDRPICO_E_BUS => b"D-Bus error\0",
+        GDRPICO_E_ACCESS => b"access denied by the gdr agent\0",
+        GDRPICO_E_NO_CARD => b"no such card\0",
+        GDRPICO_E_NOT_READY => b"card not ready\0",
+        GDRPICO_E_AGENT => b"the gdr agent reported an error\0",
+        GDRPICO_E_OS => b"system error (see errno)\0",
+        GDRPICO_E_INVALID => b"invalid argument\0",
+        GDRPICO_E_TIMEOUT => b"the gdr agent did not answer in time\0",
         _ => b"unknown error\0",
     };
     s.as_ptr().cast()
@@ -203,14 +269,10 @@ mod tests {
             ("GDRPICO_E_INVALID", Error::InvalidArgument(String::new())),
             ("GDRPICO_E_TIMEOUT", Error::Timeout(String::new())),
         ] {
-            let line = format!("#define {name} ({})", e.code());
+            let line = format!("#define {name} {}", e.code());
             assert!(header.contains(&line), "gdrpico.h lacks '{line}'");
         }
-        assert!(header.contains(&format!(
-            "GDRPICO_H2C2H_SRC_CUDA {}",
-            picoevb_abi::H2C2H_SRC_CUDA
-        )));
-        assert_eq!(std::mem::size_of::<GdrCardInfo>(), 32);
+        assert_eq!(gdrpico_version(), 1 << 16 | 1);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::capi;
+
 /// A failed client call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -37,15 +39,15 @@ impl Error {
     /// The stable numeric code the C API returns (negative).
     pub fn code(&self) -> i32 {
         match self {
-            Error::AgentNotRunning => -1,
-            Error::Bus(_) => -2,
-            Error::AccessDenied(_) => -3,
-            Error::NoSuchCard(_) => -4,
-            Error::NotReady(_) => -5,
-            Error::Agent { .. } => -6,
-            Error::Os { .. } => -7,
-            Error::InvalidArgument(_) => -8,
-            Error::Timeout(_) => -9,
+            Error::AgentNotRunning => capi::GDRPICO_E_NO_AGENT,
+            Error::Bus(_) => capi::GDRPICO_E_BUS,
+            Error::AccessDenied(_) => capi::GDRPICO_E_ACCESS,
+            Error::NoSuchCard(_) => capi::GDRPICO_E_NO_CARD,
+            Error::NotReady(_) => capi::GDRPICO_E_NOT_READY,
+            Error::Agent { .. } => capi::GDRPICO_E_AGENT,
+            Error::Os { .. } => capi::GDRPICO_E_OS,
+            Error::InvalidArgument(_) => capi::GDRPICO_E_INVALID,
+            Error::Timeout(_) => capi::GDRPICO_E_TIMEOUT,
         }
     }
 

@@ -1,0 +1,77 @@
+//! `include/gdrpico.h` is what cbindgen makes of `src/capi.rs` today, and a C compiler accepts it with its
+//! layout assertions. `GDR_BLESS=1` rewrites the header instead of failing.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn generated() -> String {
+    let dir = crate_dir();
+    let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut out = Vec::new();
+    cbindgen::Builder::new()
+        .with_crate(&dir)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen reads src/capi.rs")
+        .write(&mut out);
+    String::from_utf8(out).expect("the header is UTF-8")
+}
+
+#[test]
+fn the_committed_header_is_generated_from_the_rust() {
+    let path = crate_dir().join("include/gdrpico.h");
+    let want = generated();
+    if std::env::var_os("GDR_BLESS").is_some() {
+        std::fs::write(&path, &want).expect("write the header");
+        return;
+    }
+    let have = std::fs::read_to_string(&path).expect("include/gdrpico.h");
+    assert!(
+        have == want,
+        "include/gdrpico.h is stale: run GDR_BLESS=1 cargo test -p gdr-client --test header\n--- generated:\n{want}"
+    );
+}
+
+#[test]
+fn a_c_compiler_takes_the_header_and_its_layout() {
+    let dir = std::env::temp_dir().join(format!("gdrpico-h-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join("use.c");
+    std::fs::write(
+        &c,
+        "#include \"gdrpico.h\"\n\
+         int main(void) {\n\
+             struct gdrpico_card_info info;\n\
+             int fd;\n\
+             (void)info;\n\
+             return gdrpico_version() >> 16 == GDRPICO_VERSION_MAJOR ? gdrpico_open(0, &fd) : GDRPICO_E_INVALID;\n\
+         }\n",
+    )
+    .unwrap();
+    for std in ["-std=c11", "-std=gnu17"] {
+        let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args([
+                std,
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-fsyntax-only",
+                "-I",
+            ])
+            .arg(crate_dir().join("include"))
+            .arg(&c)
+            .output()
+            .expect("a C compiler (cc)");
+        assert!(
+            out.status.success(),
+            "cc {std} refused gdrpico.h:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
