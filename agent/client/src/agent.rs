@@ -60,7 +60,7 @@ impl Agent {
     }
 
     /// The manager object's proxy (uncached: every property read asks the agent).
-    pub fn manager(&self) -> Result<ManagerProxyBlocking<'_>, Error> {
+    pub fn manager(&self) -> Result<ManagerProxyBlocking<'static>, Error> {
         Ok(ManagerProxyBlocking::builder(&self.conn)
             .cache_properties(CacheProperties::No)
             .build()?)
@@ -68,7 +68,7 @@ impl Agent {
 
     /// Card `index`'s proxy, for its properties and signals (StateChanged, Revoked, PropertiesChanged).
     /// Uncached: every property read asks the agent.
-    pub fn card(&self, index: u32) -> Result<CardProxyBlocking<'_>, Error> {
+    pub fn card(&self, index: u32) -> Result<CardProxyBlocking<'static>, Error> {
         Ok(CardProxyBlocking::builder(&self.conn)
             .path(card_path(index))?
             .cache_properties(CacheProperties::No)

@@ -1,4 +1,6 @@
-//! `org.gdr.Agent1.Card` at `/org/gdr/Agent1/cardN`, version 1.
+//! `org.gdr.Agent1.Card2` at `/org/gdr/Agent1/cardN`: version 2 of the card interface (typed results; see
+//! `gdr_client::api`, whose types it serves). Every property that may change is signalled with
+//! PropertiesChanged when it does (`signalled` lists them; `mod.rs` sends the differences).
 
 use std::sync::Arc;
 
@@ -9,10 +11,15 @@ use zbus::names::BusName;
 use zbus::object_server::SignalEmitter;
 use zbus::zvariant::OwnedFd;
 
-use super::errors::{Error, json};
+use gdr_client::api;
+use zbus::zvariant::OwnedValue;
+
+use super::errors::Error;
 use crate::access::Caller;
-use crate::card::{CardStatus, Stage};
+use crate::card::{CardStatus, Design, Stage};
 use crate::daemon::Agent;
+use crate::health::Health;
+use crate::selftest::SelfTestResult;
 
 /// One card object.
 pub struct Card {
@@ -69,40 +76,162 @@ fn version(v: u32) -> String {
     format!("{a}.{b}.{c}")
 }
 
-#[interface(name = "org.gdr.Agent1.Card")]
+/// The wire form of the agent's types (exhaustive matches: a new stage is a compile error here).
+pub fn stage(s: Stage) -> api::Stage {
+    match s {
+        Stage::Pending => api::Stage::Pending,
+        Stage::Discover => api::Stage::Discover,
+        Stage::Identify => api::Stage::Identify,
+        Stage::Program => api::Stage::Program,
+        Stage::Relink => api::Stage::Relink,
+        Stage::Bind => api::Stage::Bind,
+        Stage::SelfTest => api::Stage::SelfTest,
+        Stage::Ready => api::Stage::Ready,
+        Stage::Failed => api::Stage::Failed,
+    }
+}
+
+fn health(h: Health) -> api::Health {
+    match h {
+        Health::Unknown => api::Health::Unknown,
+        Health::Ok => api::Health::Ok,
+        Health::Degraded => api::Health::Degraded,
+        Health::Failed => api::Health::Failed,
+    }
+}
+
+fn design(d: Design) -> api::Design {
+    match d {
+        Design::Unknown => api::Design::Unknown,
+        Design::Gdr => api::Design::Gdr,
+        Design::Reference => api::Design::Reference,
+    }
+}
+
+pub fn selftest(r: &SelfTestResult) -> api::SelfTest {
+    let m = &r.measurement;
+    let first = m.first_mismatch.unwrap_or(crate::selftest::Mismatch {
+        offset: 0,
+        expected: 0,
+        got: 0,
+    });
+    api::SelfTest {
+        time: r.time,
+        passed: r.passed,
+        reason: r.reason.clone(),
+        memory: m.memory.clone(),
+        path: m.path.clone(),
+        memory_note: m.memory_note.clone(),
+        bytes: m.bytes,
+        h2c_mbps: m.h2c_mbps,
+        c2h_mbps: m.c2h_mbps,
+        duration_us: m.duration_us,
+        mismatches: m.mismatches,
+        first_mismatch_offset: first.offset,
+        first_mismatch_expected: first.expected,
+        first_mismatch_got: first.got,
+    }
+}
+
+pub fn status(s: &CardStatus) -> api::CardStatus {
+    api::CardStatus {
+        index: s.index as u32,
+        stage: stage(s.stage),
+        failed_stage: stage(s.failed_stage.unwrap_or(s.stage)),
+        message: s.message.clone(),
+        pci: s.pci.clone(),
+        design: design(s.design),
+        loader: s.loader.clone(),
+        design_version: s.design_version,
+        build_hash: s.build_hash,
+        expected_version: s.expected_version,
+        expected_hash: s.expected_hash,
+        fell_back_to_golden: s.fell_back_to_golden,
+        abi_version: s.abi_version,
+        link_speed: s.link_speed.clone(),
+        link_width: s.link_width,
+        programmed: s.programmed,
+        last_selftest: s.last_selftest.iter().map(selftest).collect(),
+        healthy: s.healthy,
+        health: health(s.health),
+    }
+}
+
+/// The value of every property that may change (all but the const Index and the unsignalled Holders),
+/// by name: what PropertiesChanged carries. `signalled_covers_every_changing_property` holds it to the
+/// interface.
+pub fn signalled(s: &CardStatus) -> Vec<(&'static str, OwnedValue)> {
+    fn v<T: Into<zbus::zvariant::Value<'static>>>(x: T) -> OwnedValue {
+        OwnedValue::try_from(x.into()).expect("no fds in a property")
+    }
+    vec![
+        ("Stage", v(s.stage.to_string())),
+        ("FailedStage", v(failed_stage(s))),
+        ("Message", v(s.message.clone())),
+        ("PciAddress", v(s.pci.clone())),
+        ("Design", v(s.design.name().to_string())),
+        ("Loader", v(s.loader.clone())),
+        ("DesignVersion", v(version(s.design_version))),
+        ("BuildHash", v(s.build_hash)),
+        ("ExpectedVersion", v(version(s.expected_version))),
+        ("FellBackToGolden", v(s.fell_back_to_golden)),
+        ("LinkSpeed", v(s.link_speed.clone())),
+        ("LinkWidth", v(s.link_width)),
+        ("LastSelfTest", v(last_selftest(s))),
+        ("Healthy", v(s.healthy)),
+        ("Health", v(s.health.name().to_string())),
+    ]
+}
+
+fn failed_stage(s: &CardStatus) -> String {
+    s.failed_stage.map(|s| s.to_string()).unwrap_or_default()
+}
+
+fn last_selftest(s: &CardStatus) -> Vec<api::SelfTest> {
+    s.last_selftest.iter().map(selftest).collect()
+}
+
+#[interface(name = "org.gdr.Agent1.Card2")]
 impl Card {
-    /// Everything about the card as one JSON object (what `gdrctl status --json` prints).
-    fn get_status(&self) -> Result<String, Error> {
-        json(&self.agent.status(self.index)?)
+    /// Everything about the card as one snapshot (what `gdrctl --json status` prints).
+    fn get_status(&self) -> Result<api::CardStatus, Error> {
+        Ok(status(&self.agent.status(self.index)?))
     }
 
-    /// Runs the loopback self-test now; returns the result as JSON (a failed test is a result, not an
-    /// error).
+    /// Runs the loopback self-test now; returns the result (a failed test is a result, not an error).
     async fn self_test(
         &self,
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
-    ) -> Result<String, Error> {
+    ) -> Result<api::SelfTest, Error> {
         authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
-        json(&blocking::unblock(move || agent.selftest(i)).await?)
+        Ok(selftest(
+            &blocking::unblock(move || agent.selftest(i)).await?,
+        ))
     }
 
-    /// Self-test transfers of each size (bytes); JSON array of results.
+    /// Self-test transfers of each size (bytes), one result each.
     async fn bench(
         &self,
         sizes: Vec<u32>,
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
-    ) -> Result<String, Error> {
+    ) -> Result<Vec<api::SelfTest>, Error> {
         authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
-        json(&blocking::unblock(move || agent.bench(i, &sizes)).await?)
+        let r = blocking::unblock(move || agent.bench(i, &sizes)).await?;
+        Ok(r.iter().map(selftest).collect())
     }
 
-    /// The last `count` self-test results, oldest first, as a JSON array.
-    fn history(&self, count: u32) -> Result<String, Error> {
-        json(&self.agent.history(self.index, count)?)
+    /// The last `count` self-test results, oldest first.
+    fn history(&self, count: u32) -> Result<Vec<api::SelfTest>, Error> {
+        Ok(self
+            .agent
+            .history(self.index, count)?
+            .iter()
+            .map(selftest)
+            .collect())
     }
 
     /// LEDs: bit set = LED lit (A, B, C = bits 0..2).
@@ -117,7 +246,7 @@ impl Card {
     }
 
     /// Programs the FPGA again and brings the card up; fds handed out before stop working (ENODEV).
-    /// Returns when the card is ready or failed.
+    /// Returns when the card is ready (else Failed); Stage and Message are signalled on the way.
     async fn reprogram(
         &self,
         #[zbus(header)] hdr: Header<'_>,
@@ -146,16 +275,20 @@ impl Card {
     /// Who was handed the card's fd since it was last brought up and still runs: (uid, pid, since as
     /// Unix seconds); pid 0 where the bus did not say. Read on demand (not signalled).
     #[zbus(property(emits_changed_signal = "false"))]
-    fn holders(&self) -> Vec<(u32, u32, u64)> {
+    fn holders(&self) -> Vec<api::Holder> {
         self.agent
             .holders(self.index)
             .unwrap_or_default()
             .into_iter()
-            .map(|h| (h.uid, h.pid, h.since))
+            .map(|h| api::Holder {
+                uid: h.uid,
+                pid: h.pid,
+                since: h.since,
+            })
             .collect()
     }
 
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn index(&self) -> u32 {
         self.index
     }
@@ -169,10 +302,7 @@ impl Card {
     /// The stage that failed, when Stage is failed; else empty.
     #[zbus(property)]
     fn failed_stage(&self) -> String {
-        self.s()
-            .failed_stage
-            .map(|s| s.to_string())
-            .unwrap_or_default()
+        failed_stage(&self.s())
     }
 
     /// What is happening, or why it failed.
@@ -232,13 +362,10 @@ impl Card {
         self.s().link_width
     }
 
-    /// The last self-test result as JSON ("" = none yet).
+    /// The last self-test result: none or one.
     #[zbus(property)]
-    fn last_self_test(&self) -> String {
-        self.s()
-            .last_selftest
-            .and_then(|r| serde_json::to_string(&r).ok())
-            .unwrap_or_default()
+    fn last_self_test(&self) -> Vec<api::SelfTest> {
+        last_selftest(&self.s())
     }
 
     /// The last health check passed (Health is `ok`).
@@ -254,7 +381,7 @@ impl Card {
         self.s().health.name().to_string()
     }
 
-    /// The stage changed (also sent as PropertiesChanged).
+    /// The stage or the message changed (both are also sent as PropertiesChanged): a reprogram's progress.
     #[zbus(signal)]
     pub async fn state_changed(
         emitter: &SignalEmitter<'_>,
