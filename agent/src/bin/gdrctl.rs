@@ -79,6 +79,7 @@ enum Cmd {
     Reload,
     /// gdrctl's version and the agent's.
     Version,
+    // `validate` (issue 20 item 4) comes from its own module, as a variant here.
 }
 
 /// A card named on the command line.

@@ -95,41 +95,43 @@ fn forward(
     if let Change::Revoked(_, why) = change {
         return zbus::block_on(card_2::Card::revoked(emitter, why));
     }
-    zbus::block_on(async {
-        let mut sent = sent.lock().unwrap_or_else(|e| e.into_inner());
-        let s = agent
-            .status(i as u32)
-            .map_err(|e| zbus::Error::Failure(e.to_string()))?;
-        let now = card_2::signalled(&s);
-        let changed = differences(&sent.cards[i], &now);
-        if !changed.is_empty() {
-            let state = changed.contains_key("Stage") || changed.contains_key("Message");
-            let values = changed
-                .iter()
-                .map(|(k, v)| Ok((*k, Value::from(v.try_clone()?))))
-                .collect::<zbus::zvariant::Result<HashMap<_, _>>>()?;
-            zbus::fdo::Properties::properties_changed(
+    // Held while sending (each send blocks on its own), so the signals leave in the order of the states.
+    let mut sent = sent.lock().unwrap_or_else(|e| e.into_inner());
+    let s = agent
+        .status(i as u32)
+        .map_err(|e| zbus::Error::Failure(e.to_string()))?;
+    let now = card_2::signalled(&s);
+    let changed = differences(&sent.cards[i], &now);
+    if !changed.is_empty() {
+        let state = changed.contains_key("Stage") || changed.contains_key("Message");
+        let values = changed
+            .iter()
+            .map(|(k, v)| Ok((*k, Value::from(v.try_clone()?))))
+            .collect::<zbus::zvariant::Result<HashMap<_, _>>>()?;
+        zbus::block_on(zbus::fdo::Properties::properties_changed(
+            emitter,
+            InterfaceName::from_static_str_unchecked(gdr_client::CARD_IFACE),
+            values,
+            Default::default(),
+        ))?;
+        if state {
+            zbus::block_on(card_2::Card::state_changed(
                 emitter,
-                InterfaceName::from_static_str_unchecked(gdr_client::CARD_IFACE),
-                values,
-                Default::default(),
-            )
-            .await?;
-            if state {
-                card_2::Card::state_changed(emitter, s.stage.name(), &s.message).await?;
-            }
-            sent.cards[i] = now;
+                s.stage.name(),
+                &s.message,
+            ))?;
         }
-        let status = agent.status_text();
-        if status != sent.status {
-            let m = conn
-                .object_server()
-                .interface::<_, manager_2::Manager>(MANAGER_PATH)?;
-            m.get().status_changed(m.signal_emitter()).await?;
-            sent.status = status;
-        }
-        Ok(())
-    })
+        sent.cards[i] = now;
+    }
+    let status = agent.status_text();
+    if status != sent.status {
+        let m = conn
+            .object_server()
+            .interface::<_, manager_2::Manager>(MANAGER_PATH)?;
+        zbus::block_on(m.get().status_changed(m.signal_emitter()))?;
+        sent.status = status;
+    }
+    Ok(())
 }
 
 /// Whether the bus connection is up and the object server answers: a `Peer.Ping` to the agent itself goes
