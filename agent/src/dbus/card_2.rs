@@ -394,3 +394,33 @@ impl Card {
     #[zbus(signal)]
     pub async fn revoked(emitter: &SignalEmitter<'_>, reason: &str) -> zbus::Result<()>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire names are the agent's own (the properties use the agent's, GetStatus the wire enums').
+    #[test]
+    fn wire_names_are_the_agents() {
+        use Stage::*;
+        for s in [
+            Pending, Discover, Identify, Program, Relink, Bind, SelfTest, Ready, Failed,
+        ] {
+            assert_eq!(stage(s).name(), s.name());
+            assert_eq!(serde_json::to_value(stage(s)).unwrap(), s.name());
+        }
+        for h in [
+            Health::Unknown,
+            Health::Ok,
+            Health::Degraded,
+            Health::Failed,
+        ] {
+            assert_eq!(health(h).name(), h.name());
+            assert_eq!(serde_json::to_value(health(h)).unwrap(), h.name());
+        }
+        for d in [Design::Unknown, Design::Gdr, Design::Reference] {
+            assert_eq!(design(d).name(), d.name());
+            assert_eq!(serde_json::to_value(design(d)).unwrap(), d.name());
+        }
+    }
+}
