@@ -20,6 +20,12 @@ use crate::daemon::{Agent, Change};
 /// Connects (system bus, or `address`), serves every object, takes the well-known name and forwards the
 /// agent's changes as signals.
 pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connection> {
+    // What the properties read before anyone can ask (the name is not taken yet): PropertiesChanged then
+    // carries what differs from the last sent.
+    let sent = Arc::new(Mutex::new(Sent {
+        cards: agent.statuses().iter().map(card_2::signalled).collect(),
+        status: agent.status_text(),
+    }));
     let mut b = match address {
         Some(a) => zbus::blocking::connection::Builder::address(a)?,
         None => zbus::blocking::connection::Builder::system()?,
@@ -44,18 +50,19 @@ pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connecti
         .name(BUS_NAME)?
         .method_timeout(std::time::Duration::from_secs(10))
         .build()?;
-    // What the properties read when served: PropertiesChanged carries what differs from the last sent.
-    let sent = Mutex::new(Sent {
-        cards: agent.statuses().iter().map(card_2::signalled).collect(),
-        status: agent.status_text(),
-    });
-    let (c, a) = (conn.clone(), Arc::downgrade(agent));
+    let (c, a, s) = (conn.clone(), Arc::downgrade(agent), sent.clone());
     agent.subscribe(move |change| {
         let Some(a) = a.upgrade() else { return };
-        if let Err(e) = forward(&c, &a, &sent, change) {
+        if let Err(e) = forward(&c, &a, &s, change) {
             eprintln!("<4>D-Bus signal not sent: {e}");
         }
     });
+    // A change between the first snapshot and the subscription is sent now.
+    for i in 0..agent.card_count() {
+        if let Err(e) = forward(&conn, agent, &sent, Change::Status(i)) {
+            eprintln!("<4>D-Bus signal not sent: {e}");
+        }
+    }
     Ok(conn)
 }
 
