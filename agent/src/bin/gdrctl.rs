@@ -38,16 +38,19 @@ struct Cli {
 enum Cmd {
     /// State of every card (or of one).
     Status {
+        /// The card, as --card takes it.
         #[arg(value_name = "CARD")]
         at: Option<CardSel>,
     },
     /// Run the loopback self-test now.
     Selftest {
+        /// The card, as --card takes it.
         #[arg(value_name = "CARD")]
         at: Option<CardSel>,
     },
     /// Self-test transfers at several sizes.
     Bench {
+        /// The card, as --card takes it.
         #[arg(value_name = "CARD")]
         at: Option<CardSel>,
         /// Bytes per transfer, comma-separated (multiples of 4).
@@ -56,6 +59,7 @@ enum Cmd {
     },
     /// The last self-test results, oldest first.
     History {
+        /// The card, as --card takes it.
         #[arg(value_name = "CARD")]
         at: Option<CardSel>,
         /// How many.
@@ -69,6 +73,7 @@ enum Cmd {
     },
     /// Program the FPGA again (open fds are revoked); shows the stages as they pass.
     Reprogram {
+        /// The card, as --card takes it.
         #[arg(value_name = "CARD")]
         at: Option<CardSel>,
         /// No progress lines on stderr.
