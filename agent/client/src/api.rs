@@ -82,7 +82,7 @@ impl Design {
     }
 }
 
-/// One judged loopback transfer (a self-test, or one size of a Bench). D-Bus `(tbsssstdddtttuu)`.
+/// One judged loopback transfer (a self-test, or one size of a Bench). D-Bus `(tbsssstddtttuu)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Type, Value, OwnedValue)]
 pub struct SelfTest {
     /// Seconds since the Unix epoch.
@@ -258,4 +258,32 @@ pub trait Card {
     /// Fds handed out stopped or are about to stop working; Open again once ready.
     #[zbus(signal)]
     fn revoked(&self, reason: &str) -> zbus::Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire form is the interface's contract (docs/agent.md): changing it is an incompatible change,
+    /// which needs new interface names (`Card3`), not an edit here.
+    #[test]
+    fn signatures_are_the_documented_ones() {
+        assert_eq!(SelfTest::SIGNATURE.to_string(), "(tbsssstddtttuu)");
+        assert_eq!(
+            CardStatus::SIGNATURE.to_string(),
+            "(ussssssuuuubusuua(tbsssstddtttuu)bs)"
+        );
+        assert_eq!(Holder::SIGNATURE.to_string(), "(uut)");
+        assert_eq!(Stage::SIGNATURE.to_string(), "s");
+    }
+
+    #[test]
+    fn enums_travel_as_their_names() {
+        let ctx = zvariant::serialized::Context::new_dbus(zvariant::LE, 0);
+        let bytes = zvariant::to_bytes(ctx, &Stage::SelfTest).unwrap();
+        let (name, _): (String, _) = bytes.deserialize().unwrap();
+        assert_eq!(name, "self-test");
+        let (back, _): (Stage, _) = bytes.deserialize().unwrap();
+        assert_eq!(back, Stage::SelfTest);
+    }
 }
