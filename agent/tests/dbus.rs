@@ -16,6 +16,7 @@ use gdr_agent::config::Config;
 use gdr_agent::daemon::{Agent, World};
 use gdr_agent::selftest::Measurement;
 use gdr_client::Error;
+use gdr_client::api::{CardProxyBlocking, ManagerProxyBlocking, Stage};
 use picoevb_abi::{ABI_VERSION, AbiInfo};
 
 /// A card that is present, bound and right.
@@ -202,16 +203,59 @@ fn the_agent_on_a_real_bus() {
     )
     .unwrap();
     let mut states = proxy.receive_signal("StateChanged").unwrap();
+    typed_api(&conn);
+    // Cached proxies (zbus's default) as applications hold them: every property they cache must follow
+    // the card through PropertiesChanged (issue 20 defect 12: five were declared so and never sent).
+    let cached = CardProxyBlocking::builder(&conn)
+        .path(gdr_client::card_path(0))
+        .unwrap()
+        .build()
+        .unwrap();
+    let cached_manager = ManagerProxyBlocking::new(&conn).unwrap();
+    assert_eq!(cached.pci_address().unwrap(), "", "not discovered yet");
+    assert_eq!(cached_manager.status().unwrap(), "card0 pending");
 
     a.start();
     wait_settled(&c);
     assert_eq!(c.cards().unwrap(), [0]);
     let s = c.status(0).unwrap();
     assert_eq!(
-        (s.stage.as_str(), s.design_version),
-        ("ready", 0x0100_0000),
+        (s.stage, s.design_version),
+        (Stage::Ready, 0x0100_0000),
         "{s:?}"
     );
+    let follows = |what: &str, ok: &dyn Fn() -> bool| {
+        for _ in 0..200 {
+            if ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the cached {what} never followed the card");
+    };
+    follows("Stage", &|| cached.stage().unwrap() == "ready");
+    follows("PciAddress", &|| {
+        cached.pci_address().unwrap() == "0000:01:00.0"
+    });
+    follows("DesignVersion", &|| {
+        cached.design_version().unwrap() == "1.0.0"
+    });
+    follows("BuildHash", &|| cached.build_hash().unwrap() == 0xd00d);
+    follows("ExpectedVersion", &|| {
+        cached.expected_version().unwrap() == "1.0.0"
+    });
+    follows("Loader", &|| cached.loader().unwrap() == "model");
+    follows("LinkSpeed", &|| {
+        cached.link_speed().unwrap() == "5.0 GT/s PCIe"
+    });
+    follows("LinkWidth", &|| cached.link_width().unwrap() == 1);
+    follows("LastSelfTest", &|| {
+        cached.last_self_test().unwrap().first().map(|t| t.passed) == Some(true)
+    });
+    follows("Manager.Status", &|| {
+        cached_manager.status().unwrap() == "card0 ready"
+    });
+    assert_eq!(s.last_selftest().map(|t| t.bytes), Some(4096));
     let stage: String = proxy.get_property("Stage").unwrap();
     assert_eq!(stage, "ready");
     // The wrong design was programmed: the signals told every stage on the way.
@@ -244,14 +288,11 @@ fn the_agent_on_a_real_bus() {
     );
 
     // Self-test over the bus, its history, and bad arguments.
-    let t: serde_json::Value = serde_json::from_str(&c.selftest(0).unwrap()).unwrap();
-    assert_eq!(t["passed"], true);
-    let h: serde_json::Value = serde_json::from_str(&c.history(0, 10).unwrap()).unwrap();
-    assert_eq!(
-        h.as_array().unwrap().len(),
-        2,
-        "bring-up and the one just run"
-    );
+    let t = c.selftest(0).unwrap();
+    assert!(t.passed && t.mismatches == 0, "{t:?}");
+    let h = c.history(0, 10).unwrap();
+    assert_eq!(h.len(), 2, "bring-up and the one just run");
+    assert_eq!(h[1], t);
     assert!(
         matches!(c.set_leds(0, 9), Err(Error::Agent { ref name, .. }) if name.ends_with("InvalidArgument"))
     );
@@ -262,15 +303,49 @@ fn the_agent_on_a_real_bus() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v[0]["stage"], "ready");
+    assert_eq!(v[0]["last_selftest"][0]["passed"], true, "{v}");
     let (code, out, _) = gdrctl(&bus.address, &["status"]);
     assert_eq!(code, 0);
     assert!(out.contains("card0: ready"), "{out}");
+    // Cards by index or PCI address, --card or the command's own argument.
+    for args in [
+        &["--json", "status", "--card", "01:00.0"][..],
+        &["--json", "--card", "0000:01:00.0", "status"],
+        &["--json", "status", "card0"],
+    ] {
+        let (code, out, err) = gdrctl(&bus.address, args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v[0]["pci"], "0000:01:00.0", "{args:?}: {v}");
+    }
+    let (code, _, err) = gdrctl(&bus.address, &["status", "--card", "0000:02:00.0"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("no card at PCI address 0000:02:00.0"), "{err}");
+    let (code, _, err) = gdrctl(&bus.address, &["status", "--card", "01:00"]);
+    assert_eq!(code, 2, "not an address: {err}");
+    let (code, out, _) = gdrctl(&bus.address, &["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), format!("gdrctl {}", env!("CARGO_PKG_VERSION")));
+    let (code, out, _) = gdrctl(&bus.address, &["--json", "version"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["agent"], env!("CARGO_PKG_VERSION"), "{v}");
 
-    // Reprogram revokes (signal) and comes back ready.
+    // Reprogram revokes (signal) and comes back ready; gdrctl shows the stages on the way.
     let mut revoked = proxy.receive_signal("Revoked").unwrap();
     c.reprogram(0).unwrap();
     assert!(revoked.next().is_some());
-    assert_eq!(c.status(0).unwrap().stage, "ready");
+    assert_eq!(c.status(0).unwrap().stage, Stage::Ready);
+    let (code, out, err) = gdrctl(&bus.address, &["reprogram", "--card", "0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "card0: reprogrammed, ready");
+    for stage in ["program", "relink", "self-test", "ready"] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&format!("card0: {stage}"))),
+            "no '{stage}' progress line:\n{err}"
+        );
+    }
 
     // A malformed config is refused with file, line and key; the running one stays.
     let path = dir.join("agent.toml");
@@ -325,8 +400,141 @@ fn the_agent_on_a_real_bus() {
     }
     assert_eq!(
         c.status(0).unwrap().stage,
-        "ready",
+        Stage::Ready,
         "reading stays open to all"
+    );
+}
+
+/// One interface's part of an introspection document.
+fn interface<'a>(xml: &'a str, name: &str) -> &'a str {
+    let start = xml
+        .find(&format!("<interface name=\"{name}\">"))
+        .unwrap_or_else(|| panic!("no interface {name} in\n{xml}"));
+    let end = start + xml[start..].find("</interface>").unwrap();
+    &xml[start..end]
+}
+
+/// The value of attribute `attr` in the tag text `tag` (which starts after the element's name).
+fn attr(tag: &str, attr: &str) -> String {
+    let tag = format!(" {tag}");
+    let at = tag
+        .find(&format!(" {attr}=\""))
+        .unwrap_or_else(|| panic!("no {attr} in {tag}"))
+        + attr.len()
+        + 3;
+    tag[at..at + tag[at..].find('"').unwrap()].to_string()
+}
+
+/// (name, type, EmitsChangedSignal) of every property.
+fn properties(iface: &str) -> Vec<(String, String, String)> {
+    iface
+        .split("<property ")
+        .skip(1)
+        .map(|p| {
+            let tag = &p[..p.find('>').unwrap()];
+            let emits = if tag.ends_with('/') {
+                "true".into()
+            } else {
+                let body = &p[..p.find("</property>").unwrap()];
+                attr(&body[body.find("<annotation ").unwrap() + 12..], "value")
+            };
+            (attr(tag, "name"), attr(tag, "type"), emits)
+        })
+        .collect()
+}
+
+/// Type of every method's out argument, by method.
+fn outputs(iface: &str) -> Vec<(String, String)> {
+    iface
+        .split("<method ")
+        .skip(1)
+        .flat_map(|m| {
+            let name = attr(m, "name");
+            let body = &m[..m.find("</method>").unwrap_or(m.len())];
+            body.split("<arg ")
+                .skip(1)
+                .filter(|a| a[..a.find('>').unwrap()].contains("direction=\"out\""))
+                .map(|a| (name.clone(), attr(a, "type")))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Issue 20 defect 12: the introspected API is typed (structs and arrays, no JSON in strings), and its
+/// EmitsChangedSignal annotations are what the agent does: every property it does not mark const or
+/// false is one that `forward` signals.
+fn typed_api(conn: &zbus::blocking::Connection) {
+    use zbus::zvariant::Type;
+    let introspect = |path: &str| -> String {
+        zbus::blocking::Proxy::new(
+            conn,
+            gdr_client::BUS_NAME,
+            path.to_string(),
+            "org.freedesktop.DBus.Introspectable",
+        )
+        .unwrap()
+        .call("Introspect", &())
+        .unwrap()
+    };
+    let xml = introspect(&gdr_client::card_path(0));
+    assert!(
+        !xml.contains("\"org.gdr.Agent1.Card\""),
+        "version 1 still served"
+    );
+    let card = interface(&xml, gdr_client::CARD_IFACE);
+    let selftest = gdr_client::SelfTest::SIGNATURE.to_string();
+    let status = gdr_client::CardStatus::SIGNATURE.to_string();
+    let out = outputs(card);
+    for (method, want) in [
+        ("GetStatus", status.clone()),
+        ("SelfTest", selftest.clone()),
+        ("Bench", format!("a{selftest}")),
+        ("History", format!("a{selftest}")),
+        ("Open", "h".into()),
+    ] {
+        assert!(
+            out.contains(&(method.to_string(), want.clone())),
+            "{method} does not return {want}: {out:?}"
+        );
+    }
+    assert!(status.starts_with("(u") && status.len() > 20, "{status}");
+    let manager_xml = introspect(gdr_client::MANAGER_PATH);
+    let manager = interface(&manager_xml, gdr_client::MANAGER_IFACE);
+    for (iface, outs) in [(card, out.clone()), (manager, outputs(manager))] {
+        let strings: Vec<_> = outs.iter().filter(|(_, t)| t == "s").collect();
+        assert!(
+            strings.is_empty(),
+            "methods that return strings: {strings:?}\n{iface}"
+        );
+    }
+    let props = properties(card);
+    let last = props.iter().find(|p| p.0 == "LastSelfTest").unwrap();
+    assert_eq!(last.1, format!("a{selftest}"));
+    let holders = props.iter().find(|p| p.0 == "Holders").unwrap();
+    assert_eq!(
+        (holders.1.as_str(), holders.2.as_str()),
+        ("a(uut)", "false")
+    );
+    let index = props.iter().find(|p| p.0 == "Index").unwrap();
+    assert_eq!(index.2, "const");
+    let mut emitting: Vec<_> = props
+        .iter()
+        .filter(|p| p.2 == "true")
+        .map(|p| p.0.as_str())
+        .collect();
+    let mut signalled: Vec<_> =
+        gdr_agent::dbus::card_2::signalled(&gdr_agent::card::CardStatus::new(0))
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+    emitting.sort_unstable();
+    signalled.sort_unstable();
+    assert_eq!(emitting, signalled, "declared emits-change vs signalled");
+    let mprops = properties(manager);
+    assert!(
+        mprops.contains(&("Version".into(), "s".into(), "const".into()))
+            && mprops.contains(&("Status".into(), "s".into(), "true".into())),
+        "{mprops:?}"
     );
 }
 
@@ -353,7 +561,7 @@ fn clients_say_plainly_when_the_agent_is_not_running() {
 /// An agent that takes every call and never answers.
 struct Wedged;
 
-#[zbus::interface(name = "org.gdr.Agent1.Card")]
+#[zbus::interface(name = "org.gdr.Agent1.Card2")]
 impl Wedged {
     async fn open(&self) -> zbus::fdo::Result<zbus::zvariant::OwnedFd> {
         std::future::pending().await

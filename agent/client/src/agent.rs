@@ -3,10 +3,11 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
-use serde::Deserialize;
-use zbus::blocking::{Connection, Proxy};
+use zbus::blocking::Connection;
+use zbus::proxy::CacheProperties;
 
-use crate::{BUS_NAME, CARD_IFACE, Device, Error, MANAGER_IFACE, MANAGER_PATH, card_path};
+use crate::api::{CardProxyBlocking, CardStatus, ManagerProxyBlocking, SelfTest};
+use crate::{Device, Error, card_path};
 
 /// How long a call waits for the agent's answer unless told otherwise (libdbus's default reply timeout):
 /// a wedged agent must not block an application's `Open` forever.
@@ -15,20 +16,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
 /// A connection to the agent.
 pub struct Agent {
     conn: Connection,
-}
-
-/// The typed part of a card's `Status` property (the full JSON has more).
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct CardSummary {
-    pub index: u32,
-    pub stage: String,
-    #[serde(default)]
-    pub failed_stage: Option<String>,
-    pub message: String,
-    pub pci: String,
-    pub design_version: u32,
-    pub build_hash: u32,
-    pub abi_version: u32,
 }
 
 impl Agent {
@@ -67,85 +54,96 @@ impl Agent {
         Ok(Self { conn: b.build()? })
     }
 
-    fn manager(&self) -> Result<Proxy<'_>, Error> {
-        Ok(Proxy::new(
-            &self.conn,
-            BUS_NAME,
-            MANAGER_PATH,
-            MANAGER_IFACE,
-        )?)
+    /// The connection, for proxies of one's own.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
     }
 
-    fn card(&self, index: u32) -> Result<Proxy<'_>, Error> {
-        Ok(Proxy::new(
-            &self.conn,
-            BUS_NAME,
-            card_path(index),
-            CARD_IFACE,
-        )?)
+    /// The manager object's proxy (uncached: every property read asks the agent).
+    pub fn manager(&self) -> Result<ManagerProxyBlocking<'static>, Error> {
+        Ok(ManagerProxyBlocking::builder(&self.conn)
+            .cache_properties(CacheProperties::No)
+            .build()?)
+    }
+
+    /// Card `index`'s proxy, for its properties and signals (StateChanged, Revoked, PropertiesChanged).
+    /// Uncached: every property read asks the agent.
+    pub fn card(&self, index: u32) -> Result<CardProxyBlocking<'static>, Error> {
+        Ok(CardProxyBlocking::builder(&self.conn)
+            .path(card_path(index))?
+            .cache_properties(CacheProperties::No)
+            .build()?)
     }
 
     /// Indexes of the configured cards.
     pub fn cards(&self) -> Result<Vec<u32>, Error> {
-        Ok(self.manager()?.call("ListCards", &())?)
+        Ok(self.manager()?.list_cards()?)
     }
 
     /// Whether every card has settled (ready or failed), as READY=1 tells systemd.
     pub fn settled(&self) -> Result<bool, Error> {
-        Ok(self.manager()?.call("Settled", &())?)
+        Ok(self.manager()?.settled()?)
     }
 
     /// Agent version.
     pub fn version(&self) -> Result<String, Error> {
-        Ok(self.manager()?.call("GetVersion", &())?)
+        Ok(self.manager()?.version()?)
     }
 
     /// Re-reads the config file; applies all of it or nothing (the error names file, line and key).
     pub fn reload(&self) -> Result<(), Error> {
-        Ok(self.manager()?.call("Reload", &())?)
+        Ok(self.manager()?.reload()?)
     }
 
-    /// Everything the agent knows about a card, as JSON.
-    pub fn status_json(&self, index: u32) -> Result<String, Error> {
-        Ok(self.card(index)?.call("GetStatus", &())?)
+    /// Everything the agent knows about a card, as one snapshot.
+    pub fn status(&self, index: u32) -> Result<CardStatus, Error> {
+        Ok(self.card(index)?.get_status()?)
     }
 
-    /// The typed summary of a card.
-    pub fn status(&self, index: u32) -> Result<CardSummary, Error> {
-        let json = self.status_json(index)?;
-        serde_json::from_str(&json).map_err(|e| Error::Bus(format!("bad status JSON: {e}")))
+    /// The card whose PCI address is `pci` (`0000:01:00.0`, or `01:00.0` in domain 0).
+    pub fn card_at(&self, pci: &str) -> Result<u32, Error> {
+        let want = if pci.matches(':').count() == 1 {
+            format!("0000:{pci}")
+        } else {
+            pci.to_string()
+        };
+        for i in self.cards()? {
+            if self.status(i)?.pci.eq_ignore_ascii_case(&want) {
+                return Ok(i);
+            }
+        }
+        Err(Error::NoSuchCard(format!("no card at PCI address {want}")))
     }
 
-    /// Runs the self-test now; returns its result as JSON (also when it failed).
-    pub fn selftest(&self, index: u32) -> Result<String, Error> {
-        Ok(self.card(index)?.call("SelfTest", &())?)
+    /// Runs the self-test now; returns its result (also when it failed).
+    pub fn selftest(&self, index: u32) -> Result<SelfTest, Error> {
+        Ok(self.card(index)?.self_test()?)
     }
 
-    /// Self-test transfers at several sizes (bytes); JSON array of results.
-    pub fn bench(&self, index: u32, sizes: &[u32]) -> Result<String, Error> {
-        Ok(self.card(index)?.call("Bench", &(sizes,))?)
+    /// Self-test transfers at several sizes (bytes).
+    pub fn bench(&self, index: u32, sizes: &[u32]) -> Result<Vec<SelfTest>, Error> {
+        Ok(self.card(index)?.bench(sizes)?)
     }
 
-    /// The last `count` self-test results, oldest first, as a JSON array.
-    pub fn history(&self, index: u32, count: u32) -> Result<String, Error> {
-        Ok(self.card(index)?.call("History", &(count,))?)
+    /// The last `count` self-test results, oldest first.
+    pub fn history(&self, index: u32, count: u32) -> Result<Vec<SelfTest>, Error> {
+        Ok(self.card(index)?.history(count)?)
     }
 
     /// LEDs: bit set = LED lit.
     pub fn set_leds(&self, index: u32, lit: u32) -> Result<(), Error> {
-        Ok(self.card(index)?.call("SetLeds", &(lit,))?)
+        Ok(self.card(index)?.set_leds(lit)?)
     }
 
     /// Programs the card again and runs it through bring-up; open fds are revoked (ENODEV).
     pub fn reprogram(&self, index: u32) -> Result<(), Error> {
-        Ok(self.card(index)?.call("Reprogram", &())?)
+        Ok(self.card(index)?.reprogram()?)
     }
 
     /// The card's device fd, if the agent lets this caller have it. The fd is close-on-exec: a program the
     /// application starts never inherits the card.
     pub fn open(&self, index: u32) -> Result<Device, Error> {
-        let fd: zbus::zvariant::OwnedFd = self.card(index)?.call("Open", &())?;
-        let fd = OwnedFd::from(fd);
+        let fd = OwnedFd::from(self.card(index)?.open()?);
         set_cloexec(&fd)?;
         Ok(Device::from_fd(fd))
     }

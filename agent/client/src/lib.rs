@@ -2,18 +2,21 @@
 //!
 //! * [`Agent`] talks to the agent on the system bus: card status, self-test, LEDs, reprogramming, and
 //!   [`Agent::open`], which hands back the card's device fd once the agent has checked the caller.
+//!   [`api`] has the typed values and the proxies of the agent's D-Bus API under it.
 //! * [`Device`] wraps that fd: card info, CUDA pinning, DMA. It fails with `ENODEV` once the card is
 //!   reprogrammed or removed; ask the agent for a new fd then.
 //! * `include/gdrpico.h` is the C interface to the same functions (`capi`), prefixed `gdrpico_` so that it
 //!   never collides with gdrcopy's `gdr_*` in one process.
 
 mod agent;
+pub mod api;
 pub mod capi;
 mod device;
 mod error;
 pub mod gpu_path;
 
-pub use agent::{Agent, CardSummary, DEFAULT_TIMEOUT};
+pub use agent::{Agent, DEFAULT_TIMEOUT};
+pub use api::{CardStatus, SelfTest};
 pub use device::{CudaHandle, Device, Pinned, Sink, Source, Transfer};
 pub use error::Error;
 
@@ -21,10 +24,11 @@ pub use error::Error;
 pub const BUS_NAME: &str = "org.gdr.Agent1";
 /// Object path of the manager.
 pub const MANAGER_PATH: &str = "/org/gdr/Agent1";
-/// Manager interface (version 1).
-pub const MANAGER_IFACE: &str = "org.gdr.Agent1.Manager";
-/// Per-card interface (version 1).
-pub const CARD_IFACE: &str = "org.gdr.Agent1.Card";
+/// Manager interface. The API version is the interface name's suffix: an incompatible change gets a new
+/// name (version 1 returned JSON in strings; version 2 returns D-Bus structs, see [`api`]).
+pub const MANAGER_IFACE: &str = "org.gdr.Agent1.Manager2";
+/// Per-card interface (version 2, as [`MANAGER_IFACE`]).
+pub const CARD_IFACE: &str = "org.gdr.Agent1.Card2";
 
 /// Object path of card `index`.
 pub fn card_path(index: u32) -> String {

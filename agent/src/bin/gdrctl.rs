@@ -1,152 +1,275 @@
-//! `gdrctl`: the operator's view of the agent, over D-Bus through gdr-client. `--json` on every command.
-//!
-//! Exit status: 0 ok; 1 the operation ran and failed (a failed self-test, a failed card); 2 usage;
-//! 3 the agent is not running; 4 access denied; 5 any other error.
+//! `gdrctl`: the operator's view of the agent, over its typed D-Bus API (gdr-client's proxies).
+//! `--json` prints the API's own values (`gdr_client::api`) as JSON wherever a command prints data.
 
 use std::process::ExitCode;
+use std::str::FromStr;
 
+use clap::{Parser, Subcommand};
+use gdr_client::api::{CardStatus, SelfTest, Stage, version_string};
 use gdr_client::{Agent, Error};
-use serde_json::Value;
+use serde_json::json;
 
-const USAGE: &str = "usage: gdrctl [--json] [--bus ADDRESS] COMMAND [ARGS]
+const EXIT_STATUS: &str = "Exit status: 0 ok; 1 the operation ran and failed (a failed self-test, a failed card); \
+2 usage; 3 the agent is not running; 4 access denied; 5 any other error.";
 
-  status [CARD]                 state of every card (or one)
-  selftest [CARD]               run the loopback self-test now
-  bench [CARD] [--sizes LIST]   self-test transfers at several sizes (bytes, comma-separated;
-                                default 4096,16384,65536)
-  history [CARD] [-n N]         last N self-test results (default 10)
-  leds CARD MASK                light LEDs: bit 0 = A, 1 = B, 2 = C (0..7)
-  reprogram [CARD]              program the FPGA again (open fds are revoked)
-  reload                        re-read /etc/gdr/agent.toml (all or nothing)
+#[derive(Parser)]
+#[command(
+    name = "gdrctl",
+    version,
+    about = "Ask the gdr agent about its PicoEVB cards, test and reprogram them",
+    after_help = EXIT_STATUS
+)]
+struct Cli {
+    /// Print JSON on stdout instead of text (errors too: {"error", "exit"}).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Talk to the agent on this bus instead of the system bus (default: $GDR_BUS_ADDRESS).
+    #[arg(long, global = true, value_name = "ADDRESS")]
+    bus: Option<String>,
+    /// The card: its index (0, card0) or its PCI address (0000:01:00.0, 01:00.0). Default: card 0
+    /// (status: every card).
+    #[arg(short, long, global = true)]
+    card: Option<CardSel>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
 
-CARD defaults to 0. --bus (or $GDR_BUS_ADDRESS) talks to a test bus instead of the system bus.";
+#[derive(Subcommand)]
+enum Cmd {
+    /// State of every card (or of one).
+    Status {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+    },
+    /// Run the loopback self-test now.
+    Selftest {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+    },
+    /// Self-test transfers at several sizes.
+    Bench {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+        /// Bytes per transfer, comma-separated (multiples of 4).
+        #[arg(long, value_delimiter = ',', default_value = "4096,16384,65536")]
+        sizes: Vec<u32>,
+    },
+    /// The last self-test results, oldest first.
+    History {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+        /// How many.
+        #[arg(short, default_value_t = 10)]
+        n: u32,
+    },
+    /// Light LEDs: `leds [CARD] MASK`, bit 0 = A, 1 = B, 2 = C (0..7).
+    Leds {
+        #[arg(num_args = 1..=2, required = true, value_name = "[CARD] MASK")]
+        args: Vec<String>,
+    },
+    /// Program the FPGA again (open fds are revoked); shows the stages as they pass.
+    Reprogram {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+        /// No progress lines on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Re-read /etc/gdr/agent.toml (all or nothing).
+    Reload,
+    /// gdrctl's version and the agent's.
+    Version,
+    // `validate` (issue 20 item 4) comes from its own module, as a variant here.
+}
+
+/// A card named on the command line.
+#[derive(Clone, Debug, PartialEq)]
+enum CardSel {
+    Index(u32),
+    Pci(String),
+}
+
+impl FromStr for CardSel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.contains(':') {
+            let ok = s
+                .split([':', '.'])
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit()));
+            return if ok && s.contains('.') {
+                Ok(CardSel::Pci(s.to_ascii_lowercase()))
+            } else {
+                Err(format!("'{s}' is not a PCI address (0000:01:00.0)"))
+            };
+        }
+        s.trim_start_matches("card")
+            .parse()
+            .map(CardSel::Index)
+            .map_err(|_| format!("'{s}' is neither a card index nor a PCI address"))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok(code) => code,
+        Err(Failure::Usage(m)) => {
+            eprintln!("gdrctl: {m}\n\nTry 'gdrctl --help'.");
+            ExitCode::from(2)
+        }
+        Err(Failure::Client(e)) => fail(json, &e),
+    }
+}
+
+/// Why a command did not run.
+enum Failure {
+    Usage(String),
+    Client(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Client(e)
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
+    // everything else must answer within the client's default timeout.
+    let timeout = match cli.cmd {
+        Cmd::Selftest { .. } | Cmd::Bench { .. } | Cmd::Reprogram { .. } => None,
+        _ => Some(gdr_client::DEFAULT_TIMEOUT),
+    };
+    let bus = cli.bus.or_else(|| std::env::var("GDR_BUS_ADDRESS").ok());
+    let agent = match bus.as_deref() {
+        Some(b) => Agent::at_with_timeout(b, timeout),
+        None => Agent::system_with_timeout(timeout),
+    }?;
+    let out = Out { json: cli.json };
+    let global = cli.card;
+    let card = |local: Option<CardSel>| resolve(&agent, pick(global.clone(), local)?);
+    match cli.cmd {
+        Cmd::Status { at: c } => {
+            let cards = match pick(global.clone(), c)? {
+                None => agent.cards()?,
+                Some(sel) => vec![resolve(&agent, Some(sel))?],
+            };
+            status(&agent, &out, &cards)
+        }
+        Cmd::Selftest { at: c } => selftest(&agent, &out, card(c)?),
+        Cmd::Bench { at: c, sizes } => bench(&agent, &out, card(c)?, &sizes),
+        Cmd::History { at: c, n } => history(&agent, &out, card(c)?, n),
+        Cmd::Leds { args } => {
+            let (c, mask) = match args.as_slice() {
+                [mask] => (None, mask),
+                [c, mask] => (Some(c.parse().map_err(Failure::Usage)?), mask),
+                _ => return Err(Failure::Usage("leds takes [CARD] MASK".into())),
+            };
+            let mask = mask
+                .parse()
+                .map_err(|_| Failure::Usage(format!("'{mask}' is not a number 0..7")))?;
+            leds(&agent, &out, card(c)?, mask)
+        }
+        Cmd::Reprogram { at: c, quiet } => reprogram(&agent, &out, card(c)?, quiet),
+        Cmd::Reload => {
+            agent.reload()?;
+            out.line("configuration reloaded", json!({"reloaded": true}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Version => {
+            let mine = env!("CARGO_PKG_VERSION");
+            let theirs = agent.version()?;
+            out.line(
+                &format!(
+                    "gdrctl {mine}\nagent {theirs} (D-Bus API {})",
+                    gdr_client::CARD_IFACE
+                ),
+                json!({"gdrctl": mine, "agent": theirs, "api": gdr_client::CARD_IFACE}),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The card named by `--card` or by the command's own CARD (not both, unless they agree).
+fn pick(global: Option<CardSel>, local: Option<CardSel>) -> Result<Option<CardSel>, Failure> {
+    match (global, local) {
+        (Some(g), Some(l)) if g != l => Err(Failure::Usage(format!(
+            "two cards named: --card {g:?} and {l:?}"
+        ))),
+        (g, l) => Ok(l.or(g)),
+    }
+}
+
+fn resolve(agent: &Agent, sel: Option<CardSel>) -> Result<u32, Failure> {
+    Ok(match sel {
+        None => 0,
+        Some(CardSel::Index(i)) => i,
+        Some(CardSel::Pci(p)) => agent.card_at(&p)?,
+    })
+}
 
 struct Out {
     json: bool,
 }
 
-fn main() -> ExitCode {
-    let mut json = false;
-    let mut bus = std::env::var("GDR_BUS_ADDRESS").ok();
-    let mut rest = Vec::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--bus" => bus = args.next(),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            _ => rest.push(a),
-        }
-    }
-    let out = Out { json };
-    let Some((cmd, args)) = rest.split_first() else {
-        return usage("no command");
-    };
-    // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
-    // everything else must answer within the client's default timeout.
-    let timeout = match cmd.as_str() {
-        "selftest" | "bench" | "reprogram" => None,
-        _ => Some(gdr_client::DEFAULT_TIMEOUT),
-    };
-    let connect = match bus.as_deref() {
-        Some(b) => Agent::at_with_timeout(b, timeout),
-        None => Agent::system_with_timeout(timeout),
-    };
-    let agent = match connect {
-        Ok(a) => a,
-        Err(e) => return fail(&out, &e),
-    };
-    let r = match cmd.as_str() {
-        "status" => status(&agent, &out, args),
-        "selftest" => card_arg(args, 0).and_then(|c| Ok(selftest(&agent, &out, c)?)),
-        "bench" => bench(&agent, &out, args),
-        "history" => history(&agent, &out, args),
-        "leds" => leds(&agent, &out, args),
-        "reprogram" => card_arg(args, 0).and_then(|c| Ok(reprogram(&agent, &out, c)?)),
-        "reload" => agent.reload().map_err(Cli::Client).map(|_| {
-            out.line(
-                "configuration reloaded",
-                serde_json::json!({"reloaded": true}),
-            );
-            ExitCode::SUCCESS
-        }),
-        other => return usage(&format!("unknown command '{other}'")),
-    };
-    match r {
-        Ok(code) => code,
-        Err(Cli::Usage(m)) => usage(&m),
-        Err(Cli::Client(e)) => fail(&out, &e),
-    }
-}
-
-enum Cli {
-    Usage(String),
-    Client(Error),
-}
-
-impl From<Error> for Cli {
-    fn from(e: Error) -> Self {
-        Cli::Client(e)
-    }
-}
-
 impl Out {
-    fn line(&self, text: &str, v: Value) {
+    fn line(&self, text: &str, v: serde_json::Value) {
         if self.json {
             println!("{v}");
         } else {
             println!("{text}");
         }
     }
-}
 
-fn card_arg(args: &[String], i: usize) -> Result<u32, Cli> {
-    match args.get(i) {
-        None => Ok(0),
-        Some(a) => a
-            .trim_start_matches("card")
-            .parse()
-            .map_err(|_| Cli::Usage(format!("'{a}' is not a card number"))),
+    fn json<T: serde::Serialize>(&self, v: &T) {
+        println!("{}", serde_json::to_string(v).expect("API values are JSON"));
     }
 }
 
-fn parse(json: &str) -> Value {
-    serde_json::from_str(json).unwrap_or(Value::Null)
+fn code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
-fn version(v: &Value) -> String {
-    let v = v.as_u64().unwrap_or(0);
-    if v == 0 {
-        "none".into()
-    } else {
-        format!("{}.{}.{}", v >> 24, (v >> 16) & 0xff, v & 0xffff)
+fn version(v: u32) -> String {
+    match version_string(v) {
+        v if v.is_empty() => "none".into(),
+        v => v,
     }
 }
 
 /// What the card runs, and what the agent wants it to run.
-fn design_line(s: &Value) -> String {
-    let runs = match s["design"].as_str().unwrap_or("unknown") {
-        "reference" => "reference (NVIDIA jetson-rdma-picoevb, no ID block)".to_string(),
-        "gdr" => format!(
+fn design_line(s: &CardStatus) -> String {
+    use gdr_client::api::Design;
+    let runs = match s.design {
+        Design::Reference => "reference (NVIDIA jetson-rdma-picoevb, no ID block)".to_string(),
+        Design::Gdr => format!(
             "gdr {} build {:08x}",
-            version(&s["design_version"]),
-            s["build_hash"].as_u64().unwrap_or(0)
+            version(s.design_version),
+            s.build_hash
         ),
-        other => other.to_string(),
+        Design::Unknown => "unknown".to_string(),
     };
-    let wants = if s["loader"] == "none" {
+    let wants = if s.loader == "none" {
         "no bitstream configured: loader 'none' keeps the card's design".to_string()
     } else {
         format!(
             "manifest wants {} build {:08x}",
-            version(&s["expected_version"]),
-            s["expected_hash"].as_u64().unwrap_or(0)
+            version(s.expected_version),
+            s.expected_hash
         )
     };
-    let golden = if s["fell_back_to_golden"] == true {
+    let golden = if s.fell_back_to_golden {
         ", FELL BACK TO GOLDEN"
     } else {
         ""
@@ -154,220 +277,164 @@ fn design_line(s: &Value) -> String {
     format!("{runs} ({wants}){golden}")
 }
 
-fn status(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
-    let cards = match args.first() {
-        Some(_) => vec![card_arg(args, 0)?],
-        None => agent.cards()?,
-    };
-    let mut all = Vec::new();
-    let mut failed = false;
-    for c in cards {
-        let s = parse(&agent.status_json(c)?);
-        failed |= s["stage"] == "failed";
-        all.push(s);
-    }
+fn status(agent: &Agent, out: &Out, cards: &[u32]) -> Result<ExitCode, Failure> {
+    let all = cards
+        .iter()
+        .map(|&c| agent.status(c))
+        .collect::<Result<Vec<_>, _>>()?;
     if out.json {
-        println!("{}", Value::Array(all));
+        out.json(&all);
     } else if all.is_empty() {
         println!("no cards configured");
-    } else {
-        for s in &all {
-            let stage = s["stage"].as_str().unwrap_or("?");
-            let failed_at = s["failed_stage"]
-                .as_str()
-                .map(|f| format!(" at {f}"))
-                .unwrap_or_default();
-            println!("card{}: {stage}{failed_at}", s["index"]);
-            if let Some(m) = s["message"].as_str().filter(|m| !m.is_empty()) {
-                println!("  message:   {m}");
-            }
-            println!(
-                "  pci:       {} (link {} x{})",
-                s["pci"].as_str().unwrap_or(""),
-                s["link_speed"].as_str().unwrap_or("?"),
-                s["link_width"]
-            );
-            println!("  design:    {}", design_line(s));
-            println!("  healthy:   {}", s["healthy"]);
-            let t = &s["last_selftest"];
-            if !t.is_null() {
-                println!("  self-test: {}", selftest_line(t));
-            }
+    }
+    for s in all.iter().filter(|_| !out.json) {
+        let failed_at = s
+            .failed_at()
+            .map(|f| format!(" at {}", f.name()))
+            .unwrap_or_default();
+        println!("card{}: {}{failed_at}", s.index, s.stage.name());
+        if !s.message.is_empty() {
+            println!("  message:   {}", s.message);
+        }
+        println!(
+            "  pci:       {} (link {} x{})",
+            s.pci, s.link_speed, s.link_width
+        );
+        println!("  design:    {}", design_line(s));
+        println!("  health:    {}", s.health.name());
+        if let Some(t) = s.last_selftest() {
+            println!("  self-test: {}", selftest_line(t));
         }
     }
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(code(!all.iter().any(|s| s.stage == Stage::Failed)))
 }
 
-fn selftest_line(t: &Value) -> String {
-    let verdict = if t["passed"] == true {
+fn selftest_line(t: &SelfTest) -> String {
+    let verdict = if t.passed {
         "passed".to_string()
     } else {
-        format!("FAILED: {}", t["reason"].as_str().unwrap_or(""))
+        format!("FAILED: {}", t.reason)
     };
+    let path = if t.path.is_empty() { "?" } else { &t.path };
     format!(
-        "{verdict}; {} bytes, H2C {:.1} MB/s, C2H {:.1} MB/s, {} memory via {} ({})",
-        t["bytes"],
-        t["h2c_mbps"].as_f64().unwrap_or(0.0),
-        t["c2h_mbps"].as_f64().unwrap_or(0.0),
-        t["memory"].as_str().unwrap_or("?"),
-        t["path"].as_str().filter(|p| !p.is_empty()).unwrap_or("?"),
-        t["memory_note"].as_str().unwrap_or("")
+        "{verdict}; {} bytes, H2C {:.1} MB/s, C2H {:.1} MB/s, {} memory via {path} ({})",
+        t.bytes, t.h2c_mbps, t.c2h_mbps, t.memory, t.memory_note
     )
 }
 
-fn selftest(agent: &Agent, out: &Out, card: u32) -> Result<ExitCode, Error> {
-    let t = parse(&agent.selftest(card)?);
-    out.line(
-        &format!("card{card} self-test {}", selftest_line(&t)),
-        t.clone(),
-    );
-    Ok(if t["passed"] == true {
-        ExitCode::SUCCESS
+fn selftest(agent: &Agent, out: &Out, card: u32) -> Result<ExitCode, Failure> {
+    let t = agent.selftest(card)?;
+    if out.json {
+        out.json(&t);
     } else {
-        ExitCode::from(1)
-    })
+        println!("card{card} self-test {}", selftest_line(&t));
+    }
+    Ok(code(t.passed))
 }
 
-fn bench(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
-    let mut card = 0;
-    let mut sizes = vec![4096, 16384, 65536];
-    let mut i = 0;
-    while i < args.len() {
-        if args[i] == "--sizes" {
-            let list = args
-                .get(i + 1)
-                .ok_or(Cli::Usage("--sizes needs a list".into()))?;
-            sizes = list
-                .split(',')
-                .map(|s| s.parse().map_err(|_| Cli::Usage(format!("bad size '{s}'"))))
-                .collect::<Result<_, _>>()?;
-            i += 2;
-        } else {
-            card = card_arg(args, i)?;
-            i += 1;
-        }
-    }
-    let v = parse(&agent.bench(card, &sizes)?);
+fn bench(agent: &Agent, out: &Out, card: u32, sizes: &[u32]) -> Result<ExitCode, Failure> {
+    let v = agent.bench(card, sizes)?;
     if out.json {
-        println!("{v}");
+        out.json(&v);
     } else {
         println!(
             "{:>8}  {:>10}  {:>10}  result",
             "bytes", "H2C MB/s", "C2H MB/s"
         );
-        for t in v.as_array().into_iter().flatten() {
+        for t in &v {
+            let result = if t.passed {
+                "ok".to_string()
+            } else {
+                format!("FAILED: {}", t.reason)
+            };
             println!(
-                "{:>8}  {:>10.1}  {:>10.1}  {}",
-                t["bytes"],
-                t["h2c_mbps"].as_f64().unwrap_or(0.0),
-                t["c2h_mbps"].as_f64().unwrap_or(0.0),
-                if t["passed"] == true {
-                    "ok".to_string()
-                } else {
-                    format!("FAILED: {}", t["reason"].as_str().unwrap_or(""))
-                }
+                "{:>8}  {:>10.1}  {:>10.1}  {result}",
+                t.bytes, t.h2c_mbps, t.c2h_mbps
             );
         }
     }
-    let ok = v
-        .as_array()
-        .is_some_and(|a| a.iter().all(|t| t["passed"] == true));
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(code(v.iter().all(|t| t.passed)))
 }
 
-fn history(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
-    let mut card = 0;
-    let mut n = 10;
-    let mut i = 0;
-    while i < args.len() {
-        if args[i] == "-n" {
-            n = args
-                .get(i + 1)
-                .and_then(|v| v.parse().ok())
-                .ok_or(Cli::Usage("-n needs a number".into()))?;
-            i += 2;
-        } else {
-            card = card_arg(args, i)?;
-            i += 1;
-        }
-    }
-    let v = parse(&agent.history(card, n)?);
+fn history(agent: &Agent, out: &Out, card: u32, n: u32) -> Result<ExitCode, Failure> {
+    let v = agent.history(card, n)?;
     if out.json {
-        println!("{v}");
+        out.json(&v);
     } else {
-        for t in v.as_array().into_iter().flatten() {
-            println!("{}  {}", t["time"], selftest_line(t));
+        for t in &v {
+            println!("{}  {}", t.time, selftest_line(t));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn leds(agent: &Agent, out: &Out, args: &[String]) -> Result<ExitCode, Cli> {
-    let [card, mask] = args else {
-        return Err(Cli::Usage("leds needs CARD and MASK".into()));
-    };
-    let card = card_arg(std::slice::from_ref(card), 0)?;
-    let mask: u32 = mask
-        .parse()
-        .map_err(|_| Cli::Usage(format!("'{mask}' is not a number 0..7")))?;
+fn leds(agent: &Agent, out: &Out, card: u32, mask: u32) -> Result<ExitCode, Failure> {
     agent.set_leds(card, mask)?;
     out.line(
         &format!("card{card}: LEDs set to {mask:#05b}"),
-        serde_json::json!({"card": card, "leds": mask}),
+        json!({"card": card, "leds": mask}),
     );
     Ok(ExitCode::SUCCESS)
 }
 
-fn reprogram(agent: &Agent, out: &Out, card: u32) -> Result<ExitCode, Error> {
+/// Reprograms, printing each stage the card passes through on stderr as the agent signals it (stdout
+/// keeps only the result, so `--json` stays one document).
+fn reprogram(agent: &Agent, out: &Out, card: u32, quiet: bool) -> Result<ExitCode, Failure> {
+    // Subscribed before the call, so no stage is missed. The signals come before the call's reply; the
+    // printer says when it has shown a settled stage, and the result waits for that (briefly).
+    let (shown, settled) = std::sync::mpsc::channel();
+    if !quiet {
+        let states = agent
+            .card(card)?
+            .receive_state_changed()
+            .map_err(Error::from)?;
+        std::thread::spawn(move || {
+            for sig in states {
+                if let Ok(a) = sig.args() {
+                    let sep = if a.message.is_empty() { "" } else { ": " };
+                    eprintln!("card{card}: {}{sep}{}", a.stage, a.message);
+                    if matches!(a.stage, "ready" | "failed") {
+                        let _ = shown.send(());
+                    }
+                }
+            }
+        });
+    }
     let r = agent.reprogram(card);
-    let s = parse(&agent.status_json(card)?);
+    let s = agent.status(card)?;
+    let failed = matches!(&r, Err(Error::Agent { name, .. }) if name.ends_with(".Failed"));
+    if !quiet && (r.is_ok() || failed) {
+        let _ = settled.recv_timeout(std::time::Duration::from_secs(2));
+    }
     match r {
         Ok(()) => {
-            out.line(
-                &format!(
-                    "card{card}: reprogrammed, {}",
-                    s["stage"].as_str().unwrap_or("?")
-                ),
-                s,
-            );
+            if out.json {
+                out.json(&s);
+            } else {
+                println!("card{card}: reprogrammed, {}", s.stage.name());
+            }
             Ok(ExitCode::SUCCESS)
         }
-        Err(Error::Agent { name, message }) if name.ends_with(".Failed") => {
+        Err(Error::Agent { message, .. }) if failed => {
             if out.json {
-                println!("{s}")
+                out.json(&s);
             } else {
-                eprintln!("gdrctl: {message}")
+                eprintln!("gdrctl: {message}");
             }
             Ok(ExitCode::from(1))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
-fn usage(m: &str) -> ExitCode {
-    eprintln!("gdrctl: {m}\n\n{USAGE}");
-    ExitCode::from(2)
-}
-
-fn fail(out: &Out, e: &Error) -> ExitCode {
+fn fail(json: bool, e: &Error) -> ExitCode {
     let code = match e {
         Error::AgentNotRunning => 3,
         Error::AccessDenied(_) => 4,
         _ => 5,
     };
-    if out.json {
-        println!(
-            "{}",
-            serde_json::json!({"error": e.to_string(), "exit": code})
-        );
+    if json {
+        println!("{}", json!({"error": e.to_string(), "exit": code}));
     }
     eprintln!("gdrctl: {e}");
     ExitCode::from(code)

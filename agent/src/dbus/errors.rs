@@ -31,8 +31,3 @@ impl From<AgentError> for Error {
         }
     }
 }
-
-/// JSON for string-returning methods.
-pub fn json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
-    serde_json::to_string(v).map_err(|e| Error::Failed(e.to_string()))
-}

@@ -1,35 +1,45 @@
 //! The D-Bus face of the agent (zbus): it only adapts [`crate::daemon::Agent`]. One file per interface
-//! and version (`manager_1`, `card_1`); a later, incompatible version gets new files beside these, and
-//! errors are mapped in one place (`errors`).
+//! and version (`manager_2`, `card_2`: version 2, typed; version 1 returned JSON in strings and is gone);
+//! a later, incompatible version gets a new interface name and new files, and errors are mapped in one
+//! place (`errors`). The values it returns are `gdr_client::api`'s types, which the client's proxies read.
 
-pub mod card_1;
+pub mod card_2;
 pub mod errors;
-pub mod manager_1;
+pub mod manager_2;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use gdr_client::{BUS_NAME, MANAGER_PATH, card_path};
 use zbus::blocking::Connection;
+use zbus::names::InterfaceName;
+use zbus::zvariant::{OwnedValue, Value};
 
 use crate::daemon::{Agent, Change};
 
 /// Connects (system bus, or `address`), serves every object, takes the well-known name and forwards the
 /// agent's changes as signals.
 pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connection> {
+    // What the properties read before anyone can ask (the name is not taken yet): PropertiesChanged then
+    // carries what differs from the last sent.
+    let sent = Arc::new(Mutex::new(Sent {
+        cards: agent.statuses().iter().map(card_2::signalled).collect(),
+        status: agent.status_text(),
+    }));
     let mut b = match address {
         Some(a) => zbus::blocking::connection::Builder::address(a)?,
         None => zbus::blocking::connection::Builder::system()?,
     };
     b = b.serve_at(
         MANAGER_PATH,
-        manager_1::Manager {
+        manager_2::Manager {
             agent: agent.clone(),
         },
     )?;
     for i in 0..agent.card_count() as u32 {
         b = b.serve_at(
             card_path(i),
-            card_1::Card {
+            card_2::Card {
                 agent: agent.clone(),
                 index: i,
             },
@@ -40,43 +50,95 @@ pub fn serve(agent: &Arc<Agent>, address: Option<&str>) -> zbus::Result<Connecti
         .name(BUS_NAME)?
         .method_timeout(std::time::Duration::from_secs(10))
         .build()?;
-    let c = conn.clone();
+    let (c, a, s) = (conn.clone(), Arc::downgrade(agent), sent.clone());
     agent.subscribe(move |change| {
-        if let Err(e) = forward(&c, change) {
+        let Some(a) = a.upgrade() else { return };
+        if let Err(e) = forward(&c, &a, &s, change) {
             log::warn!("D-Bus signal not sent: {e}");
         }
     });
+    // A change between the first snapshot and the subscription is sent now.
+    for i in 0..agent.card_count() {
+        if let Err(e) = forward(&conn, agent, &sent, Change::Status(i)) {
+            log::warn!("D-Bus signal not sent: {e}");
+        }
+    }
     Ok(conn)
 }
 
-fn forward(conn: &Connection, change: Change) -> zbus::Result<()> {
+/// The property values last signalled (per card, and the manager's Status).
+struct Sent {
+    cards: Vec<Vec<(&'static str, OwnedValue)>>,
+    status: String,
+}
+
+/// The entries of `now` that differ from `before` (same names, same order: both come from
+/// `card_2::signalled`).
+fn differences<'a>(
+    before: &[(&'static str, OwnedValue)],
+    now: &'a [(&'static str, OwnedValue)],
+) -> HashMap<&'static str, &'a OwnedValue> {
+    now.iter()
+        .zip(before)
+        .filter(|(n, b)| n.1 != b.1)
+        .map(|(n, _)| (n.0, &n.1))
+        .collect()
+}
+
+/// Sends what changed: Revoked, or PropertiesChanged for every card property (and the manager's Status)
+/// that differs from what was last sent, and StateChanged when the stage or message did. Serialized by
+/// `sent`, and each send reads the status afresh, so the last signal always tells the current values.
+fn forward(
+    conn: &Connection,
+    agent: &Agent,
+    sent: &Mutex<Sent>,
+    change: Change,
+) -> zbus::Result<()> {
     let (Change::Status(i) | Change::Revoked(i, _)) = change;
     let iface = conn
         .object_server()
-        .interface::<_, card_1::Card>(card_path(i as u32))?;
+        .interface::<_, card_2::Card>(card_path(i as u32))?;
     let emitter = iface.signal_emitter();
-    let card = iface.get();
-    zbus::block_on(async {
-        match change {
-            Change::Revoked(_, why) => card_1::Card::revoked(emitter, why).await,
-            Change::Status(_) => {
-                let s = card
-                    .agent
-                    .status(i as u32)
-                    .map_err(|e| zbus::Error::Failure(e.to_string()))?;
-                card.stage_changed(emitter).await?;
-                card.failed_stage_changed(emitter).await?;
-                card.message_changed(emitter).await?;
-                card.design_changed(emitter).await?;
-                card.design_version_changed(emitter).await?;
-                card.healthy_changed(emitter).await?;
-                card.health_changed(emitter).await?;
-                card.last_self_test_changed(emitter).await?;
-                card.fell_back_to_golden_changed(emitter).await?;
-                card_1::Card::state_changed(emitter, s.stage.name(), &s.message).await
-            }
+    if let Change::Revoked(_, why) = change {
+        return zbus::block_on(card_2::Card::revoked(emitter, why));
+    }
+    // Held while sending (each send blocks on its own), so the signals leave in the order of the states.
+    let mut sent = sent.lock().unwrap_or_else(|e| e.into_inner());
+    let s = agent
+        .status(i as u32)
+        .map_err(|e| zbus::Error::Failure(e.to_string()))?;
+    let now = card_2::signalled(&s);
+    let changed = differences(&sent.cards[i], &now);
+    if !changed.is_empty() {
+        let state = changed.contains_key("Stage") || changed.contains_key("Message");
+        let values = changed
+            .iter()
+            .map(|(k, v)| Ok((*k, Value::from(v.try_clone()?))))
+            .collect::<zbus::zvariant::Result<HashMap<_, _>>>()?;
+        zbus::block_on(zbus::fdo::Properties::properties_changed(
+            emitter,
+            InterfaceName::from_static_str_unchecked(gdr_client::CARD_IFACE),
+            values,
+            Default::default(),
+        ))?;
+        if state {
+            zbus::block_on(card_2::Card::state_changed(
+                emitter,
+                s.stage.name(),
+                &s.message,
+            ))?;
         }
-    })
+        sent.cards[i] = now;
+    }
+    let status = agent.status_text();
+    if status != sent.status {
+        let m = conn
+            .object_server()
+            .interface::<_, manager_2::Manager>(MANAGER_PATH)?;
+        zbus::block_on(m.get().status_changed(m.signal_emitter()))?;
+        sent.status = status;
+    }
+    Ok(())
 }
 
 /// Whether the bus connection is up and the object server answers: a `Peer.Ping` to the agent itself goes

@@ -8,7 +8,7 @@ settled() { case $(unit_prop $A ActiveState) in active | failed) return 0 ;; esa
 active() { [ "$(unit_prop $A ActiveState)/$(unit_prop $A SubState)" = active/running ]; }
 journal_since() { journalctl -u $A --since "@$1" -o cat --no-pager; }
 # card_prop NAME : a property of card0's D-Bus object (busctl's "TYPE VALUE" output).
-card_prop() { busctl get-property org.gdr.Agent1 $CARD org.gdr.Agent1.Card "$1"; }
+card_prop() { busctl get-property org.gdr.Agent1 $CARD org.gdr.Agent1.Card2 "$1"; }
 t_start() { T_S=$(uptime_s); }
 t_took() { info "  ($1: $(awk -v a="$T_S" -v b="$(uptime_s)" 'BEGIN {printf "%.1f", b - a}') s)"; }
 
@@ -58,7 +58,8 @@ if ! have gdrctl; then
   for n in "access: unauthorised caller gets no fd" "access: authorised caller does DMA" \
     "revoke: reprogramming revokes open fds" "selftest: corrupt data fails, unit and D-Bus say so" \
     "config: malformed config rejected, running config kept" "health: an unplugged card is failed within one interval" \
-    "tiers: an application user cannot Reprogram" \
+    "tiers: an application user cannot Reprogram" "api: busctl introspect shows typed signatures" \
+    "gdrctl: --version, cards by PCI address" "gdrctl: reprogram shows its progress" \
     "watchdog: a stall is noticed by systemd"; do
     skip "$n" "gdrctl is not in the layer"
   done
@@ -68,6 +69,39 @@ fi
 probe() { timeout 600 runuser -u "$1" -- /usr/lib/gdr-test/gdr-appliance-probe "${@:2}"; }
 ready_again() { wait_until 300 gdrctl_state_is ready; }
 gdrctl_state_is() { [ "$(gdrctl --json status 0 2>/dev/null | jq -r '.[0].stage')" = "$1" ]; }
+
+# 3b. Issue 20 defect 12: the D-Bus API is typed (busctl introspect: structs and arrays, no JSON in
+#     strings) and says truthfully which properties are signalled; gdrctl takes --version and a card by
+#     its PCI address.
+t_start
+intro=$(busctl introspect org.gdr.Agent1 $CARD org.gdr.Agent1.Card2 2>&1)
+# member_sig NAME : the signature column of a method's result or a property's type.
+member_sig() { awk -v m=".$1" '$1 == m {print ($2 == "method") ? $4 : $3}' <<<"$intro"; }
+member_flags() { awk -v m=".$1" '$1 == m {print $NF}' <<<"$intro"; }
+why=
+case $(member_sig GetStatus) in "(u"*"a(tbs"*) ;; *) why+="GetStatus returns '$(member_sig GetStatus)'; " ;; esac
+case $(member_sig SelfTest) in "(tbs"*) ;; *) why+="SelfTest returns '$(member_sig SelfTest)'; " ;; esac
+case $(member_sig History) in "a(tbs"*) ;; *) why+="History returns '$(member_sig History)'; " ;; esac
+case $(member_sig LastSelfTest) in "a(tbs"*) ;; *) why+="LastSelfTest is '$(member_sig LastSelfTest)'; " ;; esac
+[ "$(member_flags Stage)" = emits-change ] || why+="Stage flags '$(member_flags Stage)'; "
+[ "$(member_flags PciAddress)" = emits-change ] || why+="PciAddress flags '$(member_flags PciAddress)'; "
+[ "$(member_flags Index)" = const ] || why+="Index flags '$(member_flags Index)'; "
+strings=$(awk '$2 == "method" && $4 == "s" {print $1}' <<<"$intro")
+[ -z "$strings" ] || why+="methods returning strings: $strings; "
+if [ -z "$why" ]; then pass "api: busctl introspect shows typed signatures (GetStatus $(member_sig GetStatus))"; else
+  fail "api: busctl introspect shows typed signatures" "$why"
+  show busctl introspect org.gdr.Agent1 $CARD
+fi
+bdf0=$(gdrctl --json status 0 2>/dev/null | jq -r '.[0].pci')
+by_pci=$(gdrctl --json status --card "$bdf0" 2>&1 | jq -r '.[0].index' 2>&1)
+by_short=$(gdrctl --json status "${bdf0#0000:}" 2>&1 | jq -r '.[0].index' 2>&1)
+version=$(gdrctl --version 2>&1)
+if [ "$by_pci" = 0 ] && [ "$by_short" = 0 ] && [[ $version == "gdrctl "[0-9]* ]]; then
+  pass "gdrctl: --version, cards by PCI address ($version; $bdf0 is card $by_pci)"
+else
+  fail "gdrctl: --version, cards by PCI address" "--card $bdf0: $by_pci; ${bdf0#0000:}: $by_short; --version: $version"
+fi
+t_took "api"
 
 # 4. Access: mallory is in no allowed group and gets no fd; alice (added to the config's group) gets one and
 #    moves data through it.
@@ -96,7 +130,7 @@ t_start
 coproc HOLD { probe alice hold; }
 IFS= read -r -t 60 l1 <&"${HOLD[0]}"; IFS= read -r -t 60 l2 <&"${HOLD[0]}"
 if [ "$l2" = HOLDING ]; then
-  timeout 600 gdrctl reprogram >/dev/null 2>&1
+  timeout 600 gdrctl reprogram >/dev/null 2>/run/reprogram.progress
   ready_again
   echo go >&"${HOLD[1]}"
   IFS= read -r -t 60 l3 <&"${HOLD[0]}"
@@ -110,6 +144,12 @@ else
   kill "${HOLD_PID:-}" 2>/dev/null
 fi
 t_took "revoke"
+# The reprogram above showed its stages as the agent signalled them.
+if grep -q '^card0: program' /run/reprogram.progress && grep -q '^card0: ready' /run/reprogram.progress; then
+  pass "gdrctl: reprogram shows its progress ($(grep -c '^card0: ' /run/reprogram.progress) lines)"
+else
+  fail "gdrctl: reprogram shows its progress" "$(tr '\n' ' ' </run/reprogram.progress)"
+fi
 
 # 6. The model corrupts data: the self-test fails, and the unit's status and the card's D-Bus object say so;
 #    with the fault cleared the card passes again.
@@ -183,7 +223,7 @@ else
   active || why+="unit $(unit_prop $A ActiveState)/$(unit_prop $A SubState); "
   [ "$(jq -r '.[0].stage' <<<"$card")" = ready ] || why+="card not ready; "
   [ "$(jq -r '.[0].design' <<<"$card")" = reference ] || why+="design is not 'reference'; "
-  [ "$(jq -r '.[0].last_selftest.passed' <<<"$card")" = true ] || why+="no passing self-test; "
+  [ "$(jq -r '.[0].last_selftest[0].passed' <<<"$card")" = true ] || why+="no passing self-test; "
   [ "$before" = "$after" ] || why+="the agent programmed the card ($before -> $after programs); "
   grep -q 'design: *reference' <<<"$text" || why+="gdrctl status does not name the design; "
   [ $rc -eq 0 ] || why+="alice's DMA failed (rc=$rc: $out); "

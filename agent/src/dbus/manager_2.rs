@@ -1,4 +1,4 @@
-//! `org.gdr.Agent1.Manager` at `/org/gdr/Agent1`, version 1.
+//! `org.gdr.Agent1.Manager2` at `/org/gdr/Agent1`: version 2 of the manager interface (with `Card2`).
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ pub struct Manager {
     pub agent: Arc<Agent>,
 }
 
-#[interface(name = "org.gdr.Agent1.Manager")]
+#[interface(name = "org.gdr.Agent1.Manager2")]
 impl Manager {
     /// Indexes of the configured cards (objects `/org/gdr/Agent1/cardN`).
     fn list_cards(&self) -> Vec<u32> {
@@ -25,10 +25,6 @@ impl Manager {
         self.agent.settled()
     }
 
-    fn get_version(&self) -> String {
-        env!("CARGO_PKG_VERSION").to_string()
-    }
-
     /// Re-reads the config file; all or nothing (InvalidConfig names file, line and key).
     async fn reload(
         &self,
@@ -36,20 +32,20 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<(), Error> {
-        super::card_1::authorize_admin(&self.agent, &hdr, conn).await?;
+        super::card_2::authorize_admin(&self.agent, &hdr, conn).await?;
         let agent = self.agent.clone();
         blocking::unblock(move || agent.reload()).await?;
         Self::reloaded(&emitter).await?;
         Ok(())
     }
 
-    /// Agent version.
-    #[zbus(property)]
+    /// Agent version (the API version is the interface name's suffix).
+    #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         env!("CARGO_PKG_VERSION").to_string()
     }
 
-    /// `STATUS=` text: one summary per card.
+    /// `STATUS=` text: one summary per card; signalled when it changes.
     #[zbus(property)]
     fn status(&self) -> String {
         self.agent.status_text()
