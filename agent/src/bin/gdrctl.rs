@@ -18,6 +18,11 @@ const USAGE: &str = "usage: gdrctl [--json] [--bus ADDRESS] COMMAND [ARGS]
   leds CARD MASK                light LEDs: bit 0 = A, 1 = B, 2 = C (0..7)
   reprogram [CARD]              program the FPGA again (open fds are revoked)
   reload                        re-read /etc/gdr/agent.toml (all or nothing)
+  validate [CARD] [--link-speed GT/s|any] [--link-width N|any] [--min-h2c MB/s] [--min-c2h MB/s]
+           [--min-round-trip MB/s] [--max-latency-us US] [--manifest DIR] [--iterations N]
+                                link, ID block, DMA integrity, bandwidth, latency and GPU path
+                                against thresholds (a PicoEVB's by default); exit 0 passed,
+                                1 a check failed, 2 could not run
 
 CARD defaults to 0. --bus (or $GDR_BUS_ADDRESS) talks to a test bus instead of the system bus.";
 
@@ -51,6 +56,9 @@ fn main() -> ExitCode {
         "selftest" | "bench" | "reprogram" => None,
         _ => Some(gdr_client::DEFAULT_TIMEOUT),
     };
+    if cmd == "validate" {
+        return validate(bus.as_deref(), &out, args);
+    }
     let connect = match bus.as_deref() {
         Some(b) => Agent::at_with_timeout(b, timeout),
         None => Agent::system_with_timeout(timeout),
@@ -349,6 +357,35 @@ fn reprogram(agent: &Agent, out: &Out, card: u32) -> Result<ExitCode, Error> {
             Ok(ExitCode::from(1))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// `validate`: its own exit statuses (0 passed, 1 a check failed, 2 could not run: no agent included).
+fn validate(bus: Option<&str>, out: &Out, args: &[String]) -> ExitCode {
+    use gdr_agent::validate::{self, EXIT_COULD_NOT_RUN, Options};
+    let opts = match Options::parse(args) {
+        Ok(o) => o,
+        Err(m) => return usage(&m),
+    };
+    let agent = match bus {
+        Some(b) => Agent::at(b),
+        None => Agent::system(),
+    };
+    match agent
+        .map_err(|e| validate::CouldNotRun(e.to_string()))
+        .and_then(|a| validate::run(&a, &opts))
+    {
+        Ok(r) => {
+            out.line(&r.table(), r.json());
+            ExitCode::from(r.exit_code())
+        }
+        Err(validate::CouldNotRun(why)) => {
+            if out.json {
+                println!("{}", validate::could_not_run_json(opts.card, &why));
+            }
+            eprintln!("gdrctl validate: could not run: {why}");
+            ExitCode::from(EXIT_COULD_NOT_RUN)
+        }
     }
 }
 
