@@ -149,7 +149,7 @@ pub fn bandwidth(name: &'static str, t: Result<&Throughput, String>, min_mbps: f
     let (rate, note) = if t.dma_ns > 0 {
         (
             mbps(t.bytes, t.dma_ns),
-            format!("{wall:.1} MB/s with the calls"),
+            format!("{wall:.1} MB/s counting the calls' wall time"),
         )
     } else {
         (
