@@ -4,7 +4,7 @@
 //! Layers, dependencies pointing down: `bin/` (entry points) -> `dbus/` (adapts the core to D-Bus) ->
 //! `daemon` (threads, reload, watchdog) -> `card/`, `loader/`, `selftest/`, `health`, `metrics` (the core,
 //! which knows nothing of D-Bus) -> `sys/` (sysfs, the privileged helper, device nodes) and `config`,
-//! `manifest`.
+//! `manifest`. `validate` is `gdrctl validate`'s checks, run through gdr-client as an application's I/O.
 
 pub mod access;
 pub mod atomic;
@@ -22,3 +22,4 @@ pub mod polkit;
 pub mod progress;
 pub mod selftest;
 pub mod sys;
+pub mod validate;

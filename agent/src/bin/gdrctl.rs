@@ -84,7 +84,17 @@ enum Cmd {
     Reload,
     /// gdrctl's version and the agent's.
     Version,
-    // `validate` (issue 20 item 4) comes from its own module, as a variant here.
+    /// Check the card against what a PicoEVB should do: link, ID block, DMA integrity, bandwidth both ways
+    /// and round trip, small-transfer latency, GPU path. Exit 0 passed, 1 a check failed, 2 could not run.
+    ///
+    /// Arguments: [CARD] [--link-speed GT/s|any] [--link-width N|any] [--min-h2c MB/s] [--min-c2h MB/s]
+    /// [--min-round-trip MB/s] [--max-latency-us US] [--manifest DIR] [--iterations N] (docs/agent.md).
+    #[command(disable_help_flag = true)]
+    Validate {
+        /// CARD and the thresholds, as above.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
 }
 
 /// A card named on the command line.
@@ -140,13 +150,19 @@ impl From<Error> for Failure {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let bus = cli.bus.or_else(|| std::env::var("GDR_BUS_ADDRESS").ok());
+    if let Cmd::Validate { args } = &cli.cmd {
+        // Its words are its own parser's; a global flag written after them still counts.
+        let json = cli.json || args.iter().any(|a| a == "--json");
+        let args: Vec<String> = args.iter().filter(|a| *a != "--json").cloned().collect();
+        return validate(bus.as_deref(), json, cli.card.clone(), &args);
+    }
     // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
     // everything else must answer within the client's default timeout.
     let timeout = match cli.cmd {
         Cmd::Selftest { .. } | Cmd::Bench { .. } | Cmd::Reprogram { .. } => None,
         _ => Some(gdr_client::DEFAULT_TIMEOUT),
     };
-    let bus = cli.bus.or_else(|| std::env::var("GDR_BUS_ADDRESS").ok());
     let agent = match bus.as_deref() {
         Some(b) => Agent::at_with_timeout(b, timeout),
         None => Agent::system_with_timeout(timeout),
@@ -182,6 +198,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             out.line("configuration reloaded", json!({"reloaded": true}));
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Validate { .. } => unreachable!("handled above"),
         Cmd::Version => {
             let mine = env!("CARGO_PKG_VERSION");
             let theirs = agent.version()?;
@@ -194,6 +211,62 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             );
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `validate`: its own exit statuses (0 passed, 1 a check failed, 2 could not run: no agent included).
+fn validate(
+    bus: Option<&str>,
+    json: bool,
+    global: Option<CardSel>,
+    args: &[String],
+) -> Result<ExitCode, Failure> {
+    use gdr_agent::validate::{self, CouldNotRun, EXIT_COULD_NOT_RUN, Options};
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!(
+            "usage: gdrctl validate [CARD] [--link-speed GT/s|any] [--link-width N|any] [--min-h2c MB/s] \
+             [--min-c2h MB/s] [--min-round-trip MB/s] [--max-latency-us US] [--manifest DIR] [--iterations N]"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut opts = Options::parse(args).map_err(Failure::Usage)?;
+    let could_not_run = |opts: &Options, why: String| {
+        if json {
+            println!("{}", validate::could_not_run_json(opts.card, &why));
+        }
+        eprintln!("gdrctl validate: could not run: {why}");
+        Ok(ExitCode::from(EXIT_COULD_NOT_RUN))
+    };
+    let agent = match bus {
+        Some(b) => Agent::at(b),
+        None => Agent::system(),
+    };
+    let agent = match agent {
+        Ok(a) => a,
+        Err(e) => return could_not_run(&opts, e.to_string()),
+    };
+    // --card (an index or a PCI address) names the card when the words after `validate` do not.
+    if let Some(sel) = global {
+        let explicit = args.first().is_some_and(|a| !a.starts_with('-'));
+        let i = match resolve(&agent, Some(sel)) {
+            Ok(i) => i,
+            Err(Failure::Client(e)) => return could_not_run(&opts, e.to_string()),
+            Err(f) => return Err(f),
+        };
+        if explicit && i != opts.card {
+            return Err(Failure::Usage(format!(
+                "two cards named: --card is card{i}, the argument card{}",
+                opts.card
+            )));
+        }
+        opts.card = i;
+    }
+    match validate::run(&agent, &opts) {
+        Ok(r) => {
+            Out { json }.line(&r.table(), r.json());
+            Ok(ExitCode::from(r.exit_code()))
+        }
+        Err(CouldNotRun(why)) => could_not_run(&opts, why),
     }
 }
 

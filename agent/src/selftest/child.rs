@@ -67,7 +67,9 @@ fn driver_paths(dev: &Device) -> Result<DriverPaths, String> {
     }
 }
 
-fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
+/// CUDA memory through the card (`words` u32 each way) on the path CUDA and the driver support, verified
+/// on the GPU; `gdrctl validate` runs it too. Call [`gpu::unavailable`] first.
+pub fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
     let g = gpu::Gpu::new()?;
     let path = gpu_path::choose(gpupaths::attrs()?, driver_paths(dev)?);
     match path {

@@ -60,7 +60,7 @@ if ! have gdrctl; then
     "config: malformed config rejected, running config kept" "health: an unplugged card is failed within one interval" \
     "tiers: an application user cannot Reprogram" "api: busctl introspect shows typed signatures" \
     "gdrctl: --version, cards by PCI address" "gdrctl: reprogram shows its progress" \
-    "watchdog: a stall is noticed by systemd"; do
+    "watchdog: a stall is noticed by systemd" "validate: every check passes on the emulated card, GPU path skipped"; do
     skip "$n" "gdrctl is not in the layer"
   done
   return 0
@@ -168,6 +168,43 @@ fi
 # With the fault cleared the card passes again and is ready (the later scenarios need it).
 check "selftest: passes again once the model is fixed" bash -c 'timeout 300 gdrctl selftest && [ "$(gdrctl --json status 0 | jq -r ".[0].stage")" = ready ]'
 t_took "corrupt self-test"
+
+# 6b. Issue 20 item 4: `gdrctl validate` runs every check through an fd from Open, as an application does.
+#     The link and ID block are judged with the defaults (a PicoEVB's Gen2 x1; the manifest's ID block);
+#     bandwidth and latency with the bench's floors, since TCG times nothing like a Jetson. No GPU here: the
+#     GPU-memory path must be a skip that says why. Then the model corrupts data (exit 1, the integrity
+#     check names it) and a card that does not exist cannot be validated (exit 2).
+t_start
+bench_floors=(--min-h2c 1 --min-c2h 1 --min-round-trip 0.5 --max-latency-us 500000)
+show timeout 300 gdrctl validate 0 "${bench_floors[@]}"
+out=$(timeout 300 gdrctl --json validate 0 "${bench_floors[@]}" 2>/dev/null); rc=$?
+verdicts=$(jq -r '[.checks[] | "\(.name)=\(.verdict)"] | join(" ")' <<<"$out" 2>/dev/null)
+want_v="link=pass id-block=pass dma-integrity=pass h2c-bandwidth=pass c2h-bandwidth=pass round-trip=pass latency=pass gpu-path=skip"
+link=$(jq -r '.checks[] | select(.name == "link") | .measured' <<<"$out" 2>/dev/null)
+info "  QEMU reports the card's link as: ${link:-?} (sysfs: $(cat "/sys/bus/pci/devices/$(gdrctl --json status 0 | jq -r '.[0].pci')/current_link_speed" 2>&1))"
+if [ $rc -eq 0 ] && [ "$(jq -r .result <<<"$out")" = passed ] && [ "$verdicts" = "$want_v" ] &&
+  jq -e '.checks[] | select(.name == "gpu-path") | .detail | test("no CUDA")' <<<"$out" >/dev/null &&
+  jq -e '.checks[] | select(.name == "dma-integrity") | .values.wrong_bytes == 0 and .values.bytes > 1048576' <<<"$out" >/dev/null; then
+  pass "validate: every check passes on the emulated card, GPU path skipped ($(jq -r '[.checks[] | select(.values.mbps) | "\(.name) \(.values.mbps | floor) MB/s"] | join(", ")' <<<"$out"))"
+else
+  fail "validate: every check passes on the emulated card, GPU path skipped" "rc=$rc verdicts: $verdicts; $(head -c 1500 <<<"$out")"
+fi
+model '{"cmd":"inject","fault":"corrupt_data","count":0}' >/dev/null
+out=$(timeout 300 gdrctl --json validate 0 "${bench_floors[@]}" 2>/dev/null); rc=$?
+model '{"cmd":"clear"}' >/dev/null
+integ=$(jq -r '.checks[] | select(.name == "dma-integrity") | "\(.verdict): \(.detail)"' <<<"$out" 2>/dev/null)
+if [ $rc -eq 1 ] && [ "$(jq -r .result <<<"$out")" = failed ] && [[ $integ == fail:*"first wrong byte"* ]]; then
+  pass "validate: corrupt data fails it with exit 1 ($integ)"
+else
+  fail "validate: corrupt data fails it with exit 1" "rc=$rc dma-integrity: $integ"
+fi
+out=$(timeout 60 gdrctl --json validate 7 2>/dev/null); rc=$?
+if [ $rc -eq 2 ] && [ "$(jq -r .result <<<"$out")" = "could not run" ]; then
+  pass "validate: no such card could not run, exit 2 ($(jq -r .error <<<"$out"))"
+else
+  fail "validate: no such card could not run, exit 2" "rc=$rc $out"
+fi
+t_took "validate"
 
 # 7. A malformed config is refused with file, line and key on reload; the agent keeps the running one.
 t_start

@@ -1,0 +1,242 @@
+//! One validation of one card, as an application would do it: the card's status and its fd from the agent
+//! (`gdr_client::Agent`), the link from sysfs, then every measurement through the fd (`gdr_client::Device`).
+
+use gdr_client::api::CardStatus;
+use gdr_client::{Agent, Device};
+
+use super::dma::{self, Direction};
+use super::judge::{self, IdExpect};
+use super::link::{self, Link};
+use super::options::Options;
+use super::report::{Check, Report};
+use crate::manifest::{Identity, Manifest};
+
+/// Why validation could not run at all (exit 2): no agent, no such card, not ready, access denied, the
+/// card RAM held by an application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CouldNotRun(pub String);
+
+fn cannot(what: &str, e: impl std::fmt::Display) -> CouldNotRun {
+    CouldNotRun(format!("{what}: {e}"))
+}
+
+/// What the agent says of the card's design: its loader and the manifest's ID block (0: none loaded).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AgentDesign {
+    loader: String,
+    expected_version: u32,
+    expected_hash: u32,
+}
+
+impl From<&CardStatus> for AgentDesign {
+    fn from(s: &CardStatus) -> Self {
+        AgentDesign {
+            loader: s.loader.clone(),
+            expected_version: s.expected_version,
+            expected_hash: s.expected_hash,
+        }
+    }
+}
+
+/// What the ID block is compared with: `--manifest DIR`, else the manifest the agent loaded.
+fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, String> {
+    if let Some(dir) = &opts.manifest {
+        let m = Manifest::load(dir).map_err(|e| e.to_string())?;
+        return Ok(IdExpect {
+            expected: m.expected,
+            golden: m.golden,
+            source: dir.join("manifest.json").display().to_string(),
+        });
+    }
+    if agent.loader == "none" {
+        return Err(
+            "the agent has no bitstream configured (loader 'none'): nothing to compare \
+                    with; --manifest DIR compares with a bitstream folder's"
+                .into(),
+        );
+    }
+    if agent.expected_version == 0 {
+        return Err("the agent has no manifest loaded: --manifest DIR compares with one".into());
+    }
+    Ok(IdExpect {
+        expected: Identity {
+            design_version: agent.expected_version,
+            build_hash: agent.expected_hash,
+        },
+        golden: None,
+        source: "the agent's manifest".into(),
+    })
+}
+
+/// Runs every check on `opts.card`.
+pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
+    let card = opts.card;
+    let status = agent
+        .status(card)
+        .map_err(|e| cannot(&format!("card{card} status"), e))?;
+    let pci = status.pci.clone();
+    let mut checks = Vec::new();
+
+    let l = Link::read(&opts.sysfs, &pci);
+    checks.push(link::judge(l.as_ref(), opts.thresholds.link, &pci));
+
+    let dev = agent.open(card).map_err(|e| {
+        cannot(
+            &format!("card{card} ({}) could not be opened", status.stage.name()),
+            e,
+        )
+    })?;
+    // Never over an application's data: the RAM is ours until the fd closes, or nothing runs.
+    match dev.claim_ram() {
+        Ok(true) => {}
+        Ok(false) => return Err(CouldNotRun(crate::selftest::BUSY.into())),
+        Err(e) => return Err(cannot("RAM_OWNER", e)),
+    }
+    let info = dev.abi_info();
+    let live = info
+        .as_ref()
+        .map(|i| Identity {
+            design_version: i.design_version,
+            build_hash: i.build_hash,
+        })
+        .map_err(|e| e.to_string());
+    let want = id_expect(opts, &AgentDesign::from(&status));
+    checks.push(judge::id_block(live, want.as_ref().map_err(String::as_str)));
+    let ram = match &info {
+        Ok(i) => i.fpga_ram_size,
+        Err(_) => {
+            dev.card_info()
+                .map_err(|e| cannot("CARD_INFO", e))?
+                .fpga_ram_size
+        }
+    };
+    let ram = usize::try_from(ram)
+        .ok()
+        .filter(|r| (4096..=1 << 30).contains(r))
+        .ok_or_else(|| CouldNotRun(format!("the driver reports {ram} bytes of card RAM")))?;
+
+    checks.extend(measure(&dev, ram, opts));
+    checks.push(judge::gpu_path(gpu(&dev, ram), &opts.thresholds));
+    Ok(Report::new(card, pci, checks))
+}
+
+/// The host-memory DMA checks.
+fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
+    let t = &opts.thresholds;
+    let s = |e: gdr_client::Error| e.to_string();
+    let integrity = dma::integrity(dev, ram, (1 << 20) + 3).map_err(s);
+    let bw = |dir| dma::bandwidth(dev, dir, ram, opts.iterations).map_err(s);
+    let (h2c, c2h, rt) = (
+        bw(Direction::H2c),
+        bw(Direction::C2h),
+        bw(Direction::RoundTrip),
+    );
+    let lat = dma::latency(dev, opts.latency_bytes.min(ram), opts.latency_samples).map_err(s);
+    vec![
+        judge::integrity(integrity.as_ref().map_err(Clone::clone)),
+        judge::bandwidth(
+            "h2c-bandwidth",
+            h2c.as_ref().map_err(Clone::clone),
+            t.min_h2c_mbps,
+        ),
+        judge::bandwidth(
+            "c2h-bandwidth",
+            c2h.as_ref().map_err(Clone::clone),
+            t.min_c2h_mbps,
+        ),
+        judge::bandwidth(
+            "round-trip",
+            rt.as_ref().map_err(Clone::clone),
+            t.min_round_trip_mbps,
+        ),
+        judge::latency(
+            lat.as_deref().map_err(Clone::clone),
+            opts.latency_bytes.min(ram),
+            t.max_latency_us,
+        ),
+    ]
+}
+
+/// CUDA memory through the card as the self-test moves it (the path CUDA and the driver support), or why
+/// there is no CUDA here.
+fn gpu(dev: &Device, ram: usize) -> Result<Result<crate::selftest::Measurement, String>, String> {
+    if let Some(why) = crate::selftest::gpu::unavailable() {
+        return Err(why);
+    }
+    Ok(crate::selftest::child::cuda(dev, ram / 4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::dma::tests::FakeCard;
+    use super::super::report::Verdict;
+    use super::*;
+
+    fn quick() -> Options {
+        let mut o = Options::default();
+        o.thresholds.min_h2c_mbps = 100.0;
+        o.iterations = 2;
+        o.latency_samples = 5;
+        o
+    }
+
+    #[test]
+    fn a_good_card_passes_every_dma_check() {
+        // The fake moves 500 MB/s of DMA time; wall-clock latency on a host is far below the ceiling.
+        let card = FakeCard::new(65536);
+        let mut o = quick();
+        o.thresholds.max_latency_us = 1e6;
+        let cs = measure(&card, 65536, &o);
+        let names: Vec<_> = cs.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "dma-integrity",
+                "h2c-bandwidth",
+                "c2h-bandwidth",
+                "round-trip",
+                "latency"
+            ]
+        );
+        assert!(cs.iter().all(|c| c.verdict == Verdict::Pass), "{cs:#?}");
+    }
+
+    #[test]
+    fn corruption_and_a_slow_card_fail_their_checks() {
+        let mut card = FakeCard::new(65536);
+        card.corrupt = Some(100);
+        card.ns_per_byte = 20; // 50 MB/s
+        let cs = measure(&card, 65536, &quick());
+        let v = |n| cs.iter().find(|c| c.name == n).unwrap().verdict;
+        assert_eq!(v("dma-integrity"), Verdict::Fail);
+        assert_eq!(v("h2c-bandwidth"), Verdict::Fail);
+        assert_eq!(Report::new(0, String::new(), cs).exit_code(), 1);
+    }
+
+    #[test]
+    fn the_id_expectation_comes_from_the_agent_or_a_manifest() {
+        let o = Options::default();
+        let design = |loader: &str, expected_version, expected_hash| AgentDesign {
+            loader: loader.into(),
+            expected_version,
+            expected_hash,
+        };
+        let s = design("model", 0x0100_0000, 7);
+        let w = id_expect(&o, &s).unwrap();
+        assert_eq!(w.expected.build_hash, 7);
+        assert_eq!(w.source, "the agent's manifest");
+        let none = design("none", 0, 0);
+        assert!(id_expect(&o, &none).unwrap_err().contains("loader 'none'"));
+        let unloaded = design("model", 0, 0);
+        assert!(
+            id_expect(&o, &unloaded)
+                .unwrap_err()
+                .contains("no manifest")
+        );
+        let o = Options {
+            manifest: Some("/nonexistent".into()),
+            ..Options::default()
+        };
+        assert!(id_expect(&o, &none).unwrap_err().contains("cannot read"));
+    }
+}
