@@ -101,8 +101,13 @@ extern "C" {
         data: *mut c_void,
         out: *mut *mut PevbP2p,
     ) -> c_int;
-    pub(crate) fn pevb_p2p_nr_segments(p: *mut PevbP2p) -> u32;
-    pub(crate) fn pevb_p2p_segment(p: *mut PevbP2p, i: u32, addr: *mut u64, len: *mut u64);
+    pub(crate) fn pevb_p2p_segments(
+        p: *mut PevbP2p,
+        n: *mut u32,
+    ) -> *const crate::segments::Segment;
+    pub(crate) fn pevb_p2p_use_acquire();
+    pub(crate) fn pevb_p2p_use_release();
+    pub(crate) fn pevb_p2p_uses_awaited();
     pub(crate) fn pevb_p2p_unpin(p: *mut PevbP2p);
     pub(crate) fn pevb_p2p_free_from_callback(p: *mut PevbP2p);
     pub(crate) fn pevb_p2p_unmap_device(p: *mut PevbP2p);

@@ -12,6 +12,8 @@ pub(crate) type Frames = KVVec<u64>;
 /// A pinned, DMA-mapped user buffer; unmapped and unpinned (dirtied if the device wrote it) on drop.
 pub(crate) struct UserPin {
     raw: *mut ffi::PevbPin,
+    /// Its bus segments, built when pinned: a request borrows them while it may hold a surface use.
+    segs: KVec<Segment>,
 }
 
 // SAFETY: the C object is owned by this value alone and only released (by `drop`) through it. Its release
@@ -29,13 +31,19 @@ impl UserPin {
         kernel::error::to_result(unsafe {
             ffi::pevb_pin_user(ffi::raw_dev(dev), addr, len, to_device, &mut raw)
         })?;
-        Ok(Self { raw })
+        let mut pin = Self {
+            raw,
+            segs: KVec::new(),
+        };
+        // SAFETY: `raw` is a live pin (released by `pin`'s drop, also on error here); its sg_table stays
+        // mapped until then.
+        pin.segs = unsafe { mapped_segments(ffi::pevb_pin_sgt(raw)) }?;
+        Ok(pin)
     }
 
     /// The buffer's bus segments in order, bus-contiguous neighbours merged.
-    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
-        // SAFETY: `self.raw` is a live pin; its sg_table stays mapped until `drop`, which needs `&mut self`.
-        unsafe { mapped_segments(ffi::pevb_pin_sgt(self.raw)) }
+    pub(crate) fn segments(&self) -> &[Segment] {
+        &self.segs
     }
 
     /// Kept until unbind (its card is wedged): gives back its share of the one-off pins the device may

@@ -104,31 +104,30 @@ pub(crate) struct CacheUse {
     offset: u64,
     len: u64,
     to_device: bool,
+    /// The window's bus segments, built when taken: a request borrows them while it may hold a surface
+    /// use, under which nothing may allocate (`cuda::InUse`).
+    segs: KVec<Segment>,
 }
 
 impl CacheUse {
-    fn new(pin: Arc<CachedPin>, offset: u64, len: u64, to_device: bool) -> Self {
+    fn new(pin: Arc<CachedPin>, offset: u64, len: u64, to_device: bool) -> Result<Self> {
+        let mut segs = KVec::new();
+        let window = segments::window(&pin.segs, offset, len).map_err(crate::engine::kerr)?;
+        for s in window {
+            segs.push(s, GFP_KERNEL)?;
+        }
         if !to_device {
             pin.written.store(true, Ordering::Relaxed);
         }
-        // SAFETY: the pin is live (we hold it); the window lies inside it (`cache_policy` lookup).
+        // SAFETY: the pin is live (we hold it); the window lies inside it (checked by `window` above).
         unsafe { ffi::pevb_cpin_sync(pin.raw, offset, len, to_device, true) };
-        Self {
+        Ok(Self {
             pin,
             offset,
             len,
             to_device,
-        }
-    }
-
-    fn segments(&self) -> Result<KVec<Segment>> {
-        let mut out = KVec::new();
-        let window =
-            segments::window(&self.pin.segs, self.offset, self.len).map_err(crate::engine::kerr)?;
-        for s in window {
-            out.push(s, GFP_KERNEL)?;
-        }
-        Ok(out)
+            segs,
+        })
     }
 }
 
@@ -149,9 +148,9 @@ pub(crate) enum HostPin {
 
 impl HostPin {
     /// The request's bus segments.
-    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
+    pub(crate) fn segments(&self) -> &[Segment] {
         match self {
-            HostPin::Cached(u) => u.segments(),
+            HostPin::Cached(u) => &u.segs,
             HostPin::Once(p) => p.segments(),
         }
     }
@@ -284,7 +283,7 @@ impl RegCache {
                         Some(p) if !p.stale() => {
                             t.policy.hit(slot);
                             drop(t);
-                            return Ok(Some(CacheUse::new(p, offset, r.len, to_device)));
+                            return CacheUse::new(p, offset, r.len, to_device).map(Some);
                         }
                         _ => t.remove(slot, Removal::Invalidated),
                     },
@@ -340,12 +339,7 @@ impl RegCache {
             }
         }
         drop(t);
-        Ok(Some(CacheUse::new(
-            pin,
-            r.addr - want.addr,
-            r.len,
-            to_device,
-        )))
+        CacheUse::new(pin, r.addr - want.addr, r.len, to_device).map(Some)
     }
 
     /// PIN_CUDA of `[first, end)` in address space `mm`, pages `frames` (under the card's pin lock): drops
