@@ -336,7 +336,7 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 	/*
 	 * Faulted in first, holding nothing: the page lookups and the provider's pin below run under the
 	 * card's pin lock and the hold removal drains, where a fault that never resolves (userfaultfd, FUSE)
-	 * would stall every PIN_CUDA of the card and its removal (pin.c's pevb_user_prefault).
+	 * would stall every PIN_CUDA of the card and its removal (prefault.c's pevb_user_prefault).
 	 */
 	ret = pevb_user_prefault(va, len, true);
 	if (ret)

@@ -54,7 +54,7 @@ static int pevb_release(struct inode *inode, struct file *file)
 
 /*
  * User memory of a request faulted in before the request holds the device (removal drains that hold) or
- * any lock of the card (pin.c's pevb_user_prefault); for writing only where the device writes (file.rs's
+ * any lock of the card (prefault.c's pevb_user_prefault); for writing only where the device writes (file.rs's
  * prefault says why).
  */
 static int prefault(const struct pevb_side *s, u64 len, bool device_writes)

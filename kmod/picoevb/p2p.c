@@ -789,7 +789,7 @@ void pevb_p2p_unmap_device(struct pevb_p2p *p)
  * IOMMU granule and CPU page is a multiple of 4 KiB, mapped aligned, so each piece is physically
  * contiguous. Without an IOMMU a segment is physically contiguous anyway (only such pages are merged) and
  * the pieces cost a few calls more. Callers sync only where dma_need_sync() says it does anything. Shared
- * by helpers.c's cached pins, the surfaces here and the 5.10 build's pin.c.
+ * by pin.c's syncs of one-off and cached pins (both builds) and the surfaces here.
  */
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device)
@@ -824,7 +824,7 @@ void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
 	for (i = 0; i < p->nseg && len; i++) {
 		u64 n = min(p->segs[i].len, len);
 
-		/* Only where it does something: see pevb_cpin_sync (helpers.c) for why. */
+		/* Only where it does something: see pevb_pin_sync_window (pin.c) for why. */
 		if (dma_need_sync(p->dev, p->segs[i].addr))
 			pevb_sync_pieces(p->dev, p->segs[i].addr, n, dir, for_device);
 		len -= n;
