@@ -39,15 +39,6 @@ struct pevb_surface {
 	wait_queue_head_t idle;		/* users reached 0 after dead; freed */
 };
 
-/* A DMA's hold on a surface (cuda.rs's InUse). */
-struct pevb_use {
-	struct pevb_surface *s;
-	struct pevb_seg *segs;
-	size_t nsegs;
-	u64 synced;			/* bytes handed to the device; back to the CPU after a C2H */
-	bool to_device;
-};
-
 static struct pevb_p2p *pin_of(struct pevb_surface *s)
 {
 	return READ_ONCE(s->p);
@@ -171,6 +162,7 @@ static void surface_gone(void *data)
 	struct pevb_surface *s = data;
 	bool free;
 
+	pevb_p2p_uses_awaited();	/* lockdep: this waits for every use (pevb_surfaces_enter) */
 	spin_lock(&s->lock);
 	s->dead = true;
 	spin_unlock(&s->lock);
@@ -326,7 +318,7 @@ static int surface_pin(struct pevb_card *card, u64 va, u64 len, u64 *frames, siz
 
 void pevb_surfaces_init(struct pevb_surfaces *t)
 {
-	mutex_init(&t->lock);
+	spin_lock_init(&t->lock);
 	idr_init(&t->idr);
 }
 
@@ -344,7 +336,7 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 	/*
 	 * Faulted in first, holding nothing: the page lookups and the provider's pin below run under the
 	 * card's pin lock and the hold removal drains, where a fault that never resolves (userfaultfd, FUSE)
-	 * would stall every PIN_CUDA of the card and its removal (pin.c's pevb_user_prefault).
+	 * would stall every PIN_CUDA of the card and its removal (prefault.c's pevb_user_prefault).
 	 */
 	ret = pevb_user_prefault(va, len, true);
 	if (ret)
@@ -396,10 +388,16 @@ again:
 		ret = -EAGAIN;
 		goto undo;
 	}
-	mutex_lock(&t->lock);
-	/* Handles are small non-negative ints, never reused while in the table. */
-	ret = idr_alloc_cyclic(&t->idr, s, 0, 0, GFP_KERNEL);
-	mutex_unlock(&t->lock);
+	/*
+	 * Handles are small non-negative ints, never reused while in the table. The idr's memory is taken
+	 * before the lock: a request holding a use of another surface may wait for the lock (enter), and
+	 * reclaim inside the allocation could run that surface's free callback here, which waits for the use.
+	 */
+	idr_preload(GFP_KERNEL);
+	spin_lock(&t->lock);
+	ret = idr_alloc_cyclic(&t->idr, s, 0, 0, GFP_NOWAIT);
+	spin_unlock(&t->lock);
+	idr_preload_end();
 	if (ret >= 0)
 		goto out;	/* the table has our reference */
 undo:
@@ -416,9 +414,9 @@ int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle)
 	struct pevb_surface *s;
 	bool gone;
 
-	mutex_lock(&t->lock);
+	spin_lock(&t->lock);
 	s = handle > INT_MAX ? NULL : idr_remove(&t->idr, handle);
-	mutex_unlock(&t->lock);
+	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
 	gone = surface_dead(s);
@@ -435,11 +433,11 @@ void pevb_surfaces_unpin_all(struct pevb_surfaces *t)
 
 	for (;;) {
 		id = 0;
-		mutex_lock(&t->lock);
+		spin_lock(&t->lock);
 		s = idr_get_next(&t->idr, &id);
 		if (s)
 			idr_remove(&t->idr, id);
-		mutex_unlock(&t->lock);
+		spin_unlock(&t->lock);
 		if (!s)
 			break;
 		surface_unpin(s);
@@ -448,37 +446,26 @@ void pevb_surfaces_unpin_all(struct pevb_surfaces *t)
 	idr_destroy(&t->idr);
 }
 
-/* Drops a DMA's use (and its reference): the callback may be waiting for the last one. */
-static void unuse(struct pevb_surface *s)
-{
-	spin_lock(&s->lock);
-	if (!--s->users && s->dead)
-		wake_up_all(&s->idle);
-	spin_unlock(&s->lock);
-	surface_put(s);
-}
-
 /*
- * Takes a use of surface @handle for a DMA of @len bytes (-EINVAL: unknown handle, memory gone, @len
- * beyond the pin; -ENODEV: card removed), its bus segments, and hands the bytes to the device.
+ * Takes a use of surface @handle for a DMA of @len bytes into @u, the request's own (-EINVAL: unknown
+ * handle, memory gone, @len beyond the pin; -ENODEV: card removed), and hands the bytes to the device.
+ * Nothing is allocated while a use is held (cuda.rs's InUse says why): the segments are the shim's, built
+ * at PIN_CUDA, and only borrowed (pevb_use_segments).
  */
-int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use **out)
+int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use *u)
 {
 	struct pevb_surface *s;
-	struct pevb_use *u;
-	struct pevb_p2p *p;
 	int ret = 0;
-	u32 i, n;
 
-	mutex_lock(&t->lock);
+	spin_lock(&t->lock);
 	s = handle > INT_MAX ? NULL : idr_find(&t->idr, handle);
 	if (s)
 		kref_get(&s->ref);
-	mutex_unlock(&t->lock);
+	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
 	spin_lock(&s->lock);
-	if (s->dead)
+	if (s->dead || len > s->len)
 		ret = -EINVAL;
 	else if (s->detached)
 		ret = -ENODEV;
@@ -489,42 +476,23 @@ int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_de
 		surface_put(s);
 		return ret;
 	}
-	u = kzalloc(sizeof(*u), GFP_KERNEL);
-	if (!u) {
-		unuse(s);
-		return -ENOMEM;
-	}
-	u->s = s;
-	u->to_device = true;
-	if (len > s->len) {
-		ret = -EINVAL;
-		goto err;
-	}
+	pevb_p2p_use_acquire();
 	/* The pin is live: we hold a use, so the callback has not freed it. */
-	p = pin_of(s);
-	n = pevb_p2p_nr_segments(p);
-	u->segs = kvmalloc_array(n ? n : 1, sizeof(*u->segs), GFP_KERNEL);
-	if (!u->segs) {
-		ret = -ENOMEM;
-		goto err;
-	}
-	for (i = 0; i < n; i++)
-		pevb_p2p_segment(p, i, &u->segs[i].addr, &u->segs[i].len);
-	u->nsegs = pevb_segments_coalesce(u->segs, n);
-	pevb_p2p_sync(p, len, to_device, true);
+	pevb_p2p_sync(pin_of(s), len, to_device, true);
+	u->s = s;
 	u->synced = len;
 	u->to_device = to_device;
-	*out = u;
 	return 0;
-err:
-	pevb_use_end(u);
-	return ret;
 }
 
+/* The surface's bus segments: the shim's, valid while the use lasts. */
 const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n)
 {
-	*n = u->nsegs;
-	return u->segs;
+	u32 nrun;
+	const struct pevb_seg *segs = (const struct pevb_seg *)pevb_p2p_segments(pin_of(u->s), &nrun);
+
+	*n = nrun;
+	return segs;
 }
 
 /* Ends a use: after a C2H, hands the bytes back to the CPU; wakes a waiting callback. */
@@ -534,9 +502,13 @@ void pevb_use_end(struct pevb_use *u)
 
 	if (u->synced && !u->to_device)
 		pevb_p2p_sync(pin_of(s), u->synced, false, false);
-	kvfree(u->segs);
-	kfree(u);
-	unuse(s);
+	u->s = NULL;
+	spin_lock(&s->lock);
+	if (!--s->users && s->dead)
+		wake_up_all(&s->idle);
+	spin_unlock(&s->lock);
+	pevb_p2p_use_release();
+	surface_put(s);
 }
 
 /* Whether a GPU-memory provider is loaded now. */

@@ -54,7 +54,7 @@ static int pevb_release(struct inode *inode, struct file *file)
 
 /*
  * User memory of a request faulted in before the request holds the device (removal drains that hold) or
- * any lock of the card (pin.c's pevb_user_prefault); for writing only where the device writes (file.rs's
+ * any lock of the card (prefault.c's pevb_user_prefault); for writing only where the device writes (file.rs's
  * prefault says why).
  */
 static int prefault(const struct pevb_side *s, u64 len, bool device_writes)
@@ -69,7 +69,7 @@ static int prefault(const struct pevb_side *s, u64 len, bool device_writes)
 struct held {
 	struct pevb_pin *pin;
 	struct pevb_cuse *cuse;
-	struct pevb_use *use;
+	struct pevb_use use;		/* use.s: held */
 };
 
 /*
@@ -90,8 +90,8 @@ static int take_gpu(struct pevb_file *pf, const struct pevb_side *s, u64 len, bo
 
 static const struct pevb_seg *segments(struct held *h, size_t *n)
 {
-	if (h->use)
-		return pevb_use_segments(h->use, n);
+	if (h->use.s)
+		return pevb_use_segments(&h->use, n);
 	return h->cuse ? pevb_cuse_segments(h->cuse, n) : pevb_pin_segments(h->pin, n);
 }
 
@@ -101,8 +101,8 @@ static const struct pevb_seg *segments(struct held *h, size_t *n)
  */
 static void release(struct pevb_card *card, struct held *h, int result)
 {
-	if (h->use)
-		pevb_use_end(h->use);
+	if (h->use.s)
+		pevb_use_end(&h->use);
 	else if (h->pin && result && pevb_card_wedged(card))
 		pevb_card_quarantine(card, h->pin);
 	else if (h->pin)
@@ -111,7 +111,6 @@ static void release(struct pevb_card *card, struct held *h, int result)
 		pevb_card_quarantine_cached(card, h->cuse);
 	else if (h->cuse)
 		pevb_cuse_end(h->cuse);
-	h->use = NULL;
 	h->pin = NULL;
 	h->cuse = NULL;
 }
@@ -200,7 +199,7 @@ static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	mutex_unlock(&card->eng[0].lock);
 out:
 	/* Surface uses first: a provider callback may be waiting for them (cuda.c). */
-	if (src.use) {
+	if (src.use.s) {
 		release(card, &src, ret);
 		release(card, &dst, ret);
 	} else {

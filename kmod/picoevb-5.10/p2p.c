@@ -2,3 +2,8 @@
 /* The nvidia_p2p shim: the 6.18 module's own source, checked against this build's prototypes. */
 #include "picoevb.h"
 #include "../picoevb/p2p.c"
+
+/* cuda.c hands the shim's segments to the logic as its own: one layout. */
+static_assert(sizeof(struct pevb_p2p_seg) == sizeof(struct pevb_seg) &&
+	      offsetof(struct pevb_p2p_seg, addr) == offsetof(struct pevb_seg, addr) &&
+	      offsetof(struct pevb_p2p_seg, len) == offsetof(struct pevb_seg, len));

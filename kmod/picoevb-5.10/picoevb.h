@@ -60,7 +60,7 @@ struct pevb_card {
 
 /* The GPU surfaces of one open file, by handle. */
 struct pevb_surfaces {
-	struct mutex lock;
+	spinlock_t lock;		/* idr; never held across an allocation (cuda.c's pevb_surfaces_pin) */
 	struct idr idr;
 };
 
@@ -152,12 +152,18 @@ struct seq_file;
 void pevb_card_describe_caches(struct pevb_card *card, struct seq_file *m);
 
 /* cuda.c */
-struct pevb_use;
+struct pevb_surface;
+/* A DMA's use of a GPU surface (cuda.rs's InUse): the request's own, so taking one allocates nothing. */
+struct pevb_use {
+	struct pevb_surface *s;		/* NULL: none held */
+	u64 synced;			/* bytes handed to the device; back to the CPU after a C2H */
+	bool to_device;
+};
 void pevb_surfaces_init(struct pevb_surfaces *t);
 int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len);
 int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle);
 void pevb_surfaces_unpin_all(struct pevb_surfaces *t);
-int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use **out);
+int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use *u);
 const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n);
 void pevb_use_end(struct pevb_use *u);
 void pevb_card_detach_surfaces(struct pevb_card *card);
@@ -176,8 +182,11 @@ int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
 		 struct pevb_p2p **out);
-u32 pevb_p2p_nr_segments(struct pevb_p2p *p);
-void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
+struct pevb_p2p_seg;
+const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n);
+void pevb_p2p_use_acquire(void);
+void pevb_p2p_use_release(void);
+void pevb_p2p_uses_awaited(void);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);

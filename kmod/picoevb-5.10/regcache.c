@@ -493,7 +493,7 @@ static int cached(struct pevb_cache *c, struct pevb_card *card, const struct pev
 		goto free_frames;
 	/*
 	 * Not cacheable: read-only memory the device only reads, memory that kept changing, a shared file
-	 * mapping that needs writeback (pin.c's long_pin_allowed refuses it: 5.10's FOLL_LONGTERM does not),
+	 * mapping that needs writeback (pin.c's pevb_long_pin_allowed refuses it: 5.10's FOLL_LONGTERM does not),
 	 * over RLIMIT_MEMLOCK. The one-off pin then serves
 	 * it, or gives the request's real error (a bad address).
 	 */

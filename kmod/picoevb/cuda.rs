@@ -17,7 +17,7 @@ use crate::card::Card;
 use crate::engine::kerr;
 use crate::ffi;
 use crate::pin::{user_frames, Frames};
-use crate::segments::{self, Segment};
+use crate::segments::Segment;
 use core::ffi::c_void;
 use core::fmt;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -25,7 +25,7 @@ use kernel::{
     device::Device,
     new_condvar, new_mutex, new_spinlock,
     prelude::*,
-    rbtree::RBTree,
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{Arc, CondVar, Mutex, SpinLock},
 };
 
@@ -65,7 +65,9 @@ pub(crate) struct Surface {
     idle: CondVar,
 }
 
-/// A DMA's hold on a surface: the callback waits for it.
+/// A DMA's hold on a surface: the callback waits for it. Nothing is allocated while one is held: reclaim
+/// may run the surface's free callback on the holding thread, which would wait for this very use (so the
+/// segments are the shim's, built at PIN_CUDA, and only borrowed here).
 pub(crate) struct InUse {
     s: Arc<Surface>,
     /// Bytes the request hands to the device and, after a C2H (`!to_device`), back to the CPU.
@@ -81,30 +83,29 @@ impl Drop for InUse {
                 ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), self.synced, false, false)
             };
         }
-        let mut g = self.s.state.lock();
-        g.users -= 1;
-        if g.users == 0 && g.dead {
-            self.s.idle.notify_all();
+        {
+            let mut g = self.s.state.lock();
+            g.users -= 1;
+            if g.users == 0 && g.dead {
+                self.s.idle.notify_all();
+            }
         }
+        // SAFETY: plain lockdep annotation, paired with the acquire in `Surfaces::enter`.
+        unsafe { ffi::pevb_p2p_use_release() };
     }
 }
 
 impl InUse {
-    /// The surface's bus segments (head offset applied, trimmed to the pinned length).
-    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
-        let p = self.s.p.load(Ordering::Acquire);
-        // SAFETY: `p` is a live pin: we hold a use, so the callback has not freed it.
-        let n = unsafe { ffi::pevb_p2p_nr_segments(p) };
-        let mut segs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        for i in 0..n {
-            let (mut addr, mut len) = (0u64, 0u64);
-            // SAFETY: as above; `i < n`.
-            unsafe { ffi::pevb_p2p_segment(p, i, &mut addr, &mut len) };
-            segs.push(Segment { addr, len }, GFP_KERNEL)?;
-        }
-        let n = segments::coalesce(&mut segs);
-        segs.truncate(n);
-        Ok(segs)
+    /// The surface's bus segments (head offset applied, trimmed to the pinned length, bus-contiguous
+    /// neighbours merged), built by the shim at PIN_CUDA and borrowed for as long as this use lasts.
+    pub(crate) fn segments(&self) -> &[Segment] {
+        let mut n = 0u32;
+        // SAFETY: the pin is live: we hold a use, and the callback frees the pin only after the last use.
+        let p = unsafe { ffi::pevb_p2p_segments(self.s.p.load(Ordering::Acquire), &mut n) };
+        // SAFETY: the shim's array holds `n` segments of `Segment`'s `repr(C)` layout (two u64, as its
+        // `struct pevb_p2p_seg`), non-null (allocated for at least one), written before the pin went live
+        // and never changed until the pin is freed, which waits for this use: `&self` bounds the borrow.
+        unsafe { core::slice::from_raw_parts(p, n as usize) }
     }
 
     pub(crate) fn len(&self) -> u64 {
@@ -241,6 +242,8 @@ impl Surface {
 unsafe extern "C" fn surface_gone(data: *mut c_void) {
     // SAFETY: `data` is the reference `pin` leaked for this callback, which runs exactly once per pin.
     let s: Arc<Surface> = unsafe { Arc::from_raw(data.cast::<Surface>()) };
+    // SAFETY: plain lockdep annotation: this callback waits for every use (see `InUse`).
+    unsafe { ffi::pevb_p2p_uses_awaited() };
     let free = {
         let mut g = s.state.lock();
         g.dead = true;
@@ -393,6 +396,16 @@ impl Surfaces {
             s.unpin();
             return Err(EAGAIN);
         }
+        // The table's node is allocated before its lock: a request holding a use of another surface may
+        // wait for that lock (`enter`), and reclaim inside the allocation could run that surface's free
+        // callback here, which waits for the use.
+        let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
+            Ok(n) => n,
+            Err(e) => {
+                s.unpin();
+                return Err(e);
+            }
+        };
         let mut t = self.table.lock();
         // Handles are small non-negative ints, never reused while in the table.
         let mut h = t.next;
@@ -400,14 +413,9 @@ impl Surfaces {
             h = (h + 1) & i32::MAX as u32;
         }
         t.next = (h + 1) & i32::MAX as u32;
-        match t.tree.try_create_and_insert(h, s.clone(), GFP_KERNEL) {
-            Ok(_) => Ok(h),
-            Err(e) => {
-                drop(t);
-                s.unpin();
-                Err(e)
-            }
-        }
+        // `h` is free: nothing is replaced.
+        let _ = t.tree.insert(node.into_node(h, s));
+        Ok(h)
     }
 
     /// UNPIN_CUDA. EINVAL if the handle is unknown or its memory already went away.
@@ -436,6 +444,8 @@ impl Surfaces {
             }
             g.users += 1;
         }
+        // SAFETY: plain lockdep annotation, released by `InUse`'s drop.
+        unsafe { ffi::pevb_p2p_use_acquire() };
         Ok(InUse {
             s,
             synced: 0,

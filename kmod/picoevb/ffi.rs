@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Declarations of the C helpers in `helpers.c`.
+//! Declarations of the C helpers in `helpers.c`, `pin.c`, `prefault.c` and `p2p.c`.
 
 use kernel::bindings;
 use kernel::ffi::{c_int, c_long, c_uint, c_void};
 
-/// Opaque pinned-and-mapped user buffer owned by the C side.
+/// Opaque pinned-and-mapped user buffer owned by the C side (`pin.c`).
 #[repr(C)]
 pub(crate) struct PevbPin {
     _opaque: [u8; 0],
@@ -39,7 +39,10 @@ extern "C" {
         to_device: bool,
         out: *mut *mut PevbPin,
     ) -> c_int;
-    pub(crate) fn pevb_pin_sgt(p: *mut PevbPin) -> *mut bindings::sg_table;
+    pub(crate) fn pevb_pin_segments(
+        p: *mut PevbPin,
+        n: *mut usize,
+    ) -> *const crate::segments::Segment;
     pub(crate) fn pevb_unpin_user(p: *mut PevbPin);
     pub(crate) fn pevb_pin_quarantined(p: *mut PevbPin);
     pub(crate) fn pevb_irq_vectors_alloc(pdev: *mut bindings::pci_dev) -> c_int;
@@ -68,7 +71,7 @@ extern "C" {
         out: *mut *mut PevbCpin,
     ) -> c_int;
     pub(crate) fn pevb_cpin_stale(p: *mut PevbCpin) -> bool;
-    pub(crate) fn pevb_cpin_sgt(p: *mut PevbCpin) -> *mut bindings::sg_table;
+    pub(crate) fn pevb_cpin_pin(p: *mut PevbCpin) -> *mut PevbPin;
     pub(crate) fn pevb_cpin_sync(
         p: *mut PevbCpin,
         offset: u64,
@@ -101,8 +104,13 @@ extern "C" {
         data: *mut c_void,
         out: *mut *mut PevbP2p,
     ) -> c_int;
-    pub(crate) fn pevb_p2p_nr_segments(p: *mut PevbP2p) -> u32;
-    pub(crate) fn pevb_p2p_segment(p: *mut PevbP2p, i: u32, addr: *mut u64, len: *mut u64);
+    pub(crate) fn pevb_p2p_segments(
+        p: *mut PevbP2p,
+        n: *mut u32,
+    ) -> *const crate::segments::Segment;
+    pub(crate) fn pevb_p2p_use_acquire();
+    pub(crate) fn pevb_p2p_use_release();
+    pub(crate) fn pevb_p2p_uses_awaited();
     pub(crate) fn pevb_p2p_unpin(p: *mut PevbP2p);
     pub(crate) fn pevb_p2p_free_from_callback(p: *mut PevbP2p);
     pub(crate) fn pevb_p2p_unmap_device(p: *mut PevbP2p);

@@ -74,14 +74,14 @@ impl Held {
     }
 
     /// The bus segments of the request's `len` bytes, handed to the device (host pins were when taken).
-    fn segments(&mut self, len: u64, to_device: bool) -> Result<KVec<Segment>> {
+    /// Borrowed, never built here: a surface use may be held, under which nothing may allocate (`InUse`).
+    fn segments(&mut self, len: u64, to_device: bool) -> Result<&[Segment]> {
         match self {
-            Held::User(p) => p.segments(),
+            Held::User(p) => Ok(p.segments()),
             Held::Gpu(u) if len > u.len() => Err(EINVAL),
             Held::Gpu(u) => {
-                let segs = u.segments()?;
                 u.sync_for_device(len, to_device);
-                Ok(segs)
+                Ok(u.segments())
             }
         }
     }
@@ -118,8 +118,9 @@ impl PicoevbFile {
         let mut room = self.card.quarantine_room(1)?;
         let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
         let mut held = self.enter(x.host, held)?;
-        let segs = held.segments(x.len, dir == Dir::H2c)?;
-        let r = self.card.one_way(dir, &segs, x.fpga, x.len);
+        let r = held
+            .segments(x.len, dir == Dir::H2c)
+            .and_then(|segs| self.card.one_way(dir, segs, x.fpga, x.len));
         self.release(held, &r, &mut room);
         r
     }
@@ -146,7 +147,7 @@ impl PicoevbFile {
         // From here every outcome, errors included, goes through the ordered release below.
         let r = src.segments(x.len, true).and_then(|s| {
             let d = dst.segments(x.len, false)?;
-            self.card.round_trip(&s, &d, x.len)
+            self.card.round_trip(s, d, x.len)
         });
         // Surface uses first: a provider callback may be waiting for them (cuda.rs) while holding up
         // whatever the host side's release needs (a folio lock that `unpin_user_pages_dirty_lock` takes).

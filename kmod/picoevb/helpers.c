@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C half of picoevb.ko: kernel services that Linux 6.18's Rust `kernel` crate does not wrap (pinning user
- * pages into a DMA-mapped sg_table, mmu interval notifiers for cached pins, work items, MSI/INTx vector
- * allocation, completions with a timeout). Each function
+ * C half of picoevb.ko: kernel services that Linux 6.18's Rust `kernel` crate does not wrap (mmu interval
+ * notifiers for cached pins, work items, MSI/INTx vector allocation, completions with a timeout; the pins
+ * themselves are pin.c's, shared with the 5.10 build). Each function
  * is a thin, policy-free wrapper; the driver's decisions stay in Rust.
  */
 #include <linux/capability.h>
@@ -21,21 +21,7 @@
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
-struct pevb_pin {
-	struct sg_table sgt;
-	struct page **pages;
-	unsigned long npages;
-	struct device *dev;
-	enum dma_data_direction dir;
-	unsigned long attrs;
-	bool slot;		/* holds one of pevb_oneoff_writes */
-};
-
-int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
-		  struct pevb_pin **out);
-struct sg_table *pevb_pin_sgt(struct pevb_pin *p);
-void pevb_unpin_user(struct pevb_pin *p);
-void pevb_pin_quarantined(struct pevb_pin *p);
+struct pevb_pin;
 int pevb_irq_vectors_alloc(struct pci_dev *pdev);
 void pevb_irq_vectors_free(struct pci_dev *pdev);
 void pevb_dma_setup(struct pci_dev *pdev, unsigned int max_seg);
@@ -56,168 +42,19 @@ bool pevb_cpin_supported(void);
 int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
 		  struct pevb_cpin **out);
 bool pevb_cpin_stale(struct pevb_cpin *p);
-struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p);
+struct pevb_pin *pevb_cpin_pin(struct pevb_cpin *p);
 void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device);
 void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
 unsigned long pevb_cpin_npages(struct pevb_cpin *p);
 u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i);
-int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n);
-int pevb_user_prefault(u64 uaddr, u64 len, bool write);
-/* p2p.c */
-void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
-		      bool for_device);
-
-/*
- * Pin [uaddr, uaddr + len) of the caller's memory with @gup flags, build an sg_table that merges physically
- * contiguous pages, and DMA-map it for @dev in direction @dir with DMA @attrs.
- */
-static int pin_map(struct pevb_pin *p, struct device *dev, u64 uaddr, u64 len, unsigned int gup,
-		   enum dma_data_direction dir, unsigned long attrs)
-{
-	unsigned long first, npages, done = 0;
-	int ret;
-
-	if (!len || uaddr + len < uaddr)
-		return -EINVAL;
-	first = uaddr >> PAGE_SHIFT;
-	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
-	if (npages > INT_MAX)
-		return -EINVAL;
-
-	p->dev = dev;
-	p->dir = dir;
-	p->attrs = attrs;
-	p->pages = kvmalloc_array(npages, sizeof(*p->pages), GFP_KERNEL);
-	if (!p->pages)
-		return -ENOMEM;
-	/* pin_user_pages_fast may pin fewer pages than asked: keep going until all are pinned. */
-	while (done < npages) {
-		ret = pin_user_pages_fast((first + done) << PAGE_SHIFT, npages - done, gup,
-					  p->pages + done);
-		if (ret <= 0) {
-			ret = ret ? ret : -EFAULT;
-			goto err_unpin;
-		}
-		done += ret;
-	}
-	p->npages = npages;
-	ret = sg_alloc_table_from_pages_segment(&p->sgt, p->pages, npages, offset_in_page(uaddr),
-						len, dma_get_max_seg_size(dev), GFP_KERNEL);
-	if (ret)
-		goto err_unpin;
-	ret = dma_map_sgtable(dev, &p->sgt, p->dir, attrs);
-	if (ret)
-		goto err_sgt;
-	return 0;
-
-err_sgt:
-	sg_free_table(&p->sgt);
-err_unpin:
-	unpin_user_pages(p->pages, done);
-	kvfree(p->pages);
-	return ret;
-}
-
-/* The first half of undoing pin_map: the device no longer reaches the pages. */
-static void unmap_only(struct pevb_pin *p)
-{
-	dma_unmap_sgtable(p->dev, &p->sgt, p->dir, p->attrs);
-	sg_free_table(&p->sgt);
-}
-
-/* The second half: pages the device may have written are marked dirty (if @dirty) so the data is not lost. */
-static void unpin_only(struct pevb_pin *p, bool dirty)
-{
-	unpin_user_pages_dirty_lock(p->pages, p->npages, dirty);
-	kvfree(p->pages);
-}
-
-/* Undo pin_map. */
-static void unmap_unpin(struct pevb_pin *p, bool dirty)
-{
-	unmap_only(p);
-	unpin_only(p, dirty);
-}
-
-/*
- * One-off pins the device writes (DMA_FROM_DEVICE) that may exist at once, module-wide. A request pins its
- * memory before it queues for its engine, and DMA-API debug supports at most seven overlapping mappings of
- * a cache line the device may write (ACTIVE_CACHELINE_MAX_OVERLAP in kernel/dma/debug.c; one more is a
- * WARNING): without a bound, threads writing into one page would each hold a mapping of it while they
- * queue. Four, plus the one long-lived mapping a page may have per card (a GPU surface or a cached buffer)
- * on two cards, stays within that. A request holds at most one (H2C2H's source is read by the device), and
- * holds it only up to its engine, which ends in bounded time: no wait for one holds another. It also
- * bounds the memory one-off pins hold while queued. The 5.10 twin is pin.c's oneoff_writes.
- */
-#define PEVB_ONEOFF_WRITES 4
-static struct semaphore pevb_oneoff_writes = __SEMAPHORE_INITIALIZER(pevb_oneoff_writes, PEVB_ONEOFF_WRITES);
-
-static void pevb_pin_slot_put(struct pevb_pin *p)
-{
-	if (p->slot) {
-		p->slot = false;
-		up(&pevb_oneoff_writes);
-	}
-}
-
-/*
- * Pin for one request: plain FOLL_PIN (the pin ends with the request, so FOLL_LONGTERM's refusals of file
- * mappings that need writeback and its CMA migrations would only cost), writable only when the device
- * writes the memory. Mapped like a cached
- * pin (DMA_ATTR_SKIP_CPU_SYNC, the whole buffer handed to the device here and back to the CPU at unpin), so
- * it may share cache lines with a cached buffer of the same memory without being an overlapping mapping
- * that syncs on its own.
- */
-int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device,
-		  struct pevb_pin **out)
-{
-	struct pevb_pin *p = kzalloc(sizeof(*p), GFP_KERNEL);
-	int ret;
-
-	if (!p)
-		return -ENOMEM;
-	if (!to_device) {
-		/* Killable: a process being killed does not wait for other requests' engines. */
-		if (down_killable(&pevb_oneoff_writes)) {
-			kfree(p);
-			return -EINTR;
-		}
-		p->slot = true;
-	}
-	ret = pin_map(p, dev, uaddr, len, to_device ? 0 : FOLL_WRITE,
-		      to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
-	if (ret) {
-		pevb_pin_slot_put(p);
-		kfree(p);
-		return ret;
-	}
-	dma_sync_sgtable_for_device(dev, &p->sgt, p->dir);
-	*out = p;
-	return 0;
-}
-
-struct sg_table *pevb_pin_sgt(struct pevb_pin *p)
-{
-	return &p->sgt;
-}
-
-void pevb_unpin_user(struct pevb_pin *p)
-{
-	if (p->dir == DMA_FROM_DEVICE)
-		dma_sync_sgtable_for_cpu(p->dev, &p->sgt, p->dir);
-	unmap_unpin(p, p->dir == DMA_FROM_DEVICE);
-	pevb_pin_slot_put(p);
-	kfree(p);
-}
-
-/*
- * The pin stays until unbind (its card is wedged): it gives its slot back now, so a wedged card's pins do
- * not hold up other cards' requests. Its mapping is no longer counted; a wedged card moves no data.
- */
-void pevb_pin_quarantined(struct pevb_pin *p)
-{
-	pevb_pin_slot_put(p);
-}
+/* pin.c */
+int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out);
+void pevb_pin_unmap(struct pevb_pin *p);
+void pevb_pin_unpin(struct pevb_pin *p, bool dirty);
+void pevb_pin_drop(struct pevb_pin *p, bool dirty);
+void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_device, bool for_device);
+unsigned long pevb_pin_npages(struct pevb_pin *p);
+u64 pevb_pin_pfn(struct pevb_pin *p, unsigned long i);
 
 /*
  * A work item that calls back into Rust: the registration cache's sweep of invalidated buffers. It also
@@ -323,7 +160,7 @@ bool pevb_cpin_supported(void)
  * inside its own callback would deadlock, so the unpinning happens in the sweep.
  */
 struct pevb_cpin {
-	struct pevb_pin pin;
+	struct pevb_pin *pin;		/* pin.c's, long-term */
 	struct mmu_interval_notifier mn;
 	unsigned long seq;
 	struct pevb_work *sweep;
@@ -394,8 +231,7 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 	for (i = 0; i < PEVB_CPIN_TRIES; i++) {
 		unsigned long seq = mmu_interval_read_begin(&p->mn);
 
-		ret = pin_map(&p->pin, dev, uaddr, len, FOLL_LONGTERM | FOLL_WRITE, DMA_BIDIRECTIONAL,
-			      DMA_ATTR_SKIP_CPU_SYNC);
+		ret = pevb_pin_long(dev, uaddr, len, &p->pin);
 		if (ret)
 			goto err_remove;
 		/* Breaking copy-on-write for FOLL_WRITE changes the mapping once: the next try is stable. */
@@ -404,7 +240,7 @@ int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *swee
 			*out = p;
 			return 0;
 		}
-		unmap_unpin(&p->pin, false);
+		pevb_pin_drop(p->pin, false);
 	}
 	ret = -EAGAIN;
 err_remove:
@@ -421,9 +257,10 @@ bool pevb_cpin_stale(struct pevb_cpin *p)
 	return mmu_interval_check_retry(&p->mn, p->seq);
 }
 
-struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
+/* The pin itself, for its bus segments (pin.c): valid until the cached pin is released. */
+struct pevb_pin *pevb_cpin_pin(struct pevb_cpin *p)
 {
-	return &p->pin.sgt;
+	return p->pin;
 }
 
 /*
@@ -440,32 +277,18 @@ struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
  */
 void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
-	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
-	struct scatterlist *sg;
-	u64 at = 0, end = offset + len;
-	int i;
-
-	for_each_sgtable_dma_sg(&p->pin.sgt, sg, i) {
-		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
-		dma_addr_t a = sg_dma_address(sg) + (from - at);
-
-		if (from < to && dma_need_sync(p->pin.dev, a))
-			pevb_sync_pieces(p->pin.dev, a, to - from, dir, for_device);
-		at += seg;
-		if (at >= end)
-			break;
-	}
+	pevb_pin_sync_window(p->pin, offset, len, to_device, for_device);
 }
 
 /* The pages behind a cached pin, by page frame number: the driver's overlap rules key on them. */
 unsigned long pevb_cpin_npages(struct pevb_cpin *p)
 {
-	return p->pin.npages;
+	return pevb_pin_npages(p->pin);
 }
 
 u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
 {
-	return i < p->pin.npages ? page_to_pfn(p->pin.pages[i]) : 0;
+	return pevb_pin_pfn(p->pin, i);
 }
 
 /*
@@ -477,13 +300,13 @@ static void pevb_cpin_release(struct pevb_work *w, struct pevb_cpin *p)
 	/* The notifier holds the mm (mmgrab) until it is removed. */
 	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
 	mmu_interval_notifier_remove(&p->mn);
-	unmap_only(&p->pin);
+	pevb_pin_unmap(p->pin);
 	/* Unmapped: off the list (whose readers look at its pages) before the page array goes. */
 	spin_lock(&w->lock);
 	list_del(&p->dead_link);
 	spin_unlock(&w->lock);
 	wake_up_all(&w->released);
-	unpin_only(&p->pin, p->dirty);
+	pevb_pin_unpin(p->pin, p->dirty);
 	kfree(p);
 }
 
@@ -539,8 +362,8 @@ static bool pevb_cpins_hold(struct list_head *list, const u64 *frames, unsigned 
 	unsigned long i;
 
 	list_for_each_entry(p, list, dead_link)
-		for (i = 0; i < p->pin.npages; i++)
-			if (pevb_pfn_in(frames, n, page_to_pfn(p->pin.pages[i])))
+		for (i = 0; i < pevb_pin_npages(p->pin); i++)
+			if (pevb_pfn_in(frames, n, pevb_pin_pfn(p->pin, i)))
 				return true;
 	return false;
 }
@@ -569,7 +392,7 @@ bool pevb_cpin_stale(struct pevb_cpin *p)
 	return true;
 }
 
-struct sg_table *pevb_cpin_sgt(struct pevb_cpin *p)
+struct pevb_pin *pevb_cpin_pin(struct pevb_cpin *p)
 {
 	return NULL;
 }
@@ -601,41 +424,6 @@ u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
 	return 0;
 }
 #endif
-
-/*
- * The page frame numbers that [uaddr, uaddr + len) of the caller's memory maps now, one per page from the
- * page holding uaddr, into @out (@n entries, exactly the range's pages). Takes no pin: the numbers name
- * pages for the overlap rules (one long-lived mapping per page and card), they are not used for DMA.
- * Looked up for writing, as the pins that follow (cached pins, the provider's) take them: a page not yet
- * written (the shared zero page) or shared copy-on-write is replaced now, not by the pin after us.
- * -EFAULT where the range is not all mapped writable by struct pages (read-only memory, a dGPU's BAR).
- */
-int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n)
-{
-	struct page *pages[16];
-	unsigned long first, npages, done = 0;
-
-	if (!len || uaddr + len < uaddr)
-		return -EINVAL;
-	first = uaddr >> PAGE_SHIFT;
-	npages = ((uaddr + len - 1) >> PAGE_SHIFT) - first + 1;
-	if (npages != n)
-		return -EINVAL;
-	while (done < npages) {
-		int want = min_t(unsigned long, npages - done, ARRAY_SIZE(pages));
-		int got = get_user_pages_fast((first + done) << PAGE_SHIFT, want, FOLL_WRITE, pages);
-		int i;
-
-		if (got <= 0)
-			return got ? got : -EFAULT;
-		for (i = 0; i < got; i++) {
-			out[done + i] = page_to_pfn(pages[i]);
-			put_page(pages[i]);
-		}
-		done += got;
-	}
-	return 0;
-}
 
 /* One vector: MSI where the platform allows it, else the legacy INTx line. Returns 1 for MSI, 0 for INTx. */
 int pevb_irq_vectors_alloc(struct pci_dev *pdev)

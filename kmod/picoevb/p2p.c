@@ -33,8 +33,14 @@
  *     begin on another thread while unpin runs: the shim handles that race.)
  *   - If the memory goes away while pevb_p2p_pin() is still running, the pin fails (-EFAULT) and free_cb is
  *     never called for it.
- *   - Segments (pevb_p2p_nr_segments / pevb_p2p_segment) are copied at pin time into the shim's own
- *     struct; they may be read until the driver calls pevb_p2p_free_from_callback(p).
+ *   - Segments (pevb_p2p_segments) are built at pin time in the shim's own struct, bus-contiguous
+ *     neighbours merged, and never change; the array may be read until the driver calls
+ *     pevb_p2p_free_from_callback(p). So a DMA borrows them under its use of the surface and allocates
+ *     nothing while it holds one (the callback, which waits for uses, may run from reclaim on that thread).
+ *   - pevb_p2p_use_acquire()/_release() bracket each DMA's use of a surface and free_cb calls
+ *     pevb_p2p_uses_awaited() before it waits for them: lockdep annotations (no-ops without lockdep) that
+ *     show an allocation or a lock a callback needs taken while a use is held, since free_cb is ordered
+ *     after fs_reclaim (invalidations) and the wait itself is invisible to lockdep.
  *
  * Inside the shim: the provider gets a trampoline as its callback, which (a) drops a callback that arrives
  * while pinning is still in progress (the pin then fails and cleans up), (b) lets free_cb run once only,
@@ -69,6 +75,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/errno.h>
 #include <linux/list.h>
+#include <linux/lockdep.h>
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -105,8 +112,11 @@ int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
 		 struct pevb_p2p **out);
-u32 pevb_p2p_nr_segments(struct pevb_p2p *p);
-void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len);
+struct pevb_p2p_seg;
+const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n);
+void pevb_p2p_use_acquire(void);
+void pevb_p2p_use_release(void);
+void pevb_p2p_uses_awaited(void);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
@@ -283,6 +293,7 @@ enum pevb_p2p_state {
 	PEVB_P2P_LIVE,		/* returned to the driver */
 };
 
+/* One bus-contiguous range: the layout of the logic's segments::Segment (repr(C)) and 5.10's pevb_seg. */
 struct pevb_p2p_seg {
 	u64 addr;
 	u64 len;
@@ -314,25 +325,49 @@ struct pevb_p2p {
 	void *data;
 
 	u32 nseg;
-	struct pevb_p2p_seg *segs;
+	struct pevb_p2p_seg *segs;		/* the provider's entries, trimmed: what syncs walk */
+	u32 nrun;
+	struct pevb_p2p_seg *runs;		/* the same bytes, bus-contiguous neighbours merged: for DMA */
 	struct work_struct free_work;
 };
 
-u32 pevb_p2p_nr_segments(struct pevb_p2p *p)
+/* The pin's bus segments for DMA, built at pin time: valid until pevb_p2p_free_from_callback(p). */
+const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n)
 {
-	return p->nseg;
+	*n = p->nrun;
+	return p->runs;
 }
 
-void pevb_p2p_segment(struct pevb_p2p *p, u32 i, u64 *addr, u64 *len)
+/*
+ * A DMA's use of a surface, as lockdep sees it: held (recursively, for reading: one request may hold two)
+ * while the use lasts; free_cb takes it for writing before it waits for the uses to end. Invalidations,
+ * and so free_cb, are ordered after fs_reclaim (__mmu_notifier_register primes that; the bench provider's
+ * reclaim_callbacks does it for the other callers), so a GFP_KERNEL allocation under a use is reported:
+ * reclaim could run free_cb on that very thread, which would wait for the use forever (issue 24 defect 8).
+ */
+#ifdef CONFIG_LOCKDEP
+static struct lockdep_map pevb_p2p_use_map = { .name = "picoevb_surface_use" };
+
+void pevb_p2p_use_acquire(void)
 {
-	if (WARN_ON_ONCE(i >= p->nseg)) {
-		*addr = 0;
-		*len = 0;
-		return;
-	}
-	*addr = p->segs[i].addr;
-	*len = p->segs[i].len;
+	lock_map_acquire_read(&pevb_p2p_use_map);
 }
+
+void pevb_p2p_use_release(void)
+{
+	lock_map_release(&pevb_p2p_use_map);
+}
+
+void pevb_p2p_uses_awaited(void)
+{
+	lock_map_acquire(&pevb_p2p_use_map);
+	lock_map_release(&pevb_p2p_use_map);
+}
+#else
+void pevb_p2p_use_acquire(void) {}
+void pevb_p2p_use_release(void) {}
+void pevb_p2p_uses_awaited(void) {}
+#endif
 
 #ifndef GDR_P2P_DGPU
 static DECLARE_WAIT_QUEUE_HEAD(pevb_p2p_torn);
@@ -389,6 +424,7 @@ static void pevb_p2p_destroy(struct pevb_p2p *p)
 	kfree(p->pt);
 #endif
 	kfree(p->segs);
+	kfree(p->runs);
 	kfree(p);
 	pevb_p2p_ops_put();
 	/* Last: the pin's hold on picoevb.ko (taken in pevb_p2p_pin), see there. */
@@ -493,7 +529,11 @@ static void pevb_p2p_trampoline(void *data)
 	pevb_p2p_unref(p, true);
 }
 
-/* Copy the mapping's bus segments, with the head offset and the tail trimmed to the user's range. */
+/*
+ * Copy the mapping's bus segments, with the head offset and the tail trimmed to the user's range, and the
+ * same bytes with bus-contiguous neighbours merged (fewer descriptors) for DMA. Before the pin is live, so
+ * no surface use is held: a DMA later only borrows them.
+ */
 static int pevb_p2p_collect(struct pevb_p2p *p, struct nvidia_p2p_dma_mapping *map, u64 head, u64 len)
 {
 	u32 n, i, out = 0;
@@ -526,6 +566,18 @@ static int pevb_p2p_collect(struct pevb_p2p *p, struct nvidia_p2p_dma_mapping *m
 	if (left)
 		return -EIO;	/* the provider mapped less than it pinned */
 	p->nseg = out;
+	p->runs = kcalloc(out ? out : 1, sizeof(*p->runs), GFP_KERNEL);
+	if (!p->runs)
+		return -ENOMEM;
+	for (i = 0, n = 0; i < out; i++) {
+		struct pevb_p2p_seg *last = n ? &p->runs[n - 1] : NULL;
+
+		if (last && last->addr + last->len == p->segs[i].addr)
+			last->len += p->segs[i].len;
+		else
+			p->runs[n++] = p->segs[i];
+	}
+	p->nrun = n;
 	return 0;
 }
 
@@ -737,7 +789,7 @@ void pevb_p2p_unmap_device(struct pevb_p2p *p)
  * IOMMU granule and CPU page is a multiple of 4 KiB, mapped aligned, so each piece is physically
  * contiguous. Without an IOMMU a segment is physically contiguous anyway (only such pages are merged) and
  * the pieces cost a few calls more. Callers sync only where dma_need_sync() says it does anything. Shared
- * by helpers.c's cached pins, the surfaces here and the 5.10 build's pin.c.
+ * by pin.c's syncs of one-off and cached pins (both builds) and the surfaces here.
  */
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device)
@@ -772,7 +824,7 @@ void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
 	for (i = 0; i < p->nseg && len; i++) {
 		u64 n = min(p->segs[i].len, len);
 
-		/* Only where it does something: see pevb_cpin_sync (helpers.c) for why. */
+		/* Only where it does something: see pevb_pin_sync_window (pin.c) for why. */
 		if (dma_need_sync(p->dev, p->segs[i].addr))
 			pevb_sync_pieces(p->dev, p->segs[i].addr, n, dir, for_device);
 		len -= n;

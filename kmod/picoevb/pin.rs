@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Ordinary user memory pinned and DMA-mapped for one request.
+//! Ordinary user memory pinned and DMA-mapped for one request (`pin.c`, shared with the 5.10 build).
 
 use crate::ffi;
 use crate::segments::{self, Segment};
-use kernel::{bindings, device::Device, prelude::*, scatterlist::SGTable};
+use kernel::{device::Device, prelude::*};
 
 /// Sorted page frame numbers: the pages behind a mapping, on which the overlap rules key.
 pub(crate) type Frames = KVVec<u64>;
@@ -32,14 +32,15 @@ impl UserPin {
         Ok(Self { raw })
     }
 
-    /// The buffer's bus segments in order, bus-contiguous neighbours merged.
-    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
-        // SAFETY: `self.raw` is a live pin; its sg_table stays mapped until `drop`, which needs `&mut self`.
-        unsafe { mapped_segments(ffi::pevb_pin_sgt(self.raw)) }
+    /// The buffer's bus segments in order, bus-contiguous neighbours merged: built when pinned, so a
+    /// request borrows them while it may hold a surface use, under which nothing may allocate.
+    pub(crate) fn segments(&self) -> &[Segment] {
+        // SAFETY: `self.raw` is a live pin, unmapped only by `drop`, which needs `&mut self`.
+        unsafe { pin_segments(self.raw) }
     }
 
     /// Kept until unbind (its card is wedged): gives back its share of the one-off pins the device may
-    /// write at once (`helpers.c`), so it does not hold up other cards' requests.
+    /// write at once (`pin.c`), so it does not hold up other cards' requests.
     pub(crate) fn quarantined(&mut self) {
         // SAFETY: `self.raw` is a live pin, owned by `self`.
         unsafe { ffi::pevb_pin_quarantined(self.raw) };
@@ -75,24 +76,32 @@ pub(crate) fn user_frames(first: u64, end: u64) -> Result<Frames> {
     Ok(f)
 }
 
-/// The bus segments of a DMA-mapped sg_table, in order, bus-contiguous neighbours merged.
+/// The bus segments `pin.c` built for pin `p`, in order, bus-contiguous neighbours merged.
 ///
 /// # Safety
-/// `sgt` is a valid sg_table, DMA-mapped, and stays so for the duration of the call.
-pub(crate) unsafe fn mapped_segments(sgt: *mut bindings::sg_table) -> Result<KVec<Segment>> {
-    // SAFETY: the caller's contract.
-    let sgt = unsafe { SGTable::from_raw(sgt) };
-    let mut segs = KVec::new();
-    for e in sgt.iter() {
-        segs.push(
-            Segment {
-                addr: e.dma_address(),
-                len: e.dma_len() as u64,
-            },
-            GFP_KERNEL,
-        )?;
+/// `p` is a live pin that stays mapped for the returned lifetime.
+pub(crate) unsafe fn pin_segments<'a>(p: *mut ffi::PevbPin) -> &'a [Segment] {
+    let mut n = 0usize;
+    // SAFETY: the caller's contract: `p` is live.
+    let segs = unsafe { ffi::pevb_pin_segments(p, &mut n) };
+    if n == 0 {
+        return &[];
     }
-    let n = segments::coalesce(&mut segs);
-    segs.truncate(n);
-    Ok(segs)
+    // SAFETY: `pin.c` allocated `segs` for at least `n` segments of `struct pevb_seg`, whose layout is
+    // `Segment`'s (`repr(C)`, two u64), wrote them before the pin was returned and frees them only when the
+    // pin is unmapped, which the caller's contract puts after `'a`.
+    unsafe { core::slice::from_raw_parts(segs, n) }
+}
+
+/// `pin.c` coalesces the segments it builds with the shared logic's rule.
+///
+/// # Safety
+/// `segs` is valid for reading and writing `n` segments.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn pevb_segments_coalesce(segs: *mut Segment, n: usize) -> usize {
+    if segs.is_null() || n == 0 {
+        return 0;
+    }
+    // SAFETY: the caller's contract.
+    segments::coalesce(unsafe { core::slice::from_raw_parts_mut(segs, n) })
 }

@@ -15,7 +15,7 @@ use crate::abi;
 use crate::cache_policy::{share_page_frames, Lookup, Op, Policy, Range, Removal, CAPACITY};
 use crate::card::Card;
 use crate::ffi;
-use crate::pin::{mapped_segments, user_frames, Frames, UserPin};
+use crate::pin::{pin_segments, user_frames, Frames, UserPin};
 use crate::segments::{self, Segment};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -33,8 +33,6 @@ pub(crate) struct CachedPin {
     /// Keeps the cache, and so the work item that releases this pin, alive: a pin quarantined on a wedged
     /// card (`Card::quarantine`) may outlive its file.
     _cache: Arc<RegCache>,
-    /// Bus segments of the whole buffer.
-    segs: KVec<Segment>,
     /// The pages pinned.
     frames: Frames,
     /// The device wrote it: its pages are dirtied when unpinned.
@@ -64,13 +62,11 @@ impl CachedPin {
         let mut pin = CachedPin {
             raw,
             _cache: cache.clone(),
-            segs: KVec::new(),
             frames: KVVec::new(),
             written: AtomicBool::new(false),
         };
-        // SAFETY: `raw` is a live cached pin (released by `pin`'s drop, also on error here).
-        pin.segs = unsafe { mapped_segments(ffi::pevb_cpin_sgt(raw)) }?;
-        // SAFETY: as above; the pin's page array does not change while it lives.
+        // SAFETY: `raw` is a live cached pin (released by `pin`'s drop, also on error here); the pin's page
+        // array does not change while it lives.
         let n = unsafe { ffi::pevb_cpin_npages(raw) };
         for i in 0..n {
             // SAFETY: as above; `i` is below the page count.
@@ -79,6 +75,13 @@ impl CachedPin {
         }
         pin.frames.sort_unstable();
         Ok(Arc::new(pin, GFP_KERNEL)?)
+    }
+
+    /// Bus segments of the whole buffer, built when it was pinned.
+    fn segs(&self) -> &[Segment] {
+        // SAFETY: `self.raw` is live until `drop`, and so is its pin, mapped until the release that drop
+        // hands it to.
+        unsafe { pin_segments(ffi::pevb_cpin_pin(self.raw)) }
     }
 
     fn stale(&self) -> bool {
@@ -104,31 +107,30 @@ pub(crate) struct CacheUse {
     offset: u64,
     len: u64,
     to_device: bool,
+    /// The window's bus segments, built when taken: a request borrows them while it may hold a surface
+    /// use, under which nothing may allocate (`cuda::InUse`).
+    segs: KVec<Segment>,
 }
 
 impl CacheUse {
-    fn new(pin: Arc<CachedPin>, offset: u64, len: u64, to_device: bool) -> Self {
+    fn new(pin: Arc<CachedPin>, offset: u64, len: u64, to_device: bool) -> Result<Self> {
+        let mut segs = KVec::new();
+        let window = segments::window(pin.segs(), offset, len).map_err(crate::engine::kerr)?;
+        for s in window {
+            segs.push(s, GFP_KERNEL)?;
+        }
         if !to_device {
             pin.written.store(true, Ordering::Relaxed);
         }
-        // SAFETY: the pin is live (we hold it); the window lies inside it (`cache_policy` lookup).
+        // SAFETY: the pin is live (we hold it); the window lies inside it (checked by `window` above).
         unsafe { ffi::pevb_cpin_sync(pin.raw, offset, len, to_device, true) };
-        Self {
+        Ok(Self {
             pin,
             offset,
             len,
             to_device,
-        }
-    }
-
-    fn segments(&self) -> Result<KVec<Segment>> {
-        let mut out = KVec::new();
-        let window =
-            segments::window(&self.pin.segs, self.offset, self.len).map_err(crate::engine::kerr)?;
-        for s in window {
-            out.push(s, GFP_KERNEL)?;
-        }
-        Ok(out)
+            segs,
+        })
     }
 }
 
@@ -149,9 +151,9 @@ pub(crate) enum HostPin {
 
 impl HostPin {
     /// The request's bus segments.
-    pub(crate) fn segments(&self) -> Result<KVec<Segment>> {
+    pub(crate) fn segments(&self) -> &[Segment] {
         match self {
-            HostPin::Cached(u) => u.segments(),
+            HostPin::Cached(u) => &u.segs,
             HostPin::Once(p) => p.segments(),
         }
     }
@@ -284,7 +286,7 @@ impl RegCache {
                         Some(p) if !p.stale() => {
                             t.policy.hit(slot);
                             drop(t);
-                            return Ok(Some(CacheUse::new(p, offset, r.len, to_device)));
+                            return CacheUse::new(p, offset, r.len, to_device).map(Some);
                         }
                         _ => t.remove(slot, Removal::Invalidated),
                     },
@@ -340,12 +342,7 @@ impl RegCache {
             }
         }
         drop(t);
-        Ok(Some(CacheUse::new(
-            pin,
-            r.addr - want.addr,
-            r.len,
-            to_device,
-        )))
+        CacheUse::new(pin, r.addr - want.addr, r.len, to_device).map(Some)
     }
 
     /// PIN_CUDA of `[first, end)` in address space `mm`, pages `frames` (under the card's pin lock): drops

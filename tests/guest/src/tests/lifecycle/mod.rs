@@ -109,6 +109,10 @@ pub fn register(v: &mut Vec<Test>) {
         "lifecycle::callbacks_in_reclaim_context",
         reclaim::callbacks_in_reclaim,
     ));
+    v.push(cuda(
+        "lifecycle::dma_uses_in_reclaim_context",
+        reclaim::dma_uses_in_reclaim,
+    ));
     v.push(cuda("lifecycle::device_still_works", sanity));
     // Runs with or without a provider: host DMA pins and maps too.
     v.push(test(

@@ -7,6 +7,7 @@
 use std::fs;
 
 use super::*;
+use crate::buf::GuardedBuf;
 
 const RECLAIM: &str = "/sys/module/gdr_nv_p2p/parameters/reclaim_callbacks";
 const LOCKDEP: &str = "/proc/lockdep_stats";
@@ -70,6 +71,59 @@ pub(super) fn callbacks_in_reclaim(ctx: &mut Ctx) -> TestResult {
              callback takes was held across an allocation that may reclaim"
         );
     }
+    drop(dev);
+    sanity(ctx)
+}
+
+/// DMAs through surfaces (one-way, surface to surface, to and from the host), then their free callbacks in
+/// the reclaim context (UNPIN, munmap). The driver tells lockdep that a callback waits for every DMA's use
+/// of its surface, so lockdep reports an allocation a DMA makes while it holds a use: reclaim could run the
+/// callback on that very thread, which would wait for the use forever (issue 24, defect 8: the surface's
+/// segment list built under the use, and a host pin's next to it).
+pub(super) fn dma_uses_in_reclaim(ctx: &mut Ctx) -> TestResult {
+    let f = flavour(ctx.dev)?;
+    ensure!(
+        lockdep_on()?,
+        "lockdep is already off (an earlier report on the console): this test cannot see anything"
+    );
+    let _reclaim = ReclaimCallbacks::on()?;
+    let dev = open(ctx)?;
+    let mut rng = Rng::for_test(24, "lifecycle::dma_uses_in_reclaim_context");
+    let (mut a, mut b) = (surface(f, 65536)?, surface(f, 65536)?);
+    let (ha, hb) = (pin(&dev, &a)?, pin(&dev, &b)?);
+    let mut host = GuardedBuf::new(8192, 0);
+    surface_to_host(&dev, &mut rng, &mut a, ha, 4096, 0)?;
+    host_to_surface(&dev, &mut rng, &mut b, hb, 4096, 0)?;
+    h2c2h_sides(
+        &dev,
+        &mut rng,
+        Side::Gpu(&mut a, ha),
+        Side::Gpu(&mut b, hb),
+        8192,
+    )?;
+    h2c2h_sides(
+        &dev,
+        &mut rng,
+        Side::Gpu(&mut a, ha),
+        Side::Host(&mut host),
+        8192,
+    )?;
+    h2c2h_sides(
+        &dev,
+        &mut rng,
+        Side::Host(&mut host),
+        Side::Gpu(&mut b, hb),
+        8192,
+    )?;
+    // One callback inside the ioctl, one from the invalidation of munmap.
+    unpin(&dev, ha)?;
+    drop(b);
+    ensure!(
+        lockdep_on()?,
+        "lockdep reported (see the console) and turned itself off: a DMA allocated while it held a use of \
+         a surface, which the surface's free callback (here in the reclaim context) waits for"
+    );
+    drop(a);
     drop(dev);
     sanity(ctx)
 }
