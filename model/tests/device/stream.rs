@@ -137,8 +137,8 @@ fn timing_mode_produces_in_modeled_time_and_counts_what_the_reader_missed() {
         0,
         "a reader that waits misses nothing"
     );
-    let clock = |r: &Rig| r.dev.timing_json()["clock_ns"].as_u64().unwrap();
-    let busy = r.dev.timing_json()["c2h"]["busy_ns"].as_u64().unwrap();
+    let clock = |r: &Rig| r.dev.timing_reply().clock_ns;
+    let busy = r.dev.timing_reply().c2h.busy_ns;
     assert!(
         busy >= 15 * p_ns,
         "the run waited for the records: busy {busy} ns"
@@ -174,7 +174,7 @@ fn an_on_demand_source_runs_at_link_rate_in_timing_mode() {
             ..DeviceOptions::default()
         })
     };
-    let busy = |r: &Rig| r.dev.timing_json()["c2h"]["busy_ns"].as_u64().unwrap();
+    let busy = |r: &Rig| r.dev.timing_reply().c2h.busy_ns;
     let from_bram = timed();
     from_bram.single(Dir::C2h, 0, DST, 65536);
     let from_window = timed();
