@@ -114,7 +114,8 @@ impl Engine {
     ) -> Result<Run<'a>> {
         let table = table.as_mut().ok_or(ENODEV)?;
         let p = self.platform(port);
-        let run = engine::Run::start(&p, wake, || self.build(table, host, fpga, len)).map_err(kerr)?;
+        let run =
+            engine::Run::start(&p, wake, || self.build(table, host, fpga, len)).map_err(kerr)?;
         Ok(Run::new(p, table, run))
     }
 
@@ -163,7 +164,10 @@ fn errno(e: Error) -> Errno {
 impl Regs32 for Platform<'_> {
     type Error = Errno;
     fn read32(&self, offset: usize) -> core::result::Result<u32, Errno> {
-        self.port.regs().and_then(|r| r.read32(offset)).map_err(errno)
+        self.port
+            .regs()
+            .and_then(|r| r.read32(offset))
+            .map_err(errno)
     }
     fn write32(&self, value: u32, offset: usize) -> core::result::Result<(), Errno> {
         self.port
@@ -242,12 +246,9 @@ impl engine::Platform for Platform<'_> {
                 count
             ),
             Event::StillBusy => dev_err!(dev, "{:?} engine still busy after halt\n", dir),
-            Event::ReleaseFailed(e) => dev_warn!(
-                dev,
-                "{:?} engine: release after stop: {:?}\n",
-                dir,
-                kerr(e)
-            ),
+            Event::ReleaseFailed(e) => {
+                dev_warn!(dev, "{:?} engine: release after stop: {:?}\n", dir, kerr(e))
+            }
         }
     }
 }

@@ -340,7 +340,10 @@ pub fn stop<P: Platform + ?Sized>(p: &P) -> bool {
     }
     let idle = wait_idle(p, &ch);
     // Let fetching go again and drop the stopped run's status, for the next run.
-    if let Err(e) = ch.halt_fetch(false).and_then(|()| ch.take_status().map(|_| ())) {
+    if let Err(e) = ch
+        .halt_fetch(false)
+        .and_then(|()| ch.take_status().map(|_| ()))
+    {
         p.log(Event::ReleaseFailed(e));
     }
     if !idle {

@@ -338,10 +338,7 @@ fn card_that_left_the_bus_is_enodev_and_wedged() {
     assert_eq!(run(&f, Wake::Irq), Err(Errno::ENODEV));
     // All ones reads busy: the stop cannot show it idle.
     assert!(f.wedged.get());
-    assert_eq!(
-        *f.events.borrow(),
-        [Event::Vanished, Event::StillBusy]
-    );
+    assert_eq!(*f.events.borrow(), [Event::Vanished, Event::StillBusy]);
     // Error bits read as all ones are removal too.
     let mut f = Fake::new(Dir::C2h);
     f.vanish_on_wait = true;
