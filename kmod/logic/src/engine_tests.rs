@@ -410,3 +410,12 @@ fn transfer_runs_chains_until_every_byte_moved() {
     assert_eq!(r, Ok(()));
     assert_eq!(starts, [0, 4096, 8192]);
 }
+
+#[test]
+fn wedged_card_never_gets_its_table_rewritten() {
+    let f = Fake::new(Dir::C2h);
+    f.wedged.set(true);
+    let r = Run::start(&f, Wake::Irq, || panic!("table written on a wedged card"));
+    assert_eq!(r.map(|_| ()), Err(Errno::EIO));
+    assert!(f.log.borrow().is_empty());
+}
