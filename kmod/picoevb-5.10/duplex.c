@@ -63,14 +63,14 @@ static int run_step(struct pevb_card *card, const struct pevb_seg *src, size_t n
 		if (ret)
 			return ret;
 		if (h.len) {
-			h.offset += hr.c.bytes;
-			h.ram += hr.c.bytes;
-			h.len -= hr.c.bytes;
+			h.offset += hr.s.bytes;
+			h.ram += hr.s.bytes;
+			h.len -= hr.s.bytes;
 		}
 		if (c.len) {
-			c.offset += cr.c.bytes;
-			c.ram += cr.c.bytes;
-			c.len -= cr.c.bytes;
+			c.offset += cr.s.bytes;
+			c.ram += cr.s.bytes;
+			c.len -= cr.s.bytes;
 		}
 	}
 	return 0;

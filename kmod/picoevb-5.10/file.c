@@ -147,7 +147,7 @@ static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
 	if (ret)
 		goto out;
 	t0 = ktime_get_ns();
-	ret = pevb_engine_transfer(card, e, segs, n, 0, r->fpga, r->len);
+	ret = pevb_transfer(card, e, segs, n, 0, r->fpga, r->len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&e->lock);
 out:

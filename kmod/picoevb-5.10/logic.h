@@ -222,6 +222,36 @@ int pevb_ram_release(struct pevb_ram_owner *o, u64 *m, u32 pid);
 void pevb_ram_close(struct pevb_ram_owner *o, u64 *m);
 u32 pevb_ram_state(struct pevb_ram_owner *o, u64 *m, u32 pid);
 
+/*
+ * The engine protocol (kmod/logic/src/engine.rs, through rust/engine_glue.rs): @card is a struct pevb_card,
+ * @idx the engine (0: H2C, 1: C2H). A run started by pevb_engine_start ends through pevb_engine_finish or
+ * pevb_engine_cancel, which return once the engine was shown idle or the card is wedged.
+ */
+#define PEVB_RUN_WORDS 6
+struct pevb_run_state {
+	u64 bytes;			/* what the run's chain moves */
+	u64 opaque[PEVB_RUN_WORDS];	/* engine::Run, never read by C */
+};
+extern const u32 PEVB_RUN_STATE_SIZE;
+int pevb_engine_start(void *card, u32 idx, const struct pevb_seg *segs, size_t nsegs, u64 host_off, u64 fpga,
+		      u64 len, void *descs, size_t ndescs, u64 base, bool poll, struct pevb_run_state *out);
+void pevb_engine_wait(void *card, u32 idx, struct pevb_run_state *r);
+int pevb_engine_finish(void *card, u32 idx, struct pevb_run_state *r);
+int pevb_engine_cancel(void *card, u32 idx, struct pevb_run_state *r);
+bool pevb_engine_stop(void *card, u32 idx);
+int pevb_engine_transfer(void *card, u32 idx, const struct pevb_seg *segs, size_t nsegs, u64 host_off,
+			 u64 fpga, u64 len, void *descs, size_t ndescs, u64 base);
+
+/* What the protocol logs (pevb_plat_log's @kind; engine.c words it). */
+enum pevb_event {
+	PEVB_EV_VANISHED = 0,
+	PEVB_EV_TIMEOUT = 1,		/* a: ms */
+	PEVB_EV_FAILED = 2,		/* a: status */
+	PEVB_EV_SHORT = 3,		/* a: completed, b: descriptors */
+	PEVB_EV_STILL_BUSY = 4,
+	PEVB_EV_RELEASE_FAILED = 5,	/* a: errno */
+};
+
 /* The Rust panic handler's way out (main.c). */
 void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);
 
@@ -239,7 +269,8 @@ static inline bool pevb_layout_ok(void)
 	       PEVB_LAYOUT.policy_align <= sizeof(u64) &&	/* the C storage is u64-aligned */
 	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS &&
 	       PEVB_LAYOUT.owner <= sizeof(struct pevb_ram_owner) &&
-	       PEVB_LAYOUT.owner_align <= sizeof(u64);
+	       PEVB_LAYOUT.owner_align <= sizeof(u64) &&
+	       PEVB_RUN_STATE_SIZE == sizeof(struct pevb_run_state);
 }
 
 #endif

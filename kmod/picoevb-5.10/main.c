@@ -78,7 +78,7 @@ static int identify(struct pevb_card *card)
 /* Both engines and the IRQ block idle (a previous driver may have left them running), channels on vector 0. */
 static int quiesce(struct pevb_card *card)
 {
-	if (!pevb_engine_stop(card, &card->eng[0]) || !pevb_engine_stop(card, &card->eng[1]))
+	if (!pevb_engine_stop(card, 0) || !pevb_engine_stop(card, 1))
 		return -EIO;
 	pevb_wr(card, REGS.irq_chan_en_w1c, U32_MAX);
 	pevb_wr(card, REGS.irq_user_en_w1c, U32_MAX);

@@ -94,27 +94,47 @@ static inline void pevb_wr(struct pevb_card *card, u32 off, u32 v)
 	iowrite32(v, card->bar_dma + off);
 }
 
-/* A chain started on an engine (run.rs's Run): it ends through pevb_run_finish or pevb_run_cancel. */
+/* A chain started on an engine (the protocol's engine::Run): it ends through pevb_run_finish or _cancel. */
 struct pevb_run {
 	struct pevb_engine *e;
-	struct pevb_chain c;
-	bool poll;		/* no interrupt armed at start: polled, armed if still busy */
-	bool completed;
-	bool killed;		/* the wait ended on a fatal signal: stopped unjudged (-EINTR) */
+	struct pevb_run_state s;	/* s.bytes: what its chain moves */
 };
 
-/* engine.c */
+/* engine.c: the engine's kernel services; the protocol itself is Rust (logic.h, pevb_engine_*) */
 int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
 		   u64 host_off, u64 fpga, u64 len, bool poll, struct pevb_run *r);
-void pevb_run_wait(struct pevb_card *card, struct pevb_run *r);
-int pevb_run_finish(struct pevb_card *card, struct pevb_run *r);
-int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r);
 int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx);
 void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
-bool pevb_engine_stop(struct pevb_card *card, struct pevb_engine *e);
 void pevb_engine_signal(struct pevb_engine *e, u32 status);
-int pevb_engine_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
-			 size_t nsegs, u64 host_off, u64 fpga, u64 len);
+int pevb_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
+		  size_t nsegs, u64 host_off, u64 fpga, u64 len);
+/* What the protocol runs on (called from rust/engine_glue.rs only). */
+u32 pevb_plat_rd(struct pevb_card *card, u32 off);
+void pevb_plat_wr(struct pevb_card *card, u32 off, u32 v);
+int pevb_plat_gate_enter(struct pevb_card *card);
+void pevb_plat_gate_exit(struct pevb_card *card);
+u32 pevb_plat_status(struct pevb_card *card, u32 idx);
+void pevb_plat_add_status(struct pevb_card *card, u32 idx, u32 bits);
+void pevb_plat_rearm(struct pevb_card *card, u32 idx);
+int pevb_plat_wait(struct pevb_card *card, u32 idx, u32 ms);
+u64 pevb_plat_now_us(void);
+void pevb_plat_sleep_us(u32 us);
+void pevb_plat_log(struct pevb_card *card, u32 idx, u32 kind, u32 a, u32 b);
+
+static inline void pevb_run_wait(struct pevb_card *card, struct pevb_run *r)
+{
+	pevb_engine_wait(card, r->e->idx, &r->s);
+}
+
+static inline int pevb_run_finish(struct pevb_card *card, struct pevb_run *r)
+{
+	return pevb_engine_finish(card, r->e->idx, &r->s);
+}
+
+static inline int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r)
+{
+	return pevb_engine_cancel(card, r->e->idx, &r->s);
+}
 
 /* duplex.c */
 int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, const struct pevb_seg *dst,

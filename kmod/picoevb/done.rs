@@ -9,6 +9,7 @@
 //! (one completion per engine, reused for every run). The three are `static inline` or take jiffies, so
 //! helpers.c wraps them.
 
+use crate::engine_logic::Waited;
 use crate::ffi;
 use kernel::{bindings, prelude::*, types::Opaque};
 
@@ -50,13 +51,4 @@ impl Done {
             _ => Waited::Killed,
         }
     }
-}
-
-/// How a wait for an engine's completion ended.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waited {
-    Completed,
-    TimedOut,
-    /// A fatal signal: the engine may still run and must be stopped before the pages go.
-    Killed,
 }

@@ -42,6 +42,9 @@ mod chain;
 #[path = "../../crates/picoevb-regs/src/channel.rs"]
 mod channel;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/engine.rs"]
+mod engine_logic;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/errno.rs"]
 mod errno;
 #[allow(dead_code, unreachable_pub)]

@@ -6,6 +6,8 @@
 pub struct Errno(pub i32);
 
 impl Errno {
+    /// Interrupted: a fatal signal ended the wait (the run is stopped unjudged).
+    pub const EINTR: Errno = Errno(4);
     /// I/O error: the engine reported a bus or descriptor error.
     pub const EIO: Errno = Errno(5);
     /// Busy: another holder owns the card RAM (`ram_owner`).

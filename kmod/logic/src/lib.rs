@@ -4,17 +4,19 @@
 //! The kernel module (`kmod/picoevb`) compiles these very files with `#[path]` as modules of its own crate
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
-//! request, status, cache_policy, admission, pipeline, ram_owner}` plus the shared definitions `crate::{abi, xdma, pci}` re-exported below.
+//! request, status, cache_policy, admission, pipeline, ram_owner, engine}` plus the shared definitions `crate::{abi,
+//! channel, xdma, pci}` re-exported below.
 //! Keeping the logic here, unit-tested on the host, is what makes a later 5.10 (C-glue) build of the same
 //! logic possible.
 #![no_std]
 
 pub use picoevb_abi as abi;
-pub use picoevb_regs::{pci, xdma};
+pub use picoevb_regs::{channel, pci, xdma};
 
 pub mod admission;
 pub mod cache_policy;
 pub mod chain;
+pub mod engine;
 pub mod errno;
 pub mod pipeline;
 pub mod ram_owner;

@@ -28,6 +28,9 @@ mod chain;
 #[path = "../../../crates/picoevb-regs/src/channel.rs"]
 mod channel;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/engine.rs"]
+mod engine;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/errno.rs"]
 mod errno;
 #[allow(dead_code, unreachable_pub)]
@@ -58,6 +61,7 @@ mod status;
 #[path = "../../../crates/picoevb-regs/src/xdma.rs"]
 mod xdma;
 
+mod engine_glue;
 mod surface;
 
 #[cfg(target_endian = "big")]

@@ -1,0 +1,421 @@
+//! The engine protocol against a fake engine: each outcome (done, polled, timeout, error bits, short count,
+//! removal mid-run, a kill, a stop that leaves the engine busy) with the register accesses it makes.
+
+extern crate std;
+use super::*;
+use core::cell::{Cell, RefCell};
+use std::vec::Vec;
+
+/// A fake engine behind a fake gate. Run rises on a write of Run to the control register; the hardware
+/// "ends" the chain when the waiter waits (as the interrupt handler would see it) or after `end_after`
+/// status reads of a poll; clearing Run makes it idle unless `sticky_busy`.
+struct Fake {
+    dir: Dir,
+    /// ('r' | 'w', offset, value) of every register access.
+    log: RefCell<Vec<(char, usize, u32)>>,
+    /// The hardware status register: error/stop bits plus the live busy bit.
+    hw: Cell<u32>,
+    completed: Cell<u32>,
+    /// What the chain ends with: status bits and completed count.
+    end_with: (u32, u32),
+    /// A poll sees the end after this many status reads (None: the run never ends by itself).
+    end_after: Cell<Option<u32>>,
+    /// What `wait` returns; on Completed the hardware ends and the handler gathers its status.
+    waited: Waited,
+    /// Clearing Run does not stop the engine.
+    sticky_busy: bool,
+    /// The card left the bus when the waiter waits: every read is all ones.
+    vanish_on_wait: bool,
+    all_ones: Cell<bool>,
+    /// Removal starts while the waiter waits.
+    gone_on_wait: bool,
+    gone: Cell<bool>,
+    wedged: Cell<bool>,
+    status: Cell<u32>,
+    clock: Cell<u64>,
+    events: RefCell<Vec<Event>>,
+}
+
+impl Fake {
+    fn new(dir: Dir) -> Self {
+        Self {
+            dir,
+            log: RefCell::default(),
+            hw: Cell::new(0),
+            completed: Cell::new(0),
+            end_with: (xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED, 1),
+            end_after: Cell::new(None),
+            waited: Waited::Completed,
+            sticky_busy: false,
+            vanish_on_wait: false,
+            all_ones: Cell::new(false),
+            gone_on_wait: false,
+            gone: Cell::new(false),
+            wedged: Cell::new(false),
+            status: Cell::new(0),
+            clock: Cell::new(0),
+            events: RefCell::default(),
+        }
+    }
+    fn ch(&self, reg: usize) -> usize {
+        self.dir.channel_base() + reg
+    }
+    fn end_chain(&self) {
+        self.hw.set(self.end_with.0 & !xdma::STAT_BUSY);
+        self.completed.set(self.end_with.1);
+    }
+    fn writes(&self) -> Vec<(usize, u32)> {
+        let log = self.log.borrow();
+        log.iter()
+            .filter(|a| a.0 == 'w')
+            .map(|a| (a.1, a.2))
+            .collect()
+    }
+    fn reads_of(&self, off: usize) -> usize {
+        let log = self.log.borrow();
+        log.iter().filter(|a| a.0 == 'r' && a.1 == off).count()
+    }
+}
+
+impl Regs32 for Fake {
+    type Error = Errno;
+    fn read32(&self, offset: usize) -> Result<u32, Errno> {
+        let v = if self.all_ones.get() {
+            u32::MAX
+        } else if offset == self.ch(xdma::CH_STATUS) || offset == self.ch(xdma::CH_STATUS_RC) {
+            if let Some(n) = self.end_after.get() {
+                if n <= 1 {
+                    self.end_after.set(None);
+                    self.end_chain();
+                } else {
+                    self.end_after.set(Some(n - 1));
+                }
+            }
+            let v = self.hw.get();
+            if offset == self.ch(xdma::CH_STATUS_RC) {
+                self.hw.set(v & xdma::STAT_BUSY);
+            }
+            v
+        } else if offset == self.ch(xdma::CH_COMPLETED_COUNT) {
+            self.completed.get()
+        } else {
+            0
+        };
+        self.log.borrow_mut().push(('r', offset, v));
+        Ok(v)
+    }
+    fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
+        self.log.borrow_mut().push(('w', offset, value));
+        if offset == self.ch(xdma::CH_CONTROL) && value & xdma::CTRL_RUN != 0 {
+            self.hw.set(xdma::STAT_BUSY);
+            self.completed.set(0);
+        } else if offset == self.ch(xdma::CH_CONTROL_W1C) && !self.sticky_busy {
+            self.hw.set(self.hw.get() & !xdma::STAT_BUSY);
+        }
+        Ok(())
+    }
+}
+
+impl Platform for Fake {
+    fn dir(&self) -> Dir {
+        self.dir
+    }
+    fn gone(&self) -> bool {
+        self.gone.get()
+    }
+    fn wedged(&self) -> bool {
+        self.wedged.get()
+    }
+    fn vanished(&self) -> bool {
+        if self.all_ones.get() {
+            self.gone.set(true);
+        }
+        self.all_ones.get()
+    }
+    fn wedge(&self) {
+        assert!(!self.wedged.get(), "wedged twice");
+        self.wedged.set(true);
+    }
+    fn gated(&self, program: &mut dyn FnMut() -> Result<(), Errno>) -> Result<(), Errno> {
+        if self.gone.get() {
+            return Err(Errno::ENODEV);
+        }
+        if self.wedged.get() {
+            return Err(Errno::EIO);
+        }
+        program()
+    }
+    fn status(&self) -> u32 {
+        self.status.get()
+    }
+    fn add_status(&self, bits: u32) {
+        self.status.set(self.status.get() | bits);
+    }
+    fn rearm(&self) {
+        self.status.set(0);
+    }
+    fn wait(&self, ms: u32) -> Waited {
+        if self.gone_on_wait {
+            self.gone.set(true);
+        }
+        if self.vanish_on_wait {
+            self.all_ones.set(true);
+        }
+        match self.waited {
+            Waited::Completed => {
+                // The interrupt handler reads the status (read-to-clear) and signals.
+                self.end_chain();
+                let v = self.read32(self.ch(xdma::CH_STATUS_RC)).unwrap();
+                self.add_status(v);
+            }
+            _ => self.clock.set(self.clock.get() + u64::from(ms) * 1000),
+        }
+        self.waited
+    }
+    fn now_us(&self) -> u64 {
+        self.clock.get()
+    }
+    fn sleep_us(&self, us: u32) {
+        self.clock.set(self.clock.get() + u64::from(us));
+    }
+    fn log(&self, event: Event) {
+        self.events.borrow_mut().push(event);
+    }
+}
+
+fn chain(bytes: u64, count: usize) -> Chain {
+    Chain {
+        first: 0x1_0000_1000,
+        first_adj: 0,
+        count,
+        bytes,
+    }
+}
+
+/// One run: start, wait, finish.
+fn run(f: &Fake, wake: Wake) -> Result<u64, Errno> {
+    let mut r = Run::start(f, wake, || Ok(chain(4096, 1)))?;
+    r.wait(f);
+    r.finish(f)
+}
+
+const C2H_CH: usize = 0x1000;
+const C2H_SG: usize = 0x5000;
+
+/// The stop sequence's writes for C2H (clear Run, mask, IRQ off, halt fetch; then let fetching go).
+fn stop_writes() -> Vec<(usize, u32)> {
+    [
+        (C2H_CH + xdma::CH_CONTROL_W1C, xdma::CTRL_RUN),
+        (C2H_CH + xdma::CH_INT_MASK, 0),
+        (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1C, 1 << 1),
+        (xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1S, 1 << 16),
+        (xdma::SGDMA_COMMON + xdma::SGC_DESC_CTRL_W1C, 1 << 16),
+    ]
+    .into()
+}
+
+/// The start sequence's writes for C2H, armed or not.
+fn start_writes(irq: bool) -> Vec<(usize, u32)> {
+    let mut w: Vec<(usize, u32)> = [
+        (C2H_SG + xdma::SG_DESC_LO, 0x1000),
+        (C2H_SG + xdma::SG_DESC_HI, 1),
+        (C2H_SG + xdma::SG_DESC_ADJ, 0),
+        (C2H_CH + xdma::CH_INT_MASK, if irq { INT_MASK } else { 0 }),
+    ]
+    .into();
+    if irq {
+        w.push((xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S, 1 << 1));
+    }
+    w.push((C2H_CH + xdma::CH_CONTROL, CTRL_START));
+    w
+}
+
+#[test]
+fn done_by_interrupt_programs_in_order_and_clears_run() {
+    let f = Fake::new(Dir::C2h);
+    assert_eq!(run(&f, Wake::Irq), Ok(4096));
+    let mut want = start_writes(true);
+    // Shown idle by the status that ended it: Run and the mask cleared, no stop.
+    want.extend([
+        (C2H_CH + xdma::CH_CONTROL_W1C, xdma::CTRL_RUN),
+        (C2H_CH + xdma::CH_INT_MASK, 0),
+    ]);
+    assert_eq!(f.writes(), want);
+    assert!(!f.wedged.get() && f.events.borrow().is_empty());
+}
+
+#[test]
+fn polled_run_that_ends_is_never_armed() {
+    let f = Fake::new(Dir::C2h);
+    f.end_after.set(Some(3));
+    assert_eq!(run(&f, Wake::Poll), Ok(4096));
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_STATUS_RC), 3);
+    let w = f.writes();
+    assert_eq!(w[..5], start_writes(false)[..]);
+    assert!(!w.contains(&(C2H_CH + xdma::CH_INT_MASK, INT_MASK)));
+}
+
+#[test]
+fn polled_run_still_busy_is_armed_after_the_poll_reads() {
+    let f = Fake::new(Dir::C2h);
+    assert_eq!(run(&f, Wake::Poll), Ok(4096));
+    // The poll's reads, then the handler's one.
+    assert_eq!(
+        f.reads_of(C2H_CH + xdma::CH_STATUS_RC),
+        POLL_READS as usize + 1
+    );
+    let w = f.writes();
+    assert_eq!(
+        w[5..7],
+        [
+            (C2H_CH + xdma::CH_INT_MASK, INT_MASK),
+            (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S, 1 << 1)
+        ]
+    );
+}
+
+#[test]
+fn timeout_stops_the_engine_and_says_etimedout() {
+    let mut f = Fake::new(Dir::C2h);
+    f.waited = Waited::TimedOut;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::ETIMEDOUT));
+    let mut want = start_writes(true);
+    want.extend(stop_writes());
+    assert_eq!(f.writes(), want);
+    assert_eq!(*f.events.borrow(), [Event::Timeout { ms: 2001 }]);
+    assert!(!f.wedged.get());
+    // The next run works.
+    f.waited = Waited::Completed;
+    assert_eq!(run(&f, Wake::Irq), Ok(4096));
+}
+
+#[test]
+fn error_bits_are_the_errno_and_stop_the_engine() {
+    for (bits, e) in [
+        (xdma::STAT_READ_ERROR_UR, Errno::EIO),
+        (xdma::STAT_MAGIC_STOPPED, Errno::EPROTO),
+    ] {
+        let mut f = Fake::new(Dir::C2h);
+        f.end_with = (xdma::STAT_DESC_STOPPED | bits, 1);
+        assert_eq!(run(&f, Wake::Irq), Err(e));
+        let st = xdma::STAT_DESC_STOPPED | bits;
+        assert_eq!(*f.events.borrow(), [Event::Failed { status: st }]);
+        assert!(f.writes().ends_with(&stop_writes()));
+        assert!(!f.wedged.get());
+    }
+}
+
+#[test]
+fn short_completed_count_is_eio() {
+    let mut f = Fake::new(Dir::C2h);
+    f.end_with.1 = 0;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EIO));
+    assert_eq!(
+        *f.events.borrow(),
+        [Event::Short {
+            completed: 0,
+            count: 1
+        }]
+    );
+    assert!(f.writes().ends_with(&stop_writes()));
+}
+
+#[test]
+fn removal_mid_run_is_enodev_after_the_stop() {
+    let mut f = Fake::new(Dir::C2h);
+    f.gone_on_wait = true;
+    f.waited = Waited::TimedOut;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::ENODEV));
+    assert!(f.writes().ends_with(&stop_writes()));
+    assert!(!f.wedged.get() && f.events.borrow().is_empty());
+}
+
+#[test]
+fn card_that_left_the_bus_is_enodev_and_wedged() {
+    let mut f = Fake::new(Dir::C2h);
+    f.vanish_on_wait = true;
+    f.waited = Waited::TimedOut;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::ENODEV));
+    // All ones reads busy: the stop cannot show it idle.
+    assert!(f.wedged.get());
+    assert_eq!(*f.events.borrow(), [Event::Vanished, Event::StillBusy]);
+    // Error bits read as all ones are removal too.
+    let mut f = Fake::new(Dir::C2h);
+    f.vanish_on_wait = true;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::ENODEV));
+    assert_eq!(f.events.borrow()[0], Event::Vanished);
+}
+
+#[test]
+fn stop_that_leaves_run_set_wedges_the_card() {
+    let mut f = Fake::new(Dir::C2h);
+    f.waited = Waited::TimedOut;
+    f.sticky_busy = true;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EIO));
+    assert!(f.wedged.get());
+    assert_eq!(
+        *f.events.borrow(),
+        [Event::Timeout { ms: 2001 }, Event::StillBusy]
+    );
+    // It waited the stop's full time (after the run's timeout) before giving up.
+    assert!(f.clock.get() > 2_001_000 + STOP_TIMEOUT_US);
+    // Never started again, and the table is never built again.
+    f.log.borrow_mut().clear();
+    let r = Run::start(&f, Wake::Irq, || panic!("table written on a wedged card"));
+    assert_eq!(r.map(|_| ()), Err(Errno::EIO));
+    assert!(f.log.borrow().is_empty());
+}
+
+#[test]
+fn killed_wait_stops_the_run_unjudged() {
+    let mut f = Fake::new(Dir::C2h);
+    f.waited = Waited::Killed;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EINTR));
+    assert!(f.writes().ends_with(&stop_writes()));
+    assert!(f.events.borrow().is_empty());
+    f.gone_on_wait = true;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::ENODEV));
+}
+
+#[test]
+fn gate_refuses_a_start_after_removal_without_a_register_write() {
+    let f = Fake::new(Dir::C2h);
+    f.gone.set(true);
+    let r = Run::start(&f, Wake::Irq, || Ok(chain(4096, 1)));
+    assert_eq!(r.map(|_| ()), Err(Errno::ENODEV));
+    assert!(f.log.borrow().is_empty());
+}
+
+#[test]
+fn cancel_stops_and_wedges_only_a_busy_engine() {
+    let f = Fake::new(Dir::C2h);
+    let r = Run::start(&f, Wake::Irq, || Ok(chain(4096, 1))).unwrap();
+    assert_eq!(r.cancel(&f), Ok(()));
+    assert!(f.writes().ends_with(&stop_writes()) && !f.wedged.get());
+    let mut f = Fake::new(Dir::C2h);
+    f.sticky_busy = true;
+    let r = Run::start(&f, Wake::Irq, || Ok(chain(4096, 1))).unwrap();
+    assert_eq!(r.cancel(&f), Err(Errno::EIO));
+    assert!(f.wedged.get());
+}
+
+#[test]
+fn transfer_runs_chains_until_every_byte_moved() {
+    let f = Fake::new(Dir::C2h);
+    let mut starts = Vec::new();
+    let r = transfer(&f, 10_000, |done| {
+        starts.push(done);
+        Ok(chain((10_000 - done).min(4096), 1))
+    });
+    assert_eq!(r, Ok(()));
+    assert_eq!(starts, [0, 4096, 8192]);
+}
+
+#[test]
+fn wedged_card_never_gets_its_table_rewritten() {
+    let f = Fake::new(Dir::C2h);
+    f.wedged.set(true);
+    let r = Run::start(&f, Wake::Irq, || panic!("table written on a wedged card"));
+    assert_eq!(r.map(|_| ()), Err(Errno::EIO));
+    assert!(f.log.borrow().is_empty());
+}

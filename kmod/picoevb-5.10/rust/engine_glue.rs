@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The engine protocol for the 5.10 glue: the shared `engine` module (`kmod/logic/src/engine.rs`, the very
+//! file the 6.18 module runs) over the kernel services `engine.c` offers (`pevb_plat_*`), exported as
+//! `pevb_engine_*`. Kernel build only: the host build of the surface has no C to link against, and the
+//! protocol itself is host-tested in `kmod/logic`.
+
+use crate::chain::Chain;
+use crate::channel::Regs32;
+use crate::engine::{self, Event, Platform, Run, Waited};
+use crate::errno::Errno;
+use crate::neg;
+use crate::pipeline::Wake;
+use crate::segments::{Cursor, Segment};
+use crate::xdma::{self, Descriptor, Dir};
+use core::ffi::{c_int, c_void};
+use core::mem::{align_of, size_of};
+
+/// Event kinds of `pevb_plat_log` (`PEVB_EV_*` in logic.h).
+const EV_VANISHED: u32 = 0;
+const EV_TIMEOUT: u32 = 1;
+const EV_FAILED: u32 = 2;
+const EV_SHORT: u32 = 3;
+const EV_STILL_BUSY: u32 = 4;
+const EV_RELEASE_FAILED: u32 = 5;
+
+extern "C" {
+    // engine.c and card.c: the kernel services of one engine (`idx` 0: H2C, 1: C2H) of a card.
+    fn pevb_plat_rd(card: *mut c_void, off: u32) -> u32;
+    fn pevb_plat_wr(card: *mut c_void, off: u32, v: u32);
+    fn pevb_card_gone(card: *mut c_void) -> bool;
+    fn pevb_card_wedged(card: *mut c_void) -> bool;
+    fn pevb_card_vanished(card: *mut c_void) -> bool;
+    fn pevb_card_wedge(card: *mut c_void);
+    fn pevb_plat_gate_enter(card: *mut c_void) -> c_int;
+    fn pevb_plat_gate_exit(card: *mut c_void);
+    fn pevb_plat_status(card: *mut c_void, idx: u32) -> u32;
+    fn pevb_plat_add_status(card: *mut c_void, idx: u32, bits: u32);
+    fn pevb_plat_rearm(card: *mut c_void, idx: u32);
+    fn pevb_plat_wait(card: *mut c_void, idx: u32, ms: u32) -> c_int;
+    fn pevb_plat_now_us() -> u64;
+    fn pevb_plat_sleep_us(us: u32);
+    fn pevb_plat_log(card: *mut c_void, idx: u32, kind: u32, a: u32, b: u32);
+}
+
+/// One engine of a C `struct pevb_card`, as the protocol sees it.
+struct CEngine {
+    card: *mut c_void,
+    idx: u32,
+}
+
+// The calls below are sound for any `card` the glue passes: a live `struct pevb_card` (the callers hold a
+// reference to it) and `idx` 0 or 1 (checked in `engine()`).
+impl Regs32 for CEngine {
+    type Error = Errno;
+    fn read32(&self, offset: usize) -> Result<u32, Errno> {
+        // SAFETY: see above; the offset is inside the DMA BAR (the register map's).
+        Ok(unsafe { pevb_plat_rd(self.card, offset as u32) })
+    }
+    fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
+        // SAFETY: as above.
+        unsafe { pevb_plat_wr(self.card, offset as u32, value) };
+        Ok(())
+    }
+}
+
+impl Platform for CEngine {
+    fn dir(&self) -> Dir {
+        if self.idx == 0 {
+            Dir::H2c
+        } else {
+            Dir::C2h
+        }
+    }
+    fn gone(&self) -> bool {
+        // SAFETY: see the impl of Regs32.
+        unsafe { pevb_card_gone(self.card) }
+    }
+    fn wedged(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { pevb_card_wedged(self.card) }
+    }
+    fn vanished(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { pevb_card_vanished(self.card) }
+    }
+    fn wedge(&self) {
+        // SAFETY: as above.
+        unsafe { pevb_card_wedge(self.card) }
+    }
+    fn gated(&self, program: &mut dyn FnMut() -> Result<(), Errno>) -> Result<(), Errno> {
+        // SAFETY: as above; on 0 the gate is held until `pevb_plat_gate_exit`.
+        let r = unsafe { pevb_plat_gate_enter(self.card) };
+        if r != 0 {
+            return Err(Errno(-r));
+        }
+        let ret = program();
+        // SAFETY: the gate was entered above.
+        unsafe { pevb_plat_gate_exit(self.card) };
+        ret
+    }
+    fn status(&self) -> u32 {
+        // SAFETY: see the impl of Regs32.
+        unsafe { pevb_plat_status(self.card, self.idx) }
+    }
+    fn add_status(&self, bits: u32) {
+        // SAFETY: as above.
+        unsafe { pevb_plat_add_status(self.card, self.idx, bits) }
+    }
+    fn rearm(&self) {
+        // SAFETY: as above.
+        unsafe { pevb_plat_rearm(self.card, self.idx) }
+    }
+    fn wait(&self, ms: u32) -> Waited {
+        // SAFETY: as above.
+        match unsafe { pevb_plat_wait(self.card, self.idx, ms) } {
+            n if n > 0 => Waited::Completed,
+            0 => Waited::TimedOut,
+            _ => Waited::Killed,
+        }
+    }
+    fn now_us(&self) -> u64 {
+        // SAFETY: no argument.
+        unsafe { pevb_plat_now_us() }
+    }
+    fn sleep_us(&self, us: u32) {
+        // SAFETY: no argument.
+        unsafe { pevb_plat_sleep_us(us) }
+    }
+    fn log(&self, event: Event) {
+        let (kind, a, b) = match event {
+            Event::Vanished => (EV_VANISHED, 0, 0),
+            Event::Timeout { ms } => (EV_TIMEOUT, ms, 0),
+            Event::Failed { status } => (EV_FAILED, status, 0),
+            Event::Short { completed, count } => (EV_SHORT, completed, count),
+            Event::StillBusy => (EV_STILL_BUSY, 0, 0),
+            Event::ReleaseFailed(e) => (EV_RELEASE_FAILED, e.0 as u32, 0),
+        };
+        // SAFETY: see the impl of Regs32.
+        unsafe { pevb_plat_log(self.card, self.idx, kind, a, b) }
+    }
+}
+
+/// Words of a run's opaque state in C (`PEVB_RUN_WORDS` in logic.h).
+pub const RUN_WORDS: usize = 6;
+const _: () = assert!(size_of::<Run>() <= RUN_WORDS * 8 && align_of::<Run>() <= 8);
+
+/// A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, and the protocol's
+/// [`Run`] as opaque words.
+#[repr(C)]
+pub struct PevbRunState {
+    pub bytes: u64,
+    opaque: [u64; RUN_WORDS],
+}
+
+fn engine(card: *mut c_void, idx: u32) -> CEngine {
+    // An index other than 0 or 1 is a glue bug: a BUG() (panic), never another engine's registers.
+    assert!(idx < 2 && !card.is_null());
+    CEngine { card, idx }
+}
+
+/// Builds a chain into the table `descs[..ndescs]` (at bus address `base`) from the host buffer
+/// `segs[..nsegs]` at byte `host_off`.
+///
+/// # Safety
+/// `segs` valid for reading `nsegs` segments, `descs` for writing `ndescs` descriptors the engine does not
+/// read now.
+unsafe fn build(
+    dir: Dir,
+    segs: *const Segment,
+    nsegs: usize,
+    host_off: u64,
+    fpga: u64,
+    len: u64,
+    descs: *mut Descriptor,
+    ndescs: usize,
+    base: u64,
+) -> Result<Chain, Errno> {
+    if segs.is_null() || descs.is_null() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: caller's contract.
+    let (segs, descs) = unsafe {
+        (
+            core::slice::from_raw_parts(segs, nsegs),
+            core::slice::from_raw_parts_mut(descs, ndescs),
+        )
+    };
+    let mut cur = Cursor::new(segs);
+    cur.skip(host_off)?;
+    crate::chain::build(dir, &mut cur, len, fpga, xdma::DESC_LEN_MAX, descs, base)
+}
+
+/// Starts a chain of up to `len` bytes of `segs` (from byte `host_off`) to or from FPGA RAM at `fpga` on
+/// engine `idx`, its descriptors in the table `descs` at bus address `base`; polled (`poll`) or woken by
+/// its interrupt. On 0, `*out` is a run that must end through `pevb_engine_finish` or `_cancel`.
+///
+/// # Safety
+/// `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
+/// reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
+/// engine now: every earlier run ended), `out` for writing.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_engine_start(
+    card: *mut c_void,
+    idx: u32,
+    segs: *const Segment,
+    nsegs: usize,
+    host_off: u64,
+    fpga: u64,
+    len: u64,
+    descs: *mut Descriptor,
+    ndescs: usize,
+    base: u64,
+    poll: bool,
+    out: *mut PevbRunState,
+) -> c_int {
+    let p = engine(card, idx);
+    let wake = if poll { Wake::Poll } else { Wake::Irq };
+    let dir = p.dir();
+    // SAFETY: caller's contract.
+    let started = Run::start(&p, wake, || unsafe {
+        build(dir, segs, nsegs, host_off, fpga, len, descs, ndescs, base)
+    });
+    match started {
+        Ok(run) => {
+            let bytes = run.chain().bytes;
+            // SAFETY: `out` is valid for writing (caller's contract); the run fits its words (asserted
+            // above at compile time) and their alignment (u64) is enough.
+            unsafe {
+                (*out).bytes = bytes;
+                core::ptr::addr_of_mut!((*out).opaque)
+                    .cast::<Run>()
+                    .write(run);
+            }
+            0
+        }
+        Err(e) => neg(e),
+    }
+}
+
+/// The run in `r`.
+///
+/// # Safety
+/// `r` holds a run `pevb_engine_start` wrote and nothing ended yet.
+unsafe fn run_of<'a>(r: *mut PevbRunState) -> &'a mut Run {
+    // SAFETY: caller's contract.
+    unsafe { &mut *core::ptr::addr_of_mut!((*r).opaque).cast::<Run>() }
+}
+
+/// Waits until the run ended, its timeout passed, removal woke the waiter or a fatal signal came.
+///
+/// # Safety
+/// As `pevb_engine_start`'s `card`; `r` holds a run started on engine `idx` and not yet ended.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_engine_wait(card: *mut c_void, idx: u32, r: *mut PevbRunState) {
+    let p = engine(card, idx);
+    // SAFETY: caller's contract.
+    unsafe { run_of(r) }.wait(&p);
+}
+
+/// Judges the run and ends it: 0 (`r->bytes` moved) or a negative errno; the engine was shown idle or the
+/// card is wedged.
+///
+/// # Safety
+/// As `pevb_engine_wait`; the run is ended afterwards (`r` must not be used again).
+#[no_mangle]
+pub unsafe extern "C" fn pevb_engine_finish(
+    card: *mut c_void,
+    idx: u32,
+    r: *mut PevbRunState,
+) -> c_int {
+    let p = engine(card, idx);
+    // SAFETY: caller's contract; the run is plain data, read out once to end it.
+    let run = unsafe { core::ptr::read(run_of(r)) };
+    match run.finish(&p) {
+        Ok(_) => 0,
+        Err(e) => neg(e),
+    }
+}
+
+/// Stops a run nobody judges: 0 if shown idle, else the card is wedged and the errno says so.
+///
+/// # Safety
+/// As `pevb_engine_finish`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_engine_cancel(
+    card: *mut c_void,
+    idx: u32,
+    r: *mut PevbRunState,
+) -> c_int {
+    let p = engine(card, idx);
+    // SAFETY: caller's contract; as in `pevb_engine_finish`.
+    let run = unsafe { core::ptr::read(run_of(r)) };
+    match run.cancel(&p) {
+        Ok(()) => 0,
+        Err(e) => neg(e),
+    }
+}
+
+/// Stops engine `idx` (PG195's stop); whether it was shown idle.
+///
+/// # Safety
+/// `card` is a live `struct pevb_card` whose DMA BAR is mapped.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_engine_stop(card: *mut c_void, idx: u32) -> bool {
+    engine::stop(&engine(card, idx))
+}
+
+/// Moves `len` bytes between `segs` (from byte `host_off`) and FPGA RAM at `fpga` on engine `idx`, as few
+/// chains as the table allows, each waited for by interrupt and ended before the next.
+///
+/// # Safety
+/// As `pevb_engine_start`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_engine_transfer(
+    card: *mut c_void,
+    idx: u32,
+    segs: *const Segment,
+    nsegs: usize,
+    host_off: u64,
+    fpga: u64,
+    len: u64,
+    descs: *mut Descriptor,
+    ndescs: usize,
+    base: u64,
+) -> c_int {
+    let p = engine(card, idx);
+    let dir = p.dir();
+    // SAFETY: caller's contract, for every chain: each earlier one ended before the next is built.
+    let r = engine::transfer(&p, len, |done| unsafe {
+        build(
+            dir,
+            segs,
+            nsegs,
+            host_off + done,
+            fpga + done,
+            len - done,
+            descs,
+            ndescs,
+            base,
+        )
+    });
+    match r {
+        Ok(()) => 0,
+        Err(e) => neg(e),
+    }
+}
+
+/// Sizes C checks at probe (`PEVB_RUN_LAYOUT`): the run state's.
+#[no_mangle]
+pub static PEVB_RUN_STATE_SIZE: u32 = size_of::<PevbRunState>() as u32;
