@@ -223,31 +223,43 @@ impl engine::Platform for Platform<'_> {
     }
     fn log(&self, event: Event) {
         let (dev, dir) = (self.port.dev(), self.engine.dir);
+        // Each arm is a statement: the kernel's dev_* macros end in a semicolon, which newer rustc refuses in
+        // expression position (semicolon_in_expressions_from_non_local_macros).
         match event {
-            Event::Vanished => dev_err!(dev, "card stopped answering (surprise removal?)\n"),
-            Event::Timeout { ms } => dev_err!(
-                dev,
-                "{:?} engine: no completion after {} ms; engine reset\n",
-                dir,
-                ms
-            ),
-            Event::Failed { status: st } => dev_err!(
-                dev,
-                "{:?} engine: {} (status {:#010x})\n",
-                dir,
-                status::describe(st),
-                st
-            ),
-            Event::Short { completed, count } => dev_err!(
-                dev,
-                "{:?} engine: completed {} of {} descriptors\n",
-                dir,
-                completed,
-                count
-            ),
-            Event::StillBusy => dev_err!(dev, "{:?} engine still busy after halt\n", dir),
+            Event::Vanished => {
+                dev_err!(dev, "card stopped answering (surprise removal?)\n");
+            }
+            Event::Timeout { ms } => {
+                dev_err!(
+                    dev,
+                    "{:?} engine: no completion after {} ms; engine reset\n",
+                    dir,
+                    ms
+                );
+            }
+            Event::Failed { status: st } => {
+                dev_err!(
+                    dev,
+                    "{:?} engine: {} (status {:#010x})\n",
+                    dir,
+                    status::describe(st),
+                    st
+                );
+            }
+            Event::Short { completed, count } => {
+                dev_err!(
+                    dev,
+                    "{:?} engine: completed {} of {} descriptors\n",
+                    dir,
+                    completed,
+                    count
+                );
+            }
+            Event::StillBusy => {
+                dev_err!(dev, "{:?} engine still busy after halt\n", dir);
+            }
             Event::ReleaseFailed(e) => {
-                dev_warn!(dev, "{:?} engine: release after stop: {:?}\n", dir, kerr(e))
+                dev_warn!(dev, "{:?} engine: release after stop: {:?}\n", dir, kerr(e));
             }
         }
     }
