@@ -6,7 +6,7 @@
 #      for aarch64 (bench/cross-agent.sh)
 #   3. the `ci` rows of bench/matrix, in its order: the workspace with the oldest and newest rustc; on
 #      Linux 6.18 x86_64 the guest suite with the Jetson and the dGPU nvidia_p2p provider, under
-#      swiotlb=force, two cards without a provider, a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default
+#      swiotlb=force (the DMA, cache, pipeline and GPU-memory tests; the whole suite under it is soak's), two cards without a provider, a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default
 #      3000), the suite with the model corrupting every transfer (which must fail) and the emulated
 #      appliance (bench/appliance/); on arm64 the suite behind virtio-iommu and the Orin module with
 #      wrynose's and the newest rustc; on Linux 5.10 (Xavier) the same-logic check, the suite on arm64
