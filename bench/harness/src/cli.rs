@@ -268,36 +268,33 @@ impl ApplianceCmd {
     }
 }
 
-/// `gdr-bench run ARGS` as the runner gets it (tests).
+/// `gdr-bench SUB ARGS` (SUB `run` or `appliance`) as the runner gets it (tests).
 #[cfg(test)]
-pub(crate) fn parse_run(a: &[String]) -> Result<RunArgs, String> {
-    let argv = ["gdr-bench", "run"]
-        .iter()
-        .map(|s| s.to_string())
+fn parse_sub(sub: &str, a: &[String]) -> Result<RunArgs, String> {
+    let argv = ["gdr-bench", sub]
+        .into_iter()
+        .map(String::from)
         .chain(a.iter().cloned());
     match Cli::try_parse_from(argv)
         .map_err(|e| e.to_string())?
         .command
     {
         Command::Run(r) => r.into_run(),
+        Command::Appliance(r) => r.into_run(),
         other => panic!("{other:?}"),
     }
+}
+
+/// `gdr-bench run ARGS` as the runner gets it (tests).
+#[cfg(test)]
+pub(crate) fn parse_run(a: &[String]) -> Result<RunArgs, String> {
+    parse_sub("run", a)
 }
 
 /// `gdr-bench appliance ARGS` as the runner gets it (tests).
 #[cfg(test)]
 pub(crate) fn parse_appliance(a: &[String]) -> Result<RunArgs, String> {
-    let argv = ["gdr-bench", "appliance"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(a.iter().cloned());
-    match Cli::try_parse_from(argv)
-        .map_err(|e| e.to_string())?
-        .command
-    {
-        Command::Appliance(r) => r.into_run(),
-        other => panic!("{other:?}"),
-    }
+    parse_sub("appliance", a)
 }
 
 #[cfg(test)]
