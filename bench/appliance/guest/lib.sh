@@ -1,5 +1,6 @@
 # Helpers of the appliance's test scenarios. Every result is one console line the harness parses:
 #   TEST <name> ... ok | FAILED: <why> | skipped (<why>)
+# ok and FAILED lines end in `[<seconds> s]`: the guest time since the previous result (what CI spends).
 # and informational lines start with APPLIANCE (echoed live by gdr-bench).
 set -u
 export PATH=/usr/sbin:/usr/bin
@@ -11,9 +12,17 @@ info() { echo "APPLIANCE $*"; }
 show() { "$@" 2>&1 | sed 's/^/APPLIANCE   /'; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
-pass() { echo "TEST $1 ... ok"; T_PASS+=1; }
-fail() { echo "TEST $1 ... FAILED: ${2//$'\n'/ | }"; T_FAIL+=1; }
-skip() { echo "TEST $1 ... skipped ($2)"; T_SKIP+=1; }
+T_LAST=$T0
+# Sets TOOK to the seconds since the previous result line, one decimal (not in a subshell: it moves T_LAST).
+took() {
+  local now; now=$(uptime_s)
+  TOOK=$(awk -v a="$T_LAST" -v b="$now" 'BEGIN { printf "%.1f", b - a }')
+  T_LAST=$now
+}
+
+pass() { took; echo "TEST $1 ... ok [$TOOK s]"; T_PASS+=1; }
+fail() { took; echo "TEST $1 ... FAILED: ${2//$'\n'/ | } [$TOOK s]"; T_FAIL+=1; }
+skip() { T_LAST=$(uptime_s); echo "TEST $1 ... skipped ($2)"; T_SKIP+=1; }
 
 # check NAME CMD... : one test: CMD's success; its output (last lines) is the evidence of a failure.
 check() {

@@ -26,13 +26,24 @@ const BENIGN: [&str; 3] = [
 const MITIGATION_WORDS: [&str; 2] = ["mitigation", "vulnerab"];
 
 /// Outcome of one guest test line.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TestLine {
     pub name: String,
     /// `None` when it passed (or was skipped), else the reason.
     pub failure: Option<String>,
     /// `Some(why)` when the guest skipped it (`TEST <name> ... skipped (<why>)`): neither passed nor failed.
     pub skipped: Option<String>,
+    /// The guest's wall time for it, where the line ends in `[<seconds> s]`.
+    pub seconds: Option<f64>,
+}
+
+/// Splits a trailing `[<seconds> s]` off a test's outcome.
+fn split_seconds(outcome: &str) -> (&str, Option<f64>) {
+    outcome
+        .strip_suffix(" s]")
+        .and_then(|rest| rest.rsplit_once(" ["))
+        .and_then(|(head, secs)| Some((head.trim_end(), Some(secs.parse().ok()?))))
+        .unwrap_or((outcome, None))
 }
 
 /// One kmemleak dump printed between the init script's markers.
@@ -153,7 +164,7 @@ impl Console {
         if let Some(rest) = line.strip_prefix("TEST ")
             && let Some((name, outcome)) = rest.split_once(" ... ")
         {
-            let outcome = outcome.trim();
+            let (outcome, seconds) = split_seconds(outcome.trim());
             let (failure, skipped) = if outcome == "ok" {
                 (None, None)
             } else if let Some(why) = outcome.strip_prefix("skipped") {
@@ -171,6 +182,7 @@ impl Console {
                 name: name.trim().into(),
                 failure,
                 skipped,
+                seconds,
             });
             return Kind::Guest;
         }
@@ -265,25 +277,42 @@ mod tests {
              TEST basic::card_info ... ok\r\n\
              TEST dma::h2c_c2h_1 ... FAILED: round trip: 1 of 1 bytes differ ... really\r\n\
              TEST not a result line\r\n\
-             GUEST RESULT: 1 passed, 1 failed\r\n",
+             TEST dma::timed ... ok [12.5 s]\r\n\
+             TEST dma::timed_fail ... FAILED: short [x] [0.3 s]\r\n\
+             TEST dma::odd ... FAILED: ends [in] s]\r\n\
+             GUEST RESULT: 2 passed, 3 failed\r\n",
         );
         assert_eq!(c.seed, Some(42));
-        assert_eq!(c.tests.len(), 2);
+        assert_eq!(c.tests.len(), 5);
         assert_eq!(
             c.tests[0],
             TestLine {
                 name: "basic::card_info".into(),
                 failure: None,
                 skipped: None,
+                seconds: None,
             }
+        );
+        assert_eq!(
+            (c.tests[2].failure.as_deref(), c.tests[2].seconds),
+            (None, Some(12.5))
+        );
+        assert_eq!(
+            (c.tests[3].failure.as_deref(), c.tests[3].seconds),
+            (Some("short [x]"), Some(0.3))
+        );
+        // Not a time: the reason is kept whole.
+        assert_eq!(
+            (c.tests[4].failure.as_deref(), c.tests[4].seconds),
+            (Some("ends [in] s]"), None)
         );
         assert_eq!(c.tests[1].name, "dma::h2c_c2h_1");
         assert_eq!(
             c.tests[1].failure.as_deref(),
             Some("round trip: 1 of 1 bytes differ ... really")
         );
-        assert_eq!((c.passed(), c.failed(), c.skipped()), (1, 1, 0));
-        assert_eq!(c.guest_result, Some((1, 1, 0)));
+        assert_eq!((c.passed(), c.failed(), c.skipped()), (2, 3, 0));
+        assert_eq!(c.guest_result, Some((2, 3, 0)));
     }
 
     #[test]

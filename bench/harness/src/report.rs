@@ -280,6 +280,29 @@ pub fn figures(c: &Console, facts: &RunFacts) -> String {
     )
 }
 
+/// The `n` guest tests that took longest, where the guest timed them: where a run's minutes go.
+pub fn slowest(c: &Console, n: usize) -> Option<String> {
+    let mut timed: Vec<_> = c
+        .tests
+        .iter()
+        .filter_map(|t| Some((t.seconds?, t.name.as_str())))
+        .collect();
+    if timed.is_empty() {
+        return None;
+    }
+    let total: f64 = timed.iter().map(|(s, _)| s).sum();
+    timed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let top: Vec<_> = timed
+        .iter()
+        .take(n)
+        .map(|(s, name)| format!("{name} {s:.1} s"))
+        .collect();
+    Some(format!(
+        "SLOWEST of {total:.0} s in tests: {}",
+        top.join(", ")
+    ))
+}
+
 /// Prints failing guest tests, every check (failing ones with evidence) and the closing tally; returns
 /// whether the run succeeded.
 pub fn print(c: &Console, checks: &[Check], expect_failures: bool) -> bool {
@@ -293,6 +316,9 @@ pub fn print(c: &Console, checks: &[Check], expect_failures: bool) -> bool {
             t.name,
             t.failure.as_deref().unwrap_or_default()
         );
+    }
+    if let Some(line) = slowest(c, 5) {
+        println!("{line}");
     }
     for t in &c.tests {
         if let Some(why) = &t.skipped {
@@ -499,5 +525,17 @@ mod tests {
         assert_eq!(counter_delta(&c, "FOLL_PIN pages held "), Some(0));
         assert_eq!(number_after("x held -12, y", "held "), Some(-12));
         assert_eq!(number_after("x held", "held "), None);
+    }
+
+    #[test]
+    fn slowest_tests_by_guest_time() {
+        let c = console(
+            "TEST a ... ok [1.0 s]\nTEST b ... FAILED: x [9.5 s]\nTEST c ... ok [3.2 s]\nTEST d ... ok\n",
+        );
+        assert_eq!(
+            slowest(&c, 2).as_deref(),
+            Some("SLOWEST of 14 s in tests: b 9.5 s, c 3.2 s")
+        );
+        assert_eq!(slowest(&console("TEST a ... ok\n"), 2), None);
     }
 }

@@ -3,6 +3,7 @@
 use std::cell::RefCell;
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 use crate::dev::Device;
 use crate::kstat;
@@ -41,6 +42,20 @@ pub fn report(name: &str, r: &Result<(), String>) {
         Ok(()) => println!("TEST {name} ... ok"),
         // The reason must stay on one line for the harness's parser.
         Err(e) => println!("TEST {name} ... FAILED: {}", e.replace('\n', " | ")),
+    }
+    let _ = std::io::stdout().flush();
+}
+
+/// A result line with the test's guest wall time, `[<seconds> s]` at its end: what CI's time budget is
+/// spent on (TCG seconds, comparable only within one boot).
+pub fn report_timed(name: &str, r: &Result<(), String>, took: Duration) {
+    let t = took.as_secs_f64();
+    match r {
+        Ok(()) => println!("TEST {name} ... ok [{t:.1} s]"),
+        Err(e) => println!(
+            "TEST {name} ... FAILED: {} [{t:.1} s]",
+            e.replace('\n', " | ")
+        ),
     }
     let _ = std::io::stdout().flush();
 }
@@ -120,6 +135,7 @@ pub fn run(opts: &Options) -> i32 {
             rpc: &mut rpc,
             baseline: &baseline,
         };
+        let started = Instant::now();
         let r = panic::catch_unwind(AssertUnwindSafe(|| (t.run)(&mut ctx))).unwrap_or_else(|_| {
             let msg = PANIC
                 .with(|p| p.borrow_mut().take())
@@ -131,7 +147,7 @@ pub fn run(opts: &Options) -> i32 {
         } else {
             failed += 1
         }
-        report(&t.name, &r);
+        report_timed(&t.name, &r, started.elapsed());
     }
     let _ = panic::take_hook();
     summary(passed, failed, skipped)
