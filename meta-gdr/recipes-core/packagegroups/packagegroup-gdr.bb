@@ -11,6 +11,7 @@ inherit packagegroup
 # picoevb-mod builds the flavour the machine's kernel takes (Rust-for-Linux or L4T R35's 5.10).
 RDEPENDS:${PN} = "\
     gdr-agent \
+    libgdr-client \
     picoevb-bitstream \
     picoevb-mod \
     tegra-libraries-cuda \

@@ -1,4 +1,5 @@
 SUMMARY = "gdr-agent (PicoEVB loader, self-test, D-Bus service) and gdrctl"
+SUMMARY:libgdr-client = "gdr client library (C interface gdrpico.h)"
 DESCRIPTION = "The gdr agent, a systemd service on the system bus as org.gdr.Agent1 that programs the \
                PicoEVB FPGA (or keeps the design it carries) and self-tests it at boot, and its \
                command-line client, with the units, D-Bus policy, udev rules, sysusers/tmpfiles entries \
@@ -22,6 +23,9 @@ GDR_CRATE_REGISTRY = "${@gdr.source.crate_registry_of(d)}"
 
 CARGO_SRC_DIR = "agent"
 CARGO_LOCK_PATH = "${S}/Cargo.lock"
+# The client library's shared object too (gdr-client's cdylib, soname libgdr_client.so.1: agent/client),
+# which applications link through gdrpico.h; it is a workspace member beside the agent.
+CARGO_BUILD_FLAGS:append = " -p gdr-agent -p gdr-client"
 
 # OpenOCD (meta-oe) programs the card over JTAG; on by default where meta-oe is in the configuration.
 PACKAGECONFIG ??= "${@bb.utils.contains('BBFILE_COLLECTIONS', 'openembedded-layer', 'openocd', '', d)}"
@@ -62,6 +66,11 @@ do_install:append() {
 	install -D -m 0644 ${S}/fpga-bitstream/program/picoevb.cfg ${D}${datadir}/gdr/program/picoevb.cfg
 	install -D -m 0644 ${S}/fpga-bitstream/flash-layout.conf ${D}${datadir}/gdr/flash-layout.conf
 
+	# The C interface: the library under its soname, the link-time name and the generated header (-dev).
+	install -D -m 0755 ${B}/target/${CARGO_TARGET_SUBDIR}/libgdr_client.so ${D}${libdir}/libgdr_client.so.1
+	ln -sf libgdr_client.so.1 ${D}${libdir}/libgdr_client.so
+	install -D -m 0644 ${S}/agent/client/include/gdrpico.h ${D}${includedir}/gdrpico.h
+
 	# agent.toml ends with the emulated appliance's [[card]] table (its FPGA model's port): replace it, and
 	# the comment above it, with the Jetson's one card.
 	conf=${D}${sysconfdir}/gdr/agent.toml
@@ -83,6 +92,11 @@ do_install:append() {
 cannot program the card and serves the design it carries."
 	fi
 }
+
+# Applications depend on the library alone (RDEPENDS on libgdr-client, or the soname through shlibs), not
+# on the agent; libgdr-client-dev (gdr-agent-dev's files: the header and libgdr_client.so) is for building them.
+PACKAGES =+ "libgdr-client"
+FILES:libgdr-client += "${libdir}/libgdr_client.so.1"
 
 FILES:${PN} += "\
     ${libexecdir}/gdr \
