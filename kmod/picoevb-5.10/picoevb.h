@@ -198,6 +198,7 @@ int pevb_p2p_init(void);
 void pevb_p2p_exit(void);
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device);
+bool pevb_sync_needed(struct device *dev, dma_addr_t addr);
 int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,

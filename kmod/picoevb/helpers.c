@@ -263,18 +263,7 @@ struct pevb_pin *pevb_cpin_pin(struct pevb_cpin *p)
 	return p->pin;
 }
 
-/*
- * Hands the bytes [offset, offset + len) of the buffer to the device (before a DMA) or back to the CPU
- * (after a C2H), in the request's direction: only what the request touches, so a C2H never overwrites
- * (swiotlb) or invalidates (a non-coherent cache) the CPU's writes to the rest of a cached buffer, which
- * may be another buffer merged into it. Exact bytes, not rounded to cache lines: the architecture handles
- * partial lines at the edges (arm64 cleans and invalidates them), and swiotlb would copy stale bytes over
- * a neighbour's. Synced per mapped segment in page pieces (pevb_sync_pieces: behind an IOMMU a segment's
- * pages are not physically contiguous), and only where the DMA API says a sync does something
- * (dma_need_sync: a non-coherent device or a bounce buffer): DMA-API debug matches a partial sync to the
- * one mapping that contains it, and finds none when two mappings of one page share their addresses (no
- * IOMMU, no bounce buffer), which is exactly where a sync does nothing.
- */
+/* The request's window of a cached pin, for the device or back for the CPU: pevb_pin_sync_window (pin.c). */
 void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
 	pevb_pin_sync_window(p->pin, offset, len, to_device, for_device);

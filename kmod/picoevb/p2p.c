@@ -74,6 +74,7 @@
 #include <linux/dma-direction.h>
 #include <linux/dma-mapping.h>
 #include <linux/errno.h>
+#include <linux/iommu.h>
 #include <linux/list.h>
 #include <linux/lockdep.h>
 #include <linux/mmu_notifier.h>
@@ -123,6 +124,7 @@ void pevb_p2p_unmap_device(struct pevb_p2p *p);
 void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device);
+bool pevb_sync_needed(struct device *dev, dma_addr_t addr);
 
 #ifdef GDR_P2P_DGPU
 #define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
@@ -781,6 +783,63 @@ void pevb_p2p_unmap_device(struct pevb_p2p *p)
 }
 
 /*
+ * Bench switch (docs/driver.md, "Bench switches"): check_syncs=1 proves that every piece
+ * pevb_sync_pieces hands to dma_sync_single_* is physically contiguous behind an IOMMU, i.e. that the
+ * sync cleans or invalidates exactly the pages the card reads or writes (iommu_iova_to_phys at both ends
+ * of the piece). A piece that is not counts in syncs_wrong and WARNs (a splat the harness fails on). With
+ * the switch on, syncs also run where dma_need_sync() says they do nothing (a coherent device: the
+ * bench's arm64 guest and a Jetson), so that the check sees every window a non-coherent device would sync.
+ */
+static bool check_syncs;
+module_param(check_syncs, bool, 0644);
+MODULE_PARM_DESC(check_syncs, "test only: check behind an IOMMU that every DMA sync piece is physically contiguous");
+static atomic_long_t pevb_syncs_checked = ATOMIC_LONG_INIT(0);
+static atomic_long_t pevb_syncs_wrong = ATOMIC_LONG_INIT(0);
+
+static int pevb_counter_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%ld\n", atomic_long_read((atomic_long_t *)kp->arg));
+}
+
+static const struct kernel_param_ops pevb_counter_ops = {
+	.get = pevb_counter_get,
+};
+module_param_cb(syncs_checked, &pevb_counter_ops, &pevb_syncs_checked, 0444);
+MODULE_PARM_DESC(syncs_checked, "sync pieces check_syncs has checked");
+module_param_cb(syncs_wrong, &pevb_counter_ops, &pevb_syncs_wrong, 0444);
+MODULE_PARM_DESC(syncs_wrong, "sync pieces check_syncs found physically discontiguous");
+
+/* The IOMMU domain translating @dev's DMA, or NULL (none, or an identity one: bus address = physical). */
+static struct iommu_domain *pevb_translating_domain(struct device *dev)
+{
+	struct iommu_domain *dom = iommu_get_domain_for_dev(dev);
+
+	return dom && dom->type != IOMMU_DOMAIN_IDENTITY ? dom : NULL;
+}
+
+/* Whether [addr, ...) of @dev needs a sync: where the DMA API says so, and everywhere check_syncs checks. */
+bool pevb_sync_needed(struct device *dev, dma_addr_t addr)
+{
+	return dma_need_sync(dev, addr) || (READ_ONCE(check_syncs) && pevb_translating_domain(dev));
+}
+
+static void pevb_check_piece(struct device *dev, dma_addr_t addr, u64 n)
+{
+	struct iommu_domain *dom = pevb_translating_domain(dev);
+	phys_addr_t first, last;
+
+	if (!dom)
+		return;
+	first = iommu_iova_to_phys(dom, addr);
+	last = iommu_iova_to_phys(dom, addr + n - 1);
+	atomic_long_inc(&pevb_syncs_checked);
+	if (WARN_ONCE(!first || last != first + n - 1,
+		      "picoevb: a DMA sync of %pad+%llu spans discontiguous pages (%pa .. %pa)\n",
+		      &addr, n, &first, &last))
+		atomic_long_inc(&pevb_syncs_wrong);
+}
+
+/*
  * Syncs [addr, addr + len) of one DMA segment for the CPU or for the device, in pieces that never cross a
  * 4 KiB boundary of the bus address. Behind an IOMMU a segment is contiguous in IOVA only: the pages behind
  * it may lie anywhere, and dma_sync_single_* translates the start alone (iommu_dma_sync_single_for_*:
@@ -797,6 +856,8 @@ void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_dat
 	while (len) {
 		u64 n = min_t(u64, len, SZ_4K - (addr & (SZ_4K - 1)));
 
+		if (READ_ONCE(check_syncs))
+			pevb_check_piece(dev, addr, n);
 		if (for_device)
 			dma_sync_single_for_device(dev, addr, n, dir);
 		else
@@ -825,7 +886,7 @@ void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
 		u64 n = min(p->segs[i].len, len);
 
 		/* Only where it does something: see pevb_pin_sync_window (pin.c) for why. */
-		if (dma_need_sync(p->dev, p->segs[i].addr))
+		if (pevb_sync_needed(p->dev, p->segs[i].addr))
 			pevb_sync_pieces(p->dev, p->segs[i].addr, n, dir, for_device);
 		len -= n;
 	}

@@ -54,6 +54,7 @@ int pevb_user_pfns(u64 uaddr, u64 len, u64 *out, unsigned long n);
 /* p2p.c */
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device);
+bool pevb_sync_needed(struct device *dev, dma_addr_t addr);
 
 /* An sg_table over @n pages, physically contiguous ones merged up to @max_seg bytes. */
 static int pevb_sg_from_pages(struct sg_table *sgt, struct page **pages, unsigned long n, unsigned int off,
@@ -318,7 +319,7 @@ void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_devic
 		u64 seg = sg_dma_len(sg), from = max(at, offset), to = min(at + seg, end);
 		dma_addr_t a = sg_dma_address(sg) + (from - at);
 
-		if (from < to && dma_need_sync(p->dev, a))
+		if (from < to && pevb_sync_needed(p->dev, a))
 			pevb_sync_pieces(p->dev, a, to - from, dir, for_device);
 		at += seg;
 		if (at >= end)
