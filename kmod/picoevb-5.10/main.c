@@ -115,6 +115,13 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		pdev->dev.dma_parms = &pdev->dma_parms;
 	dma_set_max_seg_size(&pdev->dev, min_t(size_t, REGS.desc_len_max & ~0xfffu,
 					       dma_max_mapping_size(&pdev->dev)));
+	/* Every register the driver reads lies below these sizes (6.18 checks the same in iomap_region_sized). */
+	if (pci_resource_len(pdev, REGS.bar_user) < REGS.bar_user_size ||
+	    pci_resource_len(pdev, REGS.bar_dma) < REGS.bar_dma_size) {
+		dev_err(&pdev->dev, "BAR%u or BAR%u is shorter than the PicoEVB design's (%u, %u bytes)\n",
+			REGS.bar_user, REGS.bar_dma, REGS.bar_user_size, REGS.bar_dma_size);
+		return -ENODEV;
+	}
 	ret = pcim_iomap_regions(pdev, BIT(REGS.bar_user) | BIT(REGS.bar_dma), "picoevb");
 	if (ret)
 		return ret;

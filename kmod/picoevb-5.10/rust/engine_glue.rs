@@ -9,6 +9,7 @@ use crate::chain::Chain;
 use crate::channel::Regs32;
 use crate::engine::{self, Event, Platform, Run, Waited};
 use crate::errno::Errno;
+use crate::ids;
 use crate::neg;
 use crate::pipeline::Wake;
 use crate::segments::{Cursor, Segment};
@@ -49,17 +50,28 @@ struct CEngine {
     idx: u32,
 }
 
+/// `offset` as the C accessors take it, if a 32-bit register there lies inside the DMA BAR: probe
+/// (`main.c`) refuses a card whose BAR is shorter than `BAR_DMA_SIZE` and maps it whole.
+fn dma_bar_offset(offset: usize) -> Result<u32, Errno> {
+    match offset.checked_add(4) {
+        Some(end) if end <= ids::BAR_DMA_SIZE && offset % 4 == 0 => Ok(offset as u32),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
 // The calls below are sound for any `card` the glue passes: a live `struct pevb_card` (the callers hold a
 // reference to it) and `idx` 0 or 1 (checked in `engine()`).
 impl Regs32 for CEngine {
     type Error = Errno;
     fn read32(&self, offset: usize) -> Result<u32, Errno> {
-        // SAFETY: see above; the offset is inside the DMA BAR (the register map's).
-        Ok(unsafe { pevb_plat_rd(self.card, offset as u32) })
+        let off = dma_bar_offset(offset)?;
+        // SAFETY: see above; `off` is an aligned register inside the mapped DMA BAR (dma_bar_offset).
+        Ok(unsafe { pevb_plat_rd(self.card, off) })
     }
     fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
-        // SAFETY: as above.
-        unsafe { pevb_plat_wr(self.card, offset as u32, value) };
+        let off = dma_bar_offset(offset)?;
+        // SAFETY: as in read32.
+        unsafe { pevb_plat_wr(self.card, off, value) };
         Ok(())
     }
 }
