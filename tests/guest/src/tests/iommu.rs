@@ -258,5 +258,6 @@ fn checked_syncs(ctx: &mut Ctx) -> TestResult {
         wrong == 0,
         "{wrong} sync piece(s) spanned physically discontiguous pages ({checked} checked)"
     );
+    println!("GUEST SYNCS {checked} pieces checked against the IOMMU, each one physical run");
     Ok(())
 }
