@@ -53,16 +53,16 @@ struct Fail {
     retry: bool,
 }
 
-fn fatal(reason: impl Into<String>) -> Fail {
+fn fatal(reason: impl std::fmt::Display) -> Fail {
     Fail {
-        reason: reason.into(),
+        reason: reason.to_string(),
         retry: false,
     }
 }
 
-fn transient(reason: impl Into<String>) -> Fail {
+fn transient(reason: impl std::fmt::Display) -> Fail {
     Fail {
-        reason: reason.into(),
+        reason: reason.to_string(),
         retry: true,
     }
 }
@@ -295,7 +295,7 @@ impl Machine {
         self.note(&format!("{why}: rescanning"));
         let back = match &record {
             Ok(r) => self.relink(&r.pci),
-            Err(_) => self.pci.rescan(),
+            Err(_) => self.pci.rescan().map_err(|e| e.to_string()),
         };
         back.map_err(|e| (Stage::Relink, format!("{why}; it did not come back: {e}")))?;
         journal::clear(&file).map_err(|e| (Stage::Relink, e.to_string()))
@@ -330,7 +330,10 @@ impl Machine {
         if self.pci.driver(bdf).as_deref() != Some(DRIVER) {
             return Err(format!("driver '{DRIVER}' not bound to {bdf}"));
         }
-        let info = self.node.abi_info(&self.node())?;
+        let info = self
+            .node
+            .abi_info(&self.node())
+            .map_err(|e| e.to_string())?;
         let id = Identity {
             design_version: info.design_version,
             build_hash: info.build_hash,
@@ -484,7 +487,7 @@ impl Machine {
                 if self.pci.driver(bdf).as_deref() == Some(DRIVER) {
                     match self.node.abi_info(&self.node()) {
                         Ok(_) => return Ok(()),
-                        Err(e) => why = e,
+                        Err(e) => why = e.to_string(),
                     }
                 }
                 self.sleep.sleep(Duration::from_millis(100));
@@ -500,7 +503,7 @@ impl Machine {
         let now = selftest::now();
         let result = match self.tester.run(&self.node()) {
             Ok(m) => selftest::judge(now, m, &self.config.selftest),
-            Err(e) => SelfTestResult::error(now, e),
+            Err(e) => SelfTestResult::error(now, e.to_string()),
         };
         if result.reason == selftest::BUSY {
             return result;

@@ -144,11 +144,8 @@ fn forward(
 /// Whether the bus connection is up and the object server answers: a `Peer.Ping` to the agent itself goes
 /// through the bus daemon and the connection's executor, which serves every method. Bounded by the
 /// connection's method timeout.
-pub fn alive(conn: &Connection) -> Result<(), String> {
-    let me = conn
-        .unique_name()
-        .ok_or("no unique name on the bus")?
-        .to_owned();
+pub fn alive(conn: &Connection) -> Result<(), Unreachable> {
+    let me = conn.unique_name().ok_or(Unreachable::NoName)?.to_owned();
     conn.call_method(
         Some(me),
         MANAGER_PATH,
@@ -157,5 +154,14 @@ pub fn alive(conn: &Connection) -> Result<(), String> {
         &(),
     )
     .map(drop)
-    .map_err(|e| format!("the agent does not answer on the bus: {e}"))
+    .map_err(Unreachable::NoAnswer)
+}
+
+/// Why the agent cannot reach itself on the bus.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    #[error("no unique name on the bus")]
+    NoName,
+    #[error("the agent does not answer on the bus: {0}")]
+    NoAnswer(#[source] zbus::Error),
 }

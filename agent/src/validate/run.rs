@@ -5,7 +5,7 @@ use gdr_client::api::CardStatus;
 use gdr_client::{Agent, Device};
 
 use super::dma::{self, Direction};
-use super::judge::{self, IdExpect};
+use super::judge::{self, IdExpect, NoExpectation};
 use super::link::{self, Link};
 use super::options::Options;
 use super::report::{Check, Report};
@@ -39,9 +39,9 @@ impl From<&CardStatus> for AgentDesign {
 }
 
 /// What the ID block is compared with: `--manifest DIR`, else the manifest the agent loaded.
-fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, String> {
+fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, NoExpectation> {
     if let Some(dir) = &opts.manifest {
-        let m = Manifest::load(dir).map_err(|e| e.to_string())?;
+        let m = Manifest::load(dir)?;
         return Ok(IdExpect {
             expected: m.expected,
             golden: m.golden,
@@ -49,14 +49,10 @@ fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, String> {
         });
     }
     if agent.loader == "none" {
-        return Err(
-            "the agent has no bitstream configured (loader 'none'): nothing to compare \
-                    with; --manifest DIR compares with a bitstream folder's"
-                .into(),
-        );
+        return Err(NoExpectation::LoaderNone);
     }
     if agent.expected_version == 0 {
-        return Err("the agent has no manifest loaded: --manifest DIR compares with one".into());
+        return Err(NoExpectation::NoManifest);
     }
     Ok(IdExpect {
         expected: Identity {
@@ -93,15 +89,12 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
         Err(e) => return Err(cannot("RAM_OWNER", e)),
     }
     let info = dev.abi_info();
-    let live = info
-        .as_ref()
-        .map(|i| Identity {
-            design_version: i.design_version,
-            build_hash: i.build_hash,
-        })
-        .map_err(|e| e.to_string());
+    let live = info.as_ref().map(|i| Identity {
+        design_version: i.design_version,
+        build_hash: i.build_hash,
+    });
     let want = id_expect(opts, &AgentDesign::from(&status));
-    checks.push(judge::id_block(live, want.as_ref().map_err(String::as_str)));
+    checks.push(judge::id_block(live, want.as_ref()));
     let ram = match &info {
         Ok(i) => i.fpga_ram_size,
         Err(_) => {
@@ -123,34 +116,21 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
 /// The host-memory DMA checks.
 fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
     let t = &opts.thresholds;
-    let s = |e: gdr_client::Error| e.to_string();
-    let integrity = dma::integrity(dev, ram, (1 << 20) + 3).map_err(s);
-    let bw = |dir| dma::bandwidth(dev, dir, ram, opts.iterations).map_err(s);
+    let integrity = dma::integrity(dev, ram, (1 << 20) + 3);
+    let bw = |dir| dma::bandwidth(dev, dir, ram, opts.iterations);
     let (h2c, c2h, rt) = (
         bw(Direction::H2c),
         bw(Direction::C2h),
         bw(Direction::RoundTrip),
     );
-    let lat = dma::latency(dev, opts.latency_bytes.min(ram), opts.latency_samples).map_err(s);
+    let lat = dma::latency(dev, opts.latency_bytes.min(ram), opts.latency_samples);
     vec![
-        judge::integrity(integrity.as_ref().map_err(Clone::clone)),
-        judge::bandwidth(
-            "h2c-bandwidth",
-            h2c.as_ref().map_err(Clone::clone),
-            t.min_h2c_mbps,
-        ),
-        judge::bandwidth(
-            "c2h-bandwidth",
-            c2h.as_ref().map_err(Clone::clone),
-            t.min_c2h_mbps,
-        ),
-        judge::bandwidth(
-            "round-trip",
-            rt.as_ref().map_err(Clone::clone),
-            t.min_round_trip_mbps,
-        ),
+        judge::integrity(integrity.as_ref()),
+        judge::bandwidth("h2c-bandwidth", h2c.as_ref(), t.min_h2c_mbps),
+        judge::bandwidth("c2h-bandwidth", c2h.as_ref(), t.min_c2h_mbps),
+        judge::bandwidth("round-trip", rt.as_ref(), t.min_round_trip_mbps),
         judge::latency(
-            lat.as_deref().map_err(Clone::clone),
+            lat.as_deref(),
             opts.latency_bytes.min(ram),
             t.max_latency_us,
         ),
@@ -226,17 +206,21 @@ mod tests {
         assert_eq!(w.expected.build_hash, 7);
         assert_eq!(w.source, "the agent's manifest");
         let none = design("none", 0, 0);
-        assert!(id_expect(&o, &none).unwrap_err().contains("loader 'none'"));
+        assert!(matches!(
+            id_expect(&o, &none),
+            Err(NoExpectation::LoaderNone)
+        ));
         let unloaded = design("model", 0, 0);
-        assert!(
-            id_expect(&o, &unloaded)
-                .unwrap_err()
-                .contains("no manifest")
-        );
+        assert!(matches!(
+            id_expect(&o, &unloaded),
+            Err(NoExpectation::NoManifest)
+        ));
         let o = Options {
             manifest: Some("/nonexistent".into()),
             ..Options::default()
         };
-        assert!(id_expect(&o, &none).unwrap_err().contains("cannot read"));
+        let e = id_expect(&o, &none).unwrap_err();
+        assert!(matches!(e, NoExpectation::Manifest(_)), "{e}");
+        assert!(e.to_string().contains("cannot read"), "{e}");
     }
 }
