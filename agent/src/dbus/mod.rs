@@ -1,11 +1,13 @@
 //! The D-Bus face of the agent (zbus): it only adapts [`crate::daemon::Agent`]. One file per interface
 //! and version (`manager_2`, `card_2`: version 2, typed; version 1 returned JSON in strings and is gone);
 //! a later, incompatible version gets a new interface name and new files, and errors are mapped in one
-//! place (`errors`). The values it returns are `gdr_client::api`'s types, which the client's proxies read.
+//! place (`errors`). The values it returns are `gdr_client::api`'s types, which the client's proxies read;
+//! the agent's own types become them in one place (`wire`).
 
 pub mod card_2;
 pub mod errors;
 pub mod manager_2;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
