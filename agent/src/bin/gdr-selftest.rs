@@ -48,10 +48,10 @@ enum Memory {
     Host,
 }
 
-fn bytes(s: &str) -> Result<u64, String> {
+fn bytes(s: &str) -> Result<u64, &'static str> {
     match s.parse() {
         Ok(b) if b > 0 && b % 4 == 0 => Ok(b),
-        _ => Err("a positive multiple of 4".into()),
+        _ => Err("a positive multiple of 4"),
     }
 }
 
@@ -79,11 +79,13 @@ fn main() -> ExitCode {
 }
 
 fn selftest(device: &std::path::Path, bytes: u64, memory: Memory) -> ExitCode {
+    use gdr_agent::config::Memory as M;
     let memory = match memory {
-        Memory::Auto => "auto",
-        Memory::Cuda => "cuda",
-        Memory::Host => "host",
+        Memory::Auto => M::Auto,
+        Memory::Cuda => M::Cuda,
+        Memory::Host => M::Host,
     };
+    use gdr_agent::selftest::child::ChildError;
     match gdr_agent::selftest::child::run(device, bytes, memory) {
         Ok(m) => {
             println!(
@@ -92,7 +94,7 @@ fn selftest(device: &std::path::Path, bytes: u64, memory: Memory) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) if e == gdr_agent::selftest::BUSY => {
+        Err(e @ ChildError::Busy) => {
             eprintln!("gdr-selftest: {e}");
             ExitCode::from(gdr_agent::selftest::BUSY_EXIT as u8)
         }
@@ -100,7 +102,7 @@ fn selftest(device: &std::path::Path, bytes: u64, memory: Memory) -> ExitCode {
     }
 }
 
-fn fail(e: &str) -> ExitCode {
+fn fail(e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("gdr-selftest: {e}");
     ExitCode::FAILURE
 }

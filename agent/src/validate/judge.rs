@@ -4,6 +4,11 @@ use super::dma::{Integrity, Throughput};
 use super::report::{Check, Verdict};
 use crate::manifest::{Identity, ManifestError};
 use crate::selftest::Measurement;
+use crate::selftest::child::ChildError;
+use crate::selftest::gpu::Unavailable;
+
+/// The GPU-memory path's run: `Err` where CUDA is not here, else the self-test child's outcome.
+pub type GpuRun = Result<Result<Measurement, ChildError>, Unavailable>;
 
 /// A failed ioctl on the card's fd (what was attempted and the errno).
 type DevError = gdr_client::Error;
@@ -256,7 +261,7 @@ pub fn latency(samples_ns: Result<&[u64], &DevError>, bytes: usize, max_us: f64)
 
 /// The GPU-memory path: `Err(why)` where CUDA is not here (a skip that says why), else the self-test
 /// child's measurement of CUDA memory through the card.
-pub fn gpu_path(m: Result<Result<Measurement, String>, String>, t: &Thresholds) -> Check {
+pub fn gpu_path(m: GpuRun, t: &Thresholds) -> Check {
     let m = match m {
         Err(why) => {
             return Check::skip(
@@ -268,7 +273,7 @@ pub fn gpu_path(m: Result<Result<Measurement, String>, String>, t: &Thresholds) 
             return Check::new("gpu-path", Verdict::Fail)
                 .measured("failed")
                 .expected("every word back")
-                .detail(e);
+                .detail(e.to_string());
         }
         Ok(Ok(m)) => m,
     };
@@ -454,7 +459,7 @@ mod tests {
     #[test]
     fn the_gpu_path_is_skipped_without_cuda_and_judged_with_it() {
         let t = Thresholds::default();
-        let c = gpu_path(Err("libcuda not found".into()), &t);
+        let c = gpu_path(Err(Unavailable::NoLibcuda), &t);
         assert_eq!(c.verdict, Verdict::Skip);
         assert!(c.detail.contains("libcuda not found"), "{}", c.detail);
         let mut m = Measurement {
@@ -478,9 +483,12 @@ mod tests {
         let c = gpu_path(Ok(Ok(m)), &t);
         assert_eq!(c.verdict, Verdict::Fail);
         assert!(c.detail.contains("2 word(s) differ"), "{}", c.detail);
-        assert_eq!(
-            gpu_path(Ok(Err("PIN_CUDA: EINVAL".into())), &t).verdict,
-            Verdict::Fail
-        );
+        let refused = ChildError::Card(DevError::Os {
+            op: "PIN_CUDA",
+            errno: libc::EINVAL,
+        });
+        let c = gpu_path(Ok(Err(refused)), &t);
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert_eq!(c.detail, "PIN_CUDA: Invalid argument (os error 22)");
     }
 }

@@ -41,37 +41,37 @@ impl Default for Options {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OrAny<T>(pub Option<T>);
 
-fn or_any<T: FromStr>(s: &str, check: impl Fn(&T) -> bool) -> Result<OrAny<T>, String> {
+fn or_any<T: FromStr>(s: &str, check: impl Fn(&T) -> bool) -> Result<OrAny<T>, &'static str> {
     if s == "any" {
         return Ok(OrAny(None));
     }
     match s.parse() {
         Ok(v) if check(&v) => Ok(OrAny(Some(v))),
-        _ => Err("not a non-negative number or 'any'".into()),
+        _ => Err("not a non-negative number or 'any'"),
     }
 }
 
-fn speed(s: &str) -> Result<OrAny<f64>, String> {
+fn speed(s: &str) -> Result<OrAny<f64>, &'static str> {
     or_any(s, |x: &f64| x.is_finite() && *x >= 0.0)
 }
 
-fn width(s: &str) -> Result<OrAny<u32>, String> {
+fn width(s: &str) -> Result<OrAny<u32>, &'static str> {
     or_any(s, |_| true)
 }
 
 /// A rate or time floor: finite and not negative.
-fn non_negative(s: &str) -> Result<f64, String> {
+fn non_negative(s: &str) -> Result<f64, &'static str> {
     match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err("not a non-negative number".into()),
+        _ => Err("not a non-negative number"),
     }
 }
 
 /// `0` or `card0`.
-fn card_index(s: &str) -> Result<u32, String> {
+fn card_index(s: &str) -> Result<u32, &'static str> {
     s.trim_start_matches("card")
         .parse()
-        .map_err(|_| "not a card number (0, card0)".into())
+        .map_err(|_| "not a card number (0, card0)")
 }
 
 /// `gdrctl validate`'s own arguments; each threshold left out keeps its default (docs/agent.md,

@@ -139,7 +139,7 @@ fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
 
 /// CUDA memory through the card as the self-test moves it (the path CUDA and the driver support), or why
 /// there is no CUDA here.
-fn gpu(dev: &Device, ram: usize) -> Result<Result<crate::selftest::Measurement, String>, String> {
+fn gpu(dev: &Device, ram: usize) -> judge::GpuRun {
     if let Some(why) = crate::selftest::gpu::unavailable() {
         return Err(why);
     }
