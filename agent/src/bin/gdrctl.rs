@@ -211,7 +211,7 @@ fn validate(
     global: Option<CardSel>,
     args: &gdr_agent::validate::options::ValidateArgs,
 ) -> Result<ExitCode, Failure> {
-    use gdr_agent::validate::{self, CouldNotRun, EXIT_COULD_NOT_RUN, Options};
+    use gdr_agent::validate::{self, EXIT_COULD_NOT_RUN, Options};
     let mut opts = args.options();
     let could_not_run = |opts: &Options, why: String| {
         if json {
@@ -249,7 +249,7 @@ fn validate(
             Out { json }.line(&r.table(), r.json());
             Ok(ExitCode::from(r.exit_code()))
         }
-        Err(CouldNotRun(why)) => could_not_run(&opts, why),
+        Err(why) => could_not_run(&opts, why.to_string()),
     }
 }
 

@@ -13,11 +13,29 @@ use crate::manifest::{Identity, Manifest};
 
 /// Why validation could not run at all (exit 2): no agent, no such card, not ready, access denied, the
 /// card RAM held by an application.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CouldNotRun(pub String);
-
-fn cannot(what: &str, e: impl std::fmt::Display) -> CouldNotRun {
-    CouldNotRun(format!("{what}: {e}"))
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CouldNotRun {
+    #[error("card{card} status: {source}")]
+    Status {
+        card: u32,
+        source: gdr_client::Error,
+    },
+    /// `stage`: where the agent says the card is.
+    #[error("card{card} ({stage}) could not be opened: {source}")]
+    Open {
+        card: u32,
+        stage: &'static str,
+        source: gdr_client::Error,
+    },
+    /// An application holds the card RAM.
+    #[error("{}", crate::selftest::BUSY)]
+    Busy,
+    #[error("RAM_OWNER: {0}")]
+    Claim(#[source] gdr_client::Error),
+    #[error("CARD_INFO: {0}")]
+    CardInfo(#[source] gdr_client::Error),
+    #[error("the driver reports {0} bytes of card RAM")]
+    RamSize(u64),
 }
 
 /// What the agent says of the card's design: its loader and the manifest's ID block (0: none loaded).
@@ -69,24 +87,23 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
     let card = opts.card;
     let status = agent
         .status(card)
-        .map_err(|e| cannot(&format!("card{card} status"), e))?;
+        .map_err(|source| CouldNotRun::Status { card, source })?;
     let pci = status.pci.clone();
     let mut checks = Vec::new();
 
     let l = Link::read(&opts.sysfs, &pci);
     checks.push(link::judge(l.as_ref(), opts.thresholds.link, &pci));
 
-    let dev = agent.open(card).map_err(|e| {
-        cannot(
-            &format!("card{card} ({}) could not be opened", status.stage.name()),
-            e,
-        )
+    let dev = agent.open(card).map_err(|source| CouldNotRun::Open {
+        card,
+        stage: status.stage.name(),
+        source,
     })?;
     // Never over an application's data: the RAM is ours until the fd closes, or nothing runs.
     match dev.claim_ram() {
         Ok(true) => {}
-        Ok(false) => return Err(CouldNotRun(crate::selftest::BUSY.into())),
-        Err(e) => return Err(cannot("RAM_OWNER", e)),
+        Ok(false) => return Err(CouldNotRun::Busy),
+        Err(e) => return Err(CouldNotRun::Claim(e)),
     }
     let info = dev.abi_info();
     let live = info.as_ref().map(|i| Identity {
@@ -99,14 +116,14 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
         Ok(i) => i.fpga_ram_size,
         Err(_) => {
             dev.card_info()
-                .map_err(|e| cannot("CARD_INFO", e))?
+                .map_err(CouldNotRun::CardInfo)?
                 .fpga_ram_size
         }
     };
     let ram = usize::try_from(ram)
         .ok()
         .filter(|r| (4096..=1 << 30).contains(r))
-        .ok_or_else(|| CouldNotRun(format!("the driver reports {ram} bytes of card RAM")))?;
+        .ok_or(CouldNotRun::RamSize(ram))?;
 
     checks.extend(measure(&dev, ram, opts));
     checks.push(judge::gpu_path(gpu(&dev, ram), &opts.thresholds));
@@ -222,5 +239,32 @@ mod tests {
         let e = id_expect(&o, &none).unwrap_err();
         assert!(matches!(e, NoExpectation::Manifest(_)), "{e}");
         assert!(e.to_string().contains("cannot read"), "{e}");
+    }
+
+    /// The words `gdrctl validate` prints and puts in its JSON `error` (exit 2).
+    #[test]
+    fn could_not_run_says_why() {
+        let e = CouldNotRun::Open {
+            card: 7,
+            stage: "pending",
+            source: gdr_client::Error::NoSuchCard("card7".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "card7 (pending) could not be opened: no such card: card7"
+        );
+        let e = CouldNotRun::Status {
+            card: 7,
+            source: gdr_client::Error::AgentNotRunning,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("card7 status: the gdr agent is not running")
+        );
+        assert_eq!(CouldNotRun::Busy.to_string(), crate::selftest::BUSY);
+        assert_eq!(
+            CouldNotRun::RamSize(12).to_string(),
+            "the driver reports 12 bytes of card RAM"
+        );
     }
 }
