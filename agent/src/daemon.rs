@@ -24,6 +24,24 @@ use crate::selftest::runner::ChildTester;
 use crate::selftest::{self, SelfTestResult, history};
 use crate::sys::helper::Helper;
 
+/// The card operations that stopped making progress: (card index, what and for how long).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stalled(pub Vec<(usize, String)>);
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (n, (i, why)) in self.0.iter().enumerate() {
+            if n > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "card{i}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Stalled {}
+
 /// Why an operation was refused or failed. The D-Bus layer maps each to one error name.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AgentError {
@@ -430,17 +448,17 @@ impl Agent {
     }
 
     /// Whether every card operation makes progress; else which is hung.
-    pub fn progress(&self) -> Result<(), String> {
-        let stalled: Vec<String> = self
+    pub fn progress(&self) -> Result<(), Stalled> {
+        let cards: Vec<(usize, String)> = self
             .slots
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.beat.stalled().map(|why| format!("card{i}: {why}")))
+            .filter_map(|(i, s)| s.beat.stalled().map(|why| (i, why)))
             .collect();
-        if stalled.is_empty() {
+        if cards.is_empty() {
             Ok(())
         } else {
-            Err(stalled.join("; "))
+            Err(Stalled(cards))
         }
     }
 
@@ -521,10 +539,10 @@ impl Agent {
             let now = selftest::now();
             let r = match tester.run_bytes(&node, b.into()) {
                 Ok(m) => selftest::judge(now, m, &config.selftest),
-                Err(e) if e == selftest::BUSY => {
+                Err(selftest::SelfTestError::Busy) => {
                     return Err(AgentError::Busy(format!("card{i}: {}", selftest::BUSY)));
                 }
-                Err(e) => SelfTestResult::error(now, e),
+                Err(e) => SelfTestResult::error(now, e.to_string()),
             };
             self.slots[i as usize].beat.beat();
             results.push(r);

@@ -70,8 +70,19 @@ pub enum Verdict {
     Denied,
 }
 
+/// Why polkit gave no verdict.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PolkitError {
+    /// Whether polkit is on the bus could not be asked.
+    #[error("cannot tell whether the box has polkit: {0}")]
+    Presence(#[source] zbus::Error),
+    /// `CheckAuthorization` failed or answered something else than its signature.
+    #[error("{0}")]
+    Check(#[source] zbus::Error),
+}
+
 /// Why an administration call is refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq)]
 pub enum Refusal {
     #[error("'{0}' is no administration member")]
     NotAdministration(String),
@@ -83,7 +94,7 @@ pub enum Refusal {
     )]
     Challenge(&'static str),
     #[error("polkit did not answer for {0}: {1}")]
-    NoAnswer(&'static str, String),
+    NoAnswer(&'static str, #[source] PolkitError),
     /// `[admin]` (no polkit on the box) does not name the caller.
     #[error(transparent)]
     Config(#[from] NotAllowed),
@@ -93,7 +104,7 @@ pub enum Refusal {
 /// (or why it gave none: then the call is refused, never waved through); `config` is the `[admin]` check.
 pub fn decide(
     action: AdminAction,
-    polkit: Option<Result<Verdict, String>>,
+    polkit: Option<Result<Verdict, PolkitError>>,
     config: impl FnOnce() -> Result<(), NotAllowed>,
 ) -> Result<(), Refusal> {
     let id = action.id();
@@ -126,7 +137,7 @@ pub async fn check(
     sender: &str,
     action: AdminAction,
     interactive: bool,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, PolkitError> {
     let subject: (&str, HashMap<&str, Value<'_>>) = (
         "system-bus-name",
         HashMap::from([("name", Value::from(sender))]),
@@ -142,9 +153,9 @@ pub async fn check(
             &(subject, action.id(), details, flags, ""),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(PolkitError::Check)?;
     let (authorized, challenge, _): (bool, bool, HashMap<String, String>) =
-        reply.body().deserialize().map_err(|e| e.to_string())?;
+        reply.body().deserialize().map_err(PolkitError::Check)?;
     Ok(match (authorized, challenge) {
         (true, _) => Verdict::Authorized,
         (false, true) => Verdict::Challenge,
@@ -170,7 +181,7 @@ pub async fn authorize(
             let interactive = hdr.primary().flags().contains(Flags::AllowInteractiveAuth);
             Some(check(conn, sender, action, interactive).await)
         }
-        Err(e) => Some(Err(format!("cannot tell whether the box has polkit: {e}"))),
+        Err(e) => Some(Err(PolkitError::Presence(e))),
     };
     decide(action, polkit, || {
         crate::access::check_admin(admin, caller.uid, &caller.gids)
@@ -208,8 +219,13 @@ mod tests {
         let e = decide(a, Some(Ok(Verdict::Challenge)), yes).unwrap_err();
         assert!(e.to_string().contains("interactive authorization"), "{e}");
         // A polkit that does not answer refuses (never falls back to a laxer rule).
-        let e = decide(a, Some(Err("timeout".into())), yes).unwrap_err();
+        let timeout = PolkitError::Check(zbus::Error::Failure("timeout".into()));
+        let e = decide(a, Some(Err(timeout)), yes).unwrap_err();
         assert!(matches!(e, Refusal::NoAnswer(..)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "polkit did not answer for org.gdr.agent.reprogram: timeout"
+        );
     }
 
     #[test]

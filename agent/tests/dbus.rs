@@ -11,10 +11,10 @@ use std::time::Duration;
 mod common;
 
 use common::start_bus;
-use gdr_agent::card::ports::{Node, Pci, SelfTester, Sleep};
+use gdr_agent::card::ports::{LoadError, Node, NodeError, Pci, PciError, SelfTester, Sleep};
 use gdr_agent::config::Config;
 use gdr_agent::daemon::{Agent, World};
-use gdr_agent::selftest::Measurement;
+use gdr_agent::selftest::{Measurement, SelfTestError};
 use gdr_client::Error;
 use gdr_client::api::{CardProxyBlocking, ManagerProxyBlocking, Stage};
 use picoevb_abi::{ABI_VERSION, AbiInfo};
@@ -29,16 +29,16 @@ struct Card {
 struct Fake(Arc<Mutex<Card>>);
 
 impl Pci for Fake {
-    fn list(&self) -> Result<Vec<String>, String> {
+    fn list(&self) -> Result<Vec<String>, PciError> {
         Ok(vec!["0000:01:00.0".into()])
     }
     fn driver(&self, _: &str) -> Option<String> {
         Some("picoevb".into())
     }
-    fn remove(&self, _: &str) -> Result<(), String> {
+    fn remove(&self, _: &str) -> Result<(), PciError> {
         Ok(())
     }
-    fn rescan(&self) -> Result<(), String> {
+    fn rescan(&self) -> Result<(), PciError> {
         Ok(())
     }
     fn link(&self, _: &str) -> Option<(String, u32)> {
@@ -50,7 +50,7 @@ impl Pci for Fake {
 }
 
 impl Node for Fake {
-    fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
+    fn abi_info(&self, _: &Path) -> Result<AbiInfo, NodeError> {
         Ok(AbiInfo {
             abi_version: ABI_VERSION,
             design_version: self.0.lock().unwrap().design,
@@ -71,14 +71,14 @@ impl gdr_agent::card::ports::Loader for Fake {
         &self,
         _: &gdr_agent::manifest::Image,
         _: gdr_agent::config::Target,
-    ) -> Result<String, String> {
+    ) -> Result<String, LoadError> {
         self.0.lock().unwrap().design = 0x0100_0000;
         Ok(String::new())
     }
 }
 
 impl SelfTester for Fake {
-    fn run(&self, _: &Path) -> Result<Measurement, String> {
+    fn run(&self, _: &Path) -> Result<Measurement, SelfTestError> {
         Ok(Measurement {
             memory: "host".into(),
             path: "host".into(),

@@ -6,12 +6,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use gdr_agent::access::Caller;
-use gdr_agent::card::ports::{Aer, Loader, Node, Pci, SelfTester, Sleep};
+use gdr_agent::card::ports::{
+    Aer, LoadError, Loader, Node, NodeError, Pci, PciError, SelfTester, Sleep,
+};
 use gdr_agent::card::{Design, Stage};
 use gdr_agent::config::{Config, Target};
 use gdr_agent::daemon::{Agent, AgentError, Change, World};
 use gdr_agent::health::Health;
-use gdr_agent::selftest::Measurement;
+use gdr_agent::selftest::{Measurement, SelfTestError};
 use picoevb_abi::{ABI_VERSION, AbiInfo};
 
 #[derive(Default)]
@@ -46,7 +48,7 @@ impl Fake {
 }
 
 impl Pci for Fake {
-    fn list(&self) -> Result<Vec<String>, String> {
+    fn list(&self) -> Result<Vec<String>, PciError> {
         Ok(if self.bus().present {
             vec!["0000:01:00.0".into()]
         } else {
@@ -56,13 +58,13 @@ impl Pci for Fake {
     fn driver(&self, _: &str) -> Option<String> {
         self.bus().present.then(|| "picoevb".into())
     }
-    fn remove(&self, bdf: &str) -> Result<(), String> {
+    fn remove(&self, bdf: &str) -> Result<(), PciError> {
         let mut b = self.bus();
         b.log.push(format!("remove {bdf}"));
         b.present = false;
         Ok(())
     }
-    fn rescan(&self) -> Result<(), String> {
+    fn rescan(&self) -> Result<(), PciError> {
         let mut b = self.bus();
         b.log.push("rescan".into());
         b.present = true;
@@ -77,7 +79,11 @@ impl Pci for Fake {
 }
 
 impl Node for Fake {
-    fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
+    fn abi_info(&self, node: &Path) -> Result<AbiInfo, NodeError> {
+        let fails = |op, errno| NodeError {
+            node: node.to_path_buf(),
+            source: gdr_client::Error::Os { op, errno },
+        };
         let slow = self.bus().slow_read.take();
         if let Some(d) = slow {
             self.bus().in_check = true;
@@ -87,10 +93,10 @@ impl Node for Fake {
         }
         let b = self.bus();
         if !b.present {
-            return Err("ENODEV".into());
+            return Err(fails("open", libc::ENODEV));
         }
         if b.dead {
-            return Err("Input/output error (os error 5)".into());
+            return Err(fails("ABI_INFO", libc::EIO));
         }
         Ok(AbiInfo {
             abi_version: ABI_VERSION,
@@ -108,7 +114,7 @@ impl Loader for Fake {
     fn image_role(&self, _: Target) -> &'static str {
         "model-update"
     }
-    fn program(&self, _: &gdr_agent::manifest::Image, _: Target) -> Result<String, String> {
+    fn program(&self, _: &gdr_agent::manifest::Image, _: Target) -> Result<String, LoadError> {
         let mut b = self.bus();
         b.log.push("program".into());
         while b.hold_program {
@@ -120,7 +126,7 @@ impl Loader for Fake {
 }
 
 impl SelfTester for Fake {
-    fn run(&self, _: &Path) -> Result<Measurement, String> {
+    fn run(&self, _: &Path) -> Result<Measurement, SelfTestError> {
         let mut b = self.bus();
         while b.hold_selftest {
             b = self.0.1.wait(b).unwrap();
@@ -497,7 +503,11 @@ fn an_operation_that_stops_making_progress_is_reported_for_the_watchdog() {
     assert_eq!(a.progress(), Ok(()));
     std::thread::sleep(Duration::from_millis(2500));
     let e = a.progress().unwrap_err();
-    assert!(e.starts_with("card0: bring-up silent for 2 s"), "{e}");
+    assert_eq!(e.0.len(), 1, "{e}");
+    assert!(
+        e.to_string().starts_with("card0: bring-up silent for 2 s"),
+        "{e}"
+    );
     f.release();
     wait_stage(&a, Stage::Ready);
     assert_eq!(a.progress(), Ok(()));

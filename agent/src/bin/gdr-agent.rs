@@ -161,6 +161,8 @@ fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interva
                     }
                 }
                 Err(why) => {
+                    // Compared as the journal shows it: a stall whose text is unchanged is logged once.
+                    let why = why.to_string();
                     if stuck.as_ref() != Some(&why) {
                         log::error!("watchdog withheld: {why}");
                     }
@@ -175,9 +177,18 @@ fn run(agent: &std::sync::Arc<Agent>, conn: &zbus::blocking::Connection, interva
 
 /// Whether every part of the daemon makes progress: this loop (it is running), each card operation
 /// (heartbeats) and the bus connection with its executor (a ping to ourselves).
-fn alive(agent: &Agent, conn: &zbus::blocking::Connection) -> Result<(), String> {
+fn alive(agent: &Agent, conn: &zbus::blocking::Connection) -> Result<(), Unwell> {
     agent.progress()?;
-    gdr_agent::dbus::alive(conn)
+    Ok(gdr_agent::dbus::alive(conn)?)
+}
+
+/// Which part of the daemon stopped making progress.
+#[derive(Debug, thiserror::Error)]
+enum Unwell {
+    #[error(transparent)]
+    Stalled(#[from] gdr_agent::daemon::Stalled),
+    #[error(transparent)]
+    Bus(#[from] gdr_agent::dbus::Unreachable),
 }
 
 fn usage(e: &str) -> ExitCode {

@@ -85,16 +85,9 @@ enum Cmd {
     /// gdrctl's version and the agent's.
     Version,
     /// Check the card against what a PicoEVB should do: link, ID block, DMA integrity, bandwidth both ways
-    /// and round trip, small-transfer latency, GPU path. Exit 0 passed, 1 a check failed, 2 could not run.
-    ///
-    /// Arguments: [CARD] [--link-speed GT/s|any] [--link-width N|any] [--min-h2c MB/s] [--min-c2h MB/s]
-    /// [--min-round-trip MB/s] [--max-latency-us US] [--manifest DIR] [--iterations N] (docs/agent.md).
-    #[command(disable_help_flag = true)]
-    Validate {
-        /// CARD and the thresholds, as above.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        args: Vec<String>,
-    },
+    /// and round trip, small-transfer latency, GPU path. Exit 0 passed, 1 a check failed, 2 could not run
+    /// (docs/agent.md, "gdrctl validate").
+    Validate(gdr_agent::validate::options::ValidateArgs),
 }
 
 /// A card named on the command line.
@@ -151,11 +144,8 @@ impl From<Error> for Failure {
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let bus = cli.bus.or_else(|| std::env::var("GDR_BUS_ADDRESS").ok());
-    if let Cmd::Validate { args } = &cli.cmd {
-        // Its words are its own parser's; a global flag written after them still counts.
-        let json = cli.json || args.iter().any(|a| a == "--json");
-        let args: Vec<String> = args.iter().filter(|a| *a != "--json").cloned().collect();
-        return validate(bus.as_deref(), json, cli.card.clone(), &args);
+    if let Cmd::Validate(args) = &cli.cmd {
+        return validate(bus.as_deref(), cli.json, cli.card.clone(), args);
     }
     // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
     // everything else must answer within the client's default timeout.
@@ -198,7 +188,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             out.line("configuration reloaded", json!({"reloaded": true}));
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Validate { .. } => unreachable!("handled above"),
+        Cmd::Validate(_) => unreachable!("handled above"),
         Cmd::Version => {
             let mine = env!("CARGO_PKG_VERSION");
             let theirs = agent.version()?;
@@ -219,17 +209,10 @@ fn validate(
     bus: Option<&str>,
     json: bool,
     global: Option<CardSel>,
-    args: &[String],
+    args: &gdr_agent::validate::options::ValidateArgs,
 ) -> Result<ExitCode, Failure> {
-    use gdr_agent::validate::{self, CouldNotRun, EXIT_COULD_NOT_RUN, Options};
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!(
-            "usage: gdrctl validate [CARD] [--link-speed GT/s|any] [--link-width N|any] [--min-h2c MB/s] \
-             [--min-c2h MB/s] [--min-round-trip MB/s] [--max-latency-us US] [--manifest DIR] [--iterations N]"
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut opts = Options::parse(args).map_err(Failure::Usage)?;
+    use gdr_agent::validate::{self, EXIT_COULD_NOT_RUN, Options};
+    let mut opts = args.options();
     let could_not_run = |opts: &Options, why: String| {
         if json {
             println!("{}", validate::could_not_run_json(opts.card, &why));
@@ -247,7 +230,7 @@ fn validate(
     };
     // --card (an index or a PCI address) names the card when the words after `validate` do not.
     if let Some(sel) = global {
-        let explicit = args.first().is_some_and(|a| !a.starts_with('-'));
+        let explicit = args.card.is_some();
         let i = match resolve(&agent, Some(sel)) {
             Ok(i) => i,
             Err(Failure::Client(e)) => return could_not_run(&opts, e.to_string()),
@@ -266,7 +249,7 @@ fn validate(
             Out { json }.line(&r.table(), r.json());
             Ok(ExitCode::from(r.exit_code()))
         }
-        Err(CouldNotRun(why)) => could_not_run(&opts, why),
+        Err(why) => could_not_run(&opts, why.to_string()),
     }
 }
 
@@ -511,4 +494,61 @@ fn fail(json: bool, e: &Error) -> ExitCode {
     }
     eprintln!("gdrctl: {e}");
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    fn parse(line: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(line.split_whitespace())
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn validate_takes_its_thresholds_and_the_global_flags_anywhere() {
+        // As the appliance test runs it.
+        let cli = parse(
+            "gdrctl --json validate 0 --min-h2c 1 --min-c2h 1 --min-round-trip 0.5 \
+             --max-latency-us 500000",
+        )
+        .unwrap();
+        assert!(cli.json);
+        let Cmd::Validate(args) = &cli.cmd else {
+            panic!("not validate");
+        };
+        let o = args.options();
+        assert_eq!((o.card, o.thresholds.max_latency_us), (0, 500_000.0));
+        let cli = parse("gdrctl validate --card 0000:01:00.0 --link-speed any --json").unwrap();
+        assert!(cli.json);
+        assert_eq!(cli.card, Some(CardSel::Pci("0000:01:00.0".into())));
+        let Cmd::Validate(args) = &cli.cmd else {
+            panic!("not validate");
+        };
+        assert_eq!(args.card, None);
+        assert_eq!(args.options().thresholds.link.speed_gts, None);
+    }
+
+    #[test]
+    fn validate_usage_errors_and_help_are_claps() {
+        let e = parse("gdrctl validate --help").err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::DisplayHelp);
+        assert!(e.to_string().contains("--max-latency-us"), "{e}");
+        assert_eq!(e.exit_code(), 0);
+        for bad in [
+            "gdrctl validate --bogus",
+            "gdrctl validate 0 1",
+            "gdrctl validate --iterations 0",
+        ] {
+            let e = parse(bad).err().unwrap();
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
+        }
+    }
 }

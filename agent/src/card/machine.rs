@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use picoevb_abi::{ABI_VERSION, abi_major};
 
+use super::failure::Failure;
 use super::journal::{self, OffBus};
 use super::ports::{Events, Loader, Node, Pci, SelfTester, Sleep};
 use super::stage::{CardStatus, Design, Stage};
@@ -47,26 +48,6 @@ pub struct Machine {
     pub stop: Arc<AtomicBool>,
 }
 
-/// A stage's failure: its reason and whether another try may help.
-struct Fail {
-    reason: String,
-    retry: bool,
-}
-
-fn fatal(reason: impl Into<String>) -> Fail {
-    Fail {
-        reason: reason.into(),
-        retry: false,
-    }
-}
-
-fn transient(reason: impl Into<String>) -> Fail {
-    Fail {
-        reason: reason.into(),
-        retry: true,
-    }
-}
-
 impl Machine {
     fn set(&self, f: impl FnOnce(&mut CardStatus)) {
         {
@@ -84,11 +65,11 @@ impl Machine {
         });
     }
 
-    fn fail(&self, stage: Stage, reason: String) {
+    fn fail(&self, stage: Stage, reason: Failure) {
         self.set(|s| {
             s.stage = Stage::Failed;
             s.failed_stage = Some(stage);
-            s.message = reason;
+            s.message = reason.to_string();
         });
     }
 
@@ -101,16 +82,16 @@ impl Machine {
     }
 
     /// Fails `stage` if the agent is stopping (checked before each stage that may take long).
-    fn go_on(&self, stage: Stage) -> Result<(), (Stage, String)> {
+    fn go_on(&self, stage: Stage) -> Result<(), (Stage, Failure)> {
         if self.stopping() {
-            return Err((stage, "not started: the agent is stopping".into()));
+            return Err((stage, Failure::Stopping));
         }
         Ok(())
     }
 
     /// Runs `f` up to `attempts` times, sleeping with doubling backoff between tries; gives up early
     /// when the agent is stopping.
-    fn retry<T>(&self, f: impl FnMut(u32) -> Result<T, Fail>) -> Result<T, String> {
+    fn retry<T>(&self, f: impl FnMut(u32) -> Result<T, Failure>) -> Result<T, Failure> {
         self.retry_with(true, f)
     }
 
@@ -119,28 +100,31 @@ impl Machine {
     fn retry_with<T>(
         &self,
         stoppable: bool,
-        mut f: impl FnMut(u32) -> Result<T, Fail>,
-    ) -> Result<T, String> {
+        mut f: impl FnMut(u32) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
         let r = &self.config.retry;
         let mut wait = r.backoff_ms;
         for attempt in 1..=r.attempts {
             match f(attempt) {
                 Ok(v) => return Ok(v),
                 Err(e) if stoppable && self.stopping() => {
-                    return Err(format!("{} (the agent is stopping)", e.reason));
+                    return Err(Failure::Interrupted(Box::new(e)));
                 }
-                Err(e) if !e.retry || attempt == r.attempts => {
+                Err(e) if !e.retryable() || attempt == r.attempts => {
                     return Err(if attempt > 1 {
-                        format!("{} (after {attempt} tries)", e.reason)
+                        Failure::Tries {
+                            tries: attempt,
+                            last: Box::new(e),
+                        }
                     } else {
-                        e.reason
+                        e
                     });
                 }
                 Err(e) => {
                     self.set(|s| {
                         s.message = format!(
-                            "try {attempt}/{} failed: {}; retrying in {wait} ms",
-                            r.attempts, e.reason
+                            "try {attempt}/{} failed: {e}; retrying in {wait} ms",
+                            r.attempts
                         )
                     });
                     self.sleep.sleep(Duration::from_millis(wait));
@@ -165,7 +149,7 @@ impl Machine {
         }
     }
 
-    fn run(&self, force_program: bool) -> Result<(), (Stage, String)> {
+    fn run(&self, force_program: bool) -> Result<(), (Stage, Failure)> {
         let at = |stage| move |e| (stage, e);
         let keep = self.card.loader == LoaderKind::None;
         // A card whose design is kept is compared with no manifest, even where one is installed.
@@ -207,10 +191,7 @@ impl Machine {
         self.await_node(&bdf);
         let found = self.identify(&bdf);
         let Some(expected) = expected else {
-            return Err((
-                Stage::Identify,
-                "no bitstream manifest: cannot tell the right design".into(),
-            ));
+            return Err((Stage::Identify, Failure::NoManifest));
         };
         let needs_program = match &found {
             Ok(id) if *id == expected && !force_program => false,
@@ -241,14 +222,17 @@ impl Machine {
         if id != expected {
             return Err((
                 Stage::Identify,
-                format!("card runs {id}, the manifest wants {expected}"),
+                Failure::WrongDesign {
+                    runs: id,
+                    wants: expected,
+                },
             ));
         }
         self.finish(&bdf)
     }
 
     /// The link as trained, then the self-test (if configured).
-    fn finish(&self, bdf: &str) -> Result<(), (Stage, String)> {
+    fn finish(&self, bdf: &str) -> Result<(), (Stage, Failure)> {
         if let Some((speed, width)) = self.pci.link(bdf) {
             self.set(|s| {
                 s.link_speed = speed;
@@ -263,7 +247,7 @@ impl Machine {
             if r.reason == selftest::BUSY {
                 log::info!("card{}: self-test skipped: {}", self.index, selftest::BUSY);
             } else if !r.passed {
-                return Err((Stage::SelfTest, r.reason));
+                return Err((Stage::SelfTest, Failure::SelfTest(r.reason)));
             }
         }
         Ok(())
@@ -279,7 +263,7 @@ impl Machine {
 
     /// Brings back a function an interrupted run (stop, kill, crash, power cut of the agent only) left
     /// off the bus, so that discovery can find it.
-    fn recover(&self) -> Result<(), (Stage, String)> {
+    fn recover(&self) -> Result<(), (Stage, Failure)> {
         let file = self.journal();
         let Some(record) = journal::read(&file) else {
             return Ok(());
@@ -295,40 +279,46 @@ impl Machine {
         self.note(&format!("{why}: rescanning"));
         let back = match &record {
             Ok(r) => self.relink(&r.pci),
-            Err(_) => self.pci.rescan(),
+            Err(_) => self.pci.rescan().map_err(Failure::from),
         };
-        back.map_err(|e| (Stage::Relink, format!("{why}; it did not come back: {e}")))?;
-        journal::clear(&file).map_err(|e| (Stage::Relink, e.to_string()))
+        back.map_err(|e| {
+            (
+                Stage::Relink,
+                Failure::Unrecovered {
+                    why,
+                    back: Box::new(e),
+                },
+            )
+        })?;
+        journal::clear(&file).map_err(|e| (Stage::Relink, e.into()))
     }
 
-    fn discover(&self) -> Result<String, Fail> {
-        let all = self.pci.list().map_err(transient)?;
+    fn discover(&self) -> Result<String, Failure> {
+        let all = self.pci.list()?;
         let found = if self.card.pci == "auto" {
             all.get(self.index).cloned()
         } else {
             all.iter().find(|b| **b == self.card.pci).cloned()
         };
-        found.ok_or_else(|| {
-            transient(format!(
-                "no PicoEVB at {} (found: {})",
-                if self.card.pci == "auto" {
+        match found {
+            Some(bdf) => Ok(bdf),
+            None => Err(Failure::NotFound {
+                wanted: if self.card.pci == "auto" {
                     format!("position {} in bus order", self.index)
                 } else {
                     self.card.pci.clone()
                 },
-                if all.is_empty() {
-                    "none".to_string()
-                } else {
-                    all.join(", ")
-                }
-            ))
-        })
+                found: all,
+            }),
+        }
     }
 
     /// The design the card runs, as the bound driver read it.
-    fn identify(&self, bdf: &str) -> Result<Identity, String> {
+    fn identify(&self, bdf: &str) -> Result<Identity, Failure> {
         if self.pci.driver(bdf).as_deref() != Some(DRIVER) {
-            return Err(format!("driver '{DRIVER}' not bound to {bdf}"));
+            return Err(Failure::NotBound {
+                bdf: bdf.to_string(),
+            });
         }
         let info = self.node.abi_info(&self.node())?;
         let id = Identity {
@@ -344,11 +334,13 @@ impl Machine {
         Ok(id)
     }
 
-    fn bound(&self, bdf: &str) -> Result<picoevb_abi::AbiInfo, Fail> {
+    fn bound(&self, bdf: &str) -> Result<picoevb_abi::AbiInfo, Failure> {
         if self.pci.driver(bdf).as_deref() != Some(DRIVER) {
-            return Err(transient(format!("driver '{DRIVER}' not bound to {bdf}")));
+            return Err(Failure::NotBound {
+                bdf: bdf.to_string(),
+            });
         }
-        let info = self.node.abi_info(&self.node()).map_err(transient)?;
+        let info = self.node.abi_info(&self.node())?;
         self.set(|s| {
             s.design = Design::of(&info);
             s.abi_version = info.abi_version;
@@ -356,31 +348,25 @@ impl Machine {
             s.build_hash = info.build_hash;
         });
         if abi_major(info.abi_version) != abi_major(ABI_VERSION) {
-            return Err(fatal(format!(
-                "driver ABI {}.{} but this agent speaks {}.x",
-                abi_major(info.abi_version),
-                info.abi_version & 0xffff,
-                abi_major(ABI_VERSION)
-            )));
+            return Err(Failure::Abi {
+                abi: info.abi_version,
+            });
         }
         Ok(info)
     }
 
     /// Program, then remove/rescan until the card is back; detects a MultiBoot fallback to golden.
-    fn program(&self, bdf: &str, expected: Identity) -> Result<(), (Stage, String)> {
+    fn program(&self, bdf: &str, expected: Identity) -> Result<(), (Stage, Failure)> {
         let Some(loader) = &self.loader else {
-            return Err((
-                Stage::Program,
-                "the card needs programming but its loader is 'none'".into(),
-            ));
+            return Err((Stage::Program, Failure::NoLoader));
         };
         let manifest = self.manifest.as_ref().expect("checked by the caller");
         let role = loader.image_role(self.card.target);
         // Read and checked once: every try programs these bytes, whatever happens to the file.
         let image = manifest
             .image(role)
-            .map_err(|e| (Stage::Program, e.to_string()))?;
-        let mut last = String::new();
+            .map_err(|e| (Stage::Program, e.into()))?;
+        let mut last = None;
         for attempt in 1..=self.config.retry.attempts {
             self.go_on(Stage::Program)?;
             self.enter(
@@ -399,21 +385,26 @@ impl Machine {
                 pci: bdf.to_string(),
                 since: crate::selftest::now(),
             };
-            journal::record(&self.journal(), &offbus).map_err(|e| {
-                (
-                    Stage::Program,
-                    format!("not programmed: cannot record the operation: {e}"),
-                )
-            })?;
+            journal::record(&self.journal(), &offbus)
+                .map_err(|e| (Stage::Program, Failure::Unrecorded(e)))?;
             // Take the function off the bus first: the link drops while the FPGA reconfigures.
             if let Err(e) = self.pci.remove(bdf) {
                 // The helper may still remove it after the call gave up (a timeout on a loaded box):
                 // bring the function back before anything else, then try again.
-                last = format!("cannot remove {bdf}: {e}");
-                self.note(&last);
-                self.relink(bdf)
-                    .map_err(|back| (Stage::Relink, format!("{last}; bringing it back: {back}")))?;
-                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.to_string()))?;
+                let failed = Failure::NotRemoved {
+                    bdf: bdf.to_string(),
+                    source: e,
+                };
+                self.note(&failed.to_string());
+                if let Err(back) = self.relink(bdf) {
+                    let failed = Failure::NotBroughtBack {
+                        first: Box::new(failed),
+                        back: Box::new(back),
+                    };
+                    return Err((Stage::Relink, failed));
+                }
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.into()))?;
+                last = Some(failed);
                 if attempt < self.config.retry.attempts {
                     self.sleep
                         .sleep(Duration::from_millis(self.config.retry.backoff_ms));
@@ -425,10 +416,13 @@ impl Machine {
             self.enter(Stage::Relink, "rescanning the PCI bus");
             let back = self.relink(bdf);
             if back.is_ok() {
-                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.to_string()))?;
+                journal::clear(&self.journal()).map_err(|e| (Stage::Relink, e.into()))?;
             }
-            if let Err(e) = loaded {
-                last = format!("{} loader: {e}", loader.name());
+            let failed = if let Err(source) = loaded {
+                Failure::Loader {
+                    name: loader.name(),
+                    source,
+                }
             } else if let Err(e) = back {
                 return Err((Stage::Relink, e));
             } else {
@@ -436,22 +430,29 @@ impl Machine {
                     Ok(id) if id == expected => return Ok(()),
                     Ok(id) if manifest.golden == Some(id) => {
                         self.set(|s| s.fell_back_to_golden = true);
-                        last = format!(
-                            "the card came back with the golden design {id}, not {expected}: the update \
-                             image was rejected (MultiBoot fallback)"
-                        );
+                        Failure::Golden {
+                            runs: id,
+                            wants: expected,
+                        }
                     }
-                    Ok(id) => last = format!("the card came back with {id}, not {expected}"),
-                    Err(e) => last = format!("the card came back unreadable: {e}"),
+                    Ok(id) => Failure::CameBack {
+                        runs: id,
+                        wants: expected,
+                    },
+                    Err(e) => Failure::Unreadable(Box::new(e)),
                 }
-            }
-            self.note(&last);
+            };
+            self.note(&failed.to_string());
+            last = Some(failed);
             if attempt < self.config.retry.attempts {
                 self.sleep
                     .sleep(Duration::from_millis(self.config.retry.backoff_ms));
             }
         }
-        Err((Stage::Program, last))
+        Err((
+            Stage::Program,
+            last.expect("retry.attempts is validated to be >= 1"),
+        ))
     }
 
     /// Waits up to `retry.attempts` x `retry.bind_timeout_s` for the driver to be bound to `bdf` and its
@@ -475,21 +476,24 @@ impl Machine {
     /// Rescans until the function is back with the driver bound and its node opens. The node appears
     /// with the driver but belongs to root until udev has applied the rules, so binding alone is not
     /// enough: an open in that window fails with EACCES.
-    fn relink(&self, bdf: &str) -> Result<(), String> {
+    fn relink(&self, bdf: &str) -> Result<(), Failure> {
         let polls = (self.config.retry.bind_timeout_s * 10).max(1);
         self.retry_with(false, |_| {
-            self.pci.rescan().map_err(transient)?;
-            let mut why = format!("driver '{DRIVER}' not bound");
+            self.pci.rescan()?;
+            let mut node = None;
             for _ in 0..polls {
                 if self.pci.driver(bdf).as_deref() == Some(DRIVER) {
                     match self.node.abi_info(&self.node()) {
                         Ok(_) => return Ok(()),
-                        Err(e) => why = e,
+                        Err(e) => node = Some(e),
                     }
                 }
                 self.sleep.sleep(Duration::from_millis(100));
             }
-            Err(transient(format!("{bdf} did not come back: {why}")))
+            Err(Failure::NotBack {
+                bdf: bdf.to_string(),
+                node,
+            })
         })
     }
 
@@ -500,7 +504,7 @@ impl Machine {
         let now = selftest::now();
         let result = match self.tester.run(&self.node()) {
             Ok(m) => selftest::judge(now, m, &self.config.selftest),
-            Err(e) => SelfTestResult::error(now, e),
+            Err(e) => SelfTestResult::error(now, e.to_string()),
         };
         if result.reason == selftest::BUSY {
             return result;

@@ -1,6 +1,7 @@
 //! A card's life: the stages it goes through ([`stage`]), what the machine needs from the world
-//! ([`ports`]) and the bring-up itself ([`machine`]).
+//! ([`ports`]), the bring-up itself ([`machine`]) and why a stage failed ([`failure`]).
 
+pub mod failure;
 pub mod journal;
 pub mod machine;
 pub mod ports;

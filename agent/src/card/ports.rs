@@ -1,24 +1,56 @@
 //! What the card state machine needs from the world, as traits: the real implementations live in `sys/`
 //! and `loader/`, the tests supply scripted ones, so the machine runs without a bus or hardware.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use picoevb_abi::AbiInfo;
 
 use crate::config::Target;
 use crate::manifest::Image;
-use crate::selftest::Measurement;
+use crate::selftest::{Measurement, SelfTestError};
+
+/// Boxed so that the ports name no implementation (they live in `sys/` and `loader/`, which depend on
+/// this module): the box holds the implementation's own typed error.
+type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the PCI port failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PciError {
+    /// The sysfs device directory could not be listed.
+    #[error("{}: {source}", dir.display())]
+    List {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// The privileged helper's remove or rescan failed; its error names the request and why.
+    #[error(transparent)]
+    Privileged(Source),
+}
+
+/// Why the card's node did not answer `ABI_INFO`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", node.display())]
+pub struct NodeError {
+    pub node: PathBuf,
+    pub source: gdr_client::Error,
+}
+
+/// Why a loader did not program the card: the loader's own error (the model's control channel, the
+/// privileged helper's JTAG job).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct LoadError(pub Source);
 
 /// The PCI bus as sysfs shows it, plus the privileged remove/rescan.
 pub trait Pci: Send + Sync {
     /// Addresses of every PicoEVB function present, sorted.
-    fn list(&self) -> Result<Vec<String>, String>;
+    fn list(&self) -> Result<Vec<String>, PciError>;
     /// Name of the driver bound to `bdf`, if any.
     fn driver(&self, bdf: &str) -> Option<String>;
     /// Removes `bdf` from the bus (the driver unbinds; open fds get ENODEV).
-    fn remove(&self, bdf: &str) -> Result<(), String>;
+    fn remove(&self, bdf: &str) -> Result<(), PciError>;
     /// Rescans every bus.
-    fn rescan(&self) -> Result<(), String>;
+    fn rescan(&self) -> Result<(), PciError>;
     /// Current link (speed text, width), if the device is there.
     fn link(&self, bdf: &str) -> Option<(String, u32)>;
     /// The AER error counters, where the kernel exposes them.
@@ -36,7 +68,7 @@ pub struct Aer {
 /// The card's character device.
 pub trait Node: Send + Sync {
     /// `PICOEVB_IOC_ABI_INFO` on `node`: the ABI version and the ID block as the driver read it.
-    fn abi_info(&self, node: &Path) -> Result<AbiInfo, String>;
+    fn abi_info(&self, node: &Path) -> Result<AbiInfo, NodeError>;
 }
 
 /// Puts an image onto the FPGA. The link drops meanwhile; the caller removes and rescans around it.
@@ -46,12 +78,12 @@ pub trait Loader: Send + Sync {
     /// Which manifest file this loader takes for `target`.
     fn image_role(&self, target: Target) -> &'static str;
     /// Programs `image` (exactly its checked bytes); returns what the loader reported (for the journal).
-    fn program(&self, image: &Image, target: Target) -> Result<String, String>;
+    fn program(&self, image: &Image, target: Target) -> Result<String, LoadError>;
 }
 
 /// Runs the loopback self-test (in a child process, in the daemon).
 pub trait SelfTester: Send + Sync {
-    fn run(&self, node: &Path) -> Result<Measurement, String>;
+    fn run(&self, node: &Path) -> Result<Measurement, SelfTestError>;
 }
 
 /// Receives every stage change (D-Bus, STATUS=, journal) and requests for more start-up time.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use picoevb_abi::{ABI_VERSION, AbiInfo};
 
-use super::ports::{Events, Loader, Node, Pci, SelfTester, Sleep};
+use super::ports::{Events, LoadError, Loader, Node, NodeError, Pci, PciError, SelfTester, Sleep};
 use super::*;
 use crate::config::{CardConfig, Config, LoaderKind, Target};
 use crate::manifest::{Identity, Image, ImageFile, Manifest, sha256_hex};
@@ -59,7 +59,7 @@ impl Fake {
 }
 
 impl Pci for Fake {
-    fn list(&self) -> Result<Vec<String>, String> {
+    fn list(&self) -> Result<Vec<String>, PciError> {
         let mut w = self.w();
         if w.hidden > 0 {
             w.hidden -= 1;
@@ -75,18 +75,20 @@ impl Pci for Fake {
         let w = self.w();
         (w.present && w.bound).then(|| "picoevb".into())
     }
-    fn remove(&self, bdf: &str) -> Result<(), String> {
+    fn remove(&self, bdf: &str) -> Result<(), PciError> {
         let mut w = self.w();
         w.log.push(format!("remove {bdf}"));
         w.present = false;
         w.bound = false;
         if w.remove_times_out > 0 {
             w.remove_times_out -= 1;
-            return Err("privileged helper: Resource temporarily unavailable (os error 11)".into());
+            return Err(PciError::Privileged(
+                std::io::Error::from_raw_os_error(libc::EAGAIN).into(),
+            ));
         }
         Ok(())
     }
-    fn rescan(&self) -> Result<(), String> {
+    fn rescan(&self) -> Result<(), PciError> {
         let mut w = self.w();
         w.log.push("rescan".into());
         if w.lost_rescans > 0 {
@@ -106,15 +108,18 @@ impl Pci for Fake {
 }
 
 impl Node for Fake {
-    fn abi_info(&self, _: &Path) -> Result<AbiInfo, String> {
-        let w = self.w();
-        let mut w = w;
+    fn abi_info(&self, node: &Path) -> Result<AbiInfo, NodeError> {
+        let mut w = self.w();
+        let refused = |errno| NodeError {
+            node: node.to_path_buf(),
+            source: gdr_client::Error::Os { op: "open", errno },
+        };
         if !w.bound {
-            return Err("ENODEV".into());
+            return Err(refused(libc::ENODEV));
         }
         if w.node_denied > 0 {
             w.node_denied -= 1;
-            return Err("/dev/picoevb0: Permission denied (os error 13)".into());
+            return Err(refused(libc::EACCES));
         }
         Ok(AbiInfo {
             abi_version: w.abi,
@@ -132,7 +137,7 @@ impl Loader for Fake {
     fn image_role(&self, _: Target) -> &'static str {
         "model-update"
     }
-    fn program(&self, image: &Image, _: Target) -> Result<String, String> {
+    fn program(&self, image: &Image, _: Target) -> Result<String, LoadError> {
         let mut w = self.w();
         w.log.push(format!("program {}", image.name()));
         assert!(
@@ -156,10 +161,10 @@ impl Loader for Fake {
 }
 
 impl SelfTester for Fake {
-    fn run(&self, _: &Path) -> Result<Measurement, String> {
+    fn run(&self, _: &Path) -> Result<Measurement, crate::selftest::SelfTestError> {
         let w = self.w();
         if w.selftest_busy {
-            return Err(crate::selftest::BUSY.into());
+            return Err(crate::selftest::SelfTestError::Busy);
         }
         Ok(Measurement {
             memory: "host".into(),

@@ -16,10 +16,8 @@ use zbus::zvariant::OwnedValue;
 
 use super::errors::Error;
 use crate::access::Caller;
-use crate::card::{CardStatus, Design, Stage};
+use crate::card::{CardStatus, Stage};
 use crate::daemon::Agent;
-use crate::health::Health;
-use crate::selftest::SelfTestResult;
 
 /// One card object.
 pub struct Card {
@@ -77,87 +75,6 @@ fn version(v: u32) -> String {
     format!("{a}.{b}.{c}")
 }
 
-/// The wire form of the agent's types (exhaustive matches: a new stage is a compile error here).
-pub fn stage(s: Stage) -> api::Stage {
-    match s {
-        Stage::Pending => api::Stage::Pending,
-        Stage::Discover => api::Stage::Discover,
-        Stage::Identify => api::Stage::Identify,
-        Stage::Program => api::Stage::Program,
-        Stage::Relink => api::Stage::Relink,
-        Stage::Bind => api::Stage::Bind,
-        Stage::SelfTest => api::Stage::SelfTest,
-        Stage::Ready => api::Stage::Ready,
-        Stage::Failed => api::Stage::Failed,
-    }
-}
-
-fn health(h: Health) -> api::Health {
-    match h {
-        Health::Unknown => api::Health::Unknown,
-        Health::Ok => api::Health::Ok,
-        Health::Degraded => api::Health::Degraded,
-        Health::Failed => api::Health::Failed,
-    }
-}
-
-fn design(d: Design) -> api::Design {
-    match d {
-        Design::Unknown => api::Design::Unknown,
-        Design::Gdr => api::Design::Gdr,
-        Design::Reference => api::Design::Reference,
-    }
-}
-
-pub fn selftest(r: &SelfTestResult) -> api::SelfTest {
-    let m = &r.measurement;
-    let first = m.first_mismatch.unwrap_or(crate::selftest::Mismatch {
-        offset: 0,
-        expected: 0,
-        got: 0,
-    });
-    api::SelfTest {
-        time: r.time,
-        passed: r.passed,
-        reason: r.reason.clone(),
-        memory: m.memory.clone(),
-        path: m.path.clone(),
-        memory_note: m.memory_note.clone(),
-        bytes: m.bytes,
-        h2c_mbps: m.h2c_mbps,
-        c2h_mbps: m.c2h_mbps,
-        duration_us: m.duration_us,
-        mismatches: m.mismatches,
-        first_mismatch_offset: first.offset,
-        first_mismatch_expected: first.expected,
-        first_mismatch_got: first.got,
-    }
-}
-
-pub fn status(s: &CardStatus) -> api::CardStatus {
-    api::CardStatus {
-        index: s.index as u32,
-        stage: stage(s.stage),
-        failed_stage: stage(s.failed_stage.unwrap_or(s.stage)),
-        message: s.message.clone(),
-        pci: s.pci.clone(),
-        design: design(s.design),
-        loader: s.loader.clone(),
-        design_version: s.design_version,
-        build_hash: s.build_hash,
-        expected_version: s.expected_version,
-        expected_hash: s.expected_hash,
-        fell_back_to_golden: s.fell_back_to_golden,
-        abi_version: s.abi_version,
-        link_speed: s.link_speed.clone(),
-        link_width: s.link_width,
-        programmed: s.programmed,
-        last_selftest: s.last_selftest.iter().map(selftest).collect(),
-        healthy: s.healthy,
-        health: health(s.health),
-    }
-}
-
 /// The value of every property that may change (all but the const Index and the unsignalled Holders),
 /// by name: what PropertiesChanged carries. `signalled_covers_every_changing_property` holds it to the
 /// interface.
@@ -189,14 +106,14 @@ fn failed_stage(s: &CardStatus) -> String {
 }
 
 fn last_selftest(s: &CardStatus) -> Vec<api::SelfTest> {
-    s.last_selftest.iter().map(selftest).collect()
+    s.last_selftest.iter().map(api::SelfTest::from).collect()
 }
 
 #[interface(name = "org.gdr.Agent1.Card2")]
 impl Card {
     /// Everything about the card as one snapshot (what `gdrctl --json status` prints).
     fn get_status(&self) -> Result<api::CardStatus, Error> {
-        Ok(status(&self.agent.status(self.index)?))
+        Ok((&self.agent.status(self.index)?).into())
     }
 
     /// Runs the loopback self-test now; returns the result (a failed test is a result, not an error).
@@ -207,9 +124,7 @@ impl Card {
     ) -> Result<api::SelfTest, Error> {
         authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
-        Ok(selftest(
-            &blocking::unblock(move || agent.selftest(i)).await?,
-        ))
+        Ok((&blocking::unblock(move || agent.selftest(i)).await?).into())
     }
 
     /// Self-test transfers of each size (bytes), one result each.
@@ -222,7 +137,7 @@ impl Card {
         authorize_admin(&self.agent, &hdr, conn).await?;
         let (agent, i) = (self.agent.clone(), self.index);
         let r = blocking::unblock(move || agent.bench(i, &sizes)).await?;
-        Ok(r.iter().map(selftest).collect())
+        Ok(r.iter().map(api::SelfTest::from).collect())
     }
 
     /// The last `count` self-test results, oldest first.
@@ -231,7 +146,7 @@ impl Card {
             .agent
             .history(self.index, count)?
             .iter()
-            .map(selftest)
+            .map(api::SelfTest::from)
             .collect())
     }
 
@@ -394,34 +309,4 @@ impl Card {
     /// check); sent once Stage has left `ready` or Health is `failed`. Ask again with Open once ready.
     #[zbus(signal)]
     pub async fn revoked(emitter: &SignalEmitter<'_>, reason: &str) -> zbus::Result<()>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The wire names are the agent's own (the properties use the agent's, GetStatus the wire enums').
-    #[test]
-    fn wire_names_are_the_agents() {
-        use Stage::*;
-        for s in [
-            Pending, Discover, Identify, Program, Relink, Bind, SelfTest, Ready, Failed,
-        ] {
-            assert_eq!(stage(s).name(), s.name());
-            assert_eq!(serde_json::to_value(stage(s)).unwrap(), s.name());
-        }
-        for h in [
-            Health::Unknown,
-            Health::Ok,
-            Health::Degraded,
-            Health::Failed,
-        ] {
-            assert_eq!(health(h).name(), h.name());
-            assert_eq!(serde_json::to_value(health(h)).unwrap(), h.name());
-        }
-        for d in [Design::Unknown, Design::Gdr, Design::Reference] {
-            assert_eq!(design(d).name(), d.name());
-            assert_eq!(serde_json::to_value(design(d)).unwrap(), d.name());
-        }
-    }
 }

@@ -1,11 +1,13 @@
 //! The D-Bus face of the agent (zbus): it only adapts [`crate::daemon::Agent`]. One file per interface
 //! and version (`manager_2`, `card_2`: version 2, typed; version 1 returned JSON in strings and is gone);
 //! a later, incompatible version gets a new interface name and new files, and errors are mapped in one
-//! place (`errors`). The values it returns are `gdr_client::api`'s types, which the client's proxies read.
+//! place (`errors`). The values it returns are `gdr_client::api`'s types, which the client's proxies read;
+//! the agent's own types become them in one place (`wire`).
 
 pub mod card_2;
 pub mod errors;
 pub mod manager_2;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -144,11 +146,8 @@ fn forward(
 /// Whether the bus connection is up and the object server answers: a `Peer.Ping` to the agent itself goes
 /// through the bus daemon and the connection's executor, which serves every method. Bounded by the
 /// connection's method timeout.
-pub fn alive(conn: &Connection) -> Result<(), String> {
-    let me = conn
-        .unique_name()
-        .ok_or("no unique name on the bus")?
-        .to_owned();
+pub fn alive(conn: &Connection) -> Result<(), Unreachable> {
+    let me = conn.unique_name().ok_or(Unreachable::NoName)?.to_owned();
     conn.call_method(
         Some(me),
         MANAGER_PATH,
@@ -157,5 +156,14 @@ pub fn alive(conn: &Connection) -> Result<(), String> {
         &(),
     )
     .map(drop)
-    .map_err(|e| format!("the agent does not answer on the bus: {e}"))
+    .map_err(Unreachable::NoAnswer)
+}
+
+/// Why the agent cannot reach itself on the bus.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    #[error("no unique name on the bus")]
+    NoName,
+    #[error("the agent does not answer on the bus: {0}")]
+    NoAnswer(#[source] zbus::Error),
 }

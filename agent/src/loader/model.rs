@@ -13,7 +13,7 @@ use gdr_model_control::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::card::ports::Loader;
+use crate::card::ports::{LoadError, Loader};
 use crate::config::Target;
 use crate::manifest::Image;
 
@@ -23,26 +23,54 @@ pub struct ModelLoader {
     pub timeout: Duration,
 }
 
+/// Why an exchange with the model failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("model port {}: {source}", port.display())]
+    Open {
+        port: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("model port: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("model port: closed without an answer")]
+    Closed,
+    #[error("the model did not answer within {} s", waited.as_secs())]
+    Silent { waited: Duration },
+    #[error("poll: {0}")]
+    Poll(#[source] std::io::Error),
+    /// The model refused, or its reply did not parse (the control crate's text).
+    #[error("model: {0}")]
+    Reply(String),
+    #[error("{}: not a model image: {source}", path.display())]
+    NotAnImage {
+        path: PathBuf,
+        source: std::str::Utf8Error,
+    },
+}
+
 /// A duplex byte stream: a socket or a character device.
 trait Channel: Read + Write + AsRawFd {}
 impl Channel for UnixStream {}
 impl Channel for std::fs::File {}
 
 impl ModelLoader {
-    fn open(&self) -> Result<Box<dyn Channel>, String> {
+    fn open(&self) -> Result<Box<dyn Channel>, ModelError> {
         let p = &self.port;
-        let meta = std::fs::metadata(p).map_err(|e| format!("model port {}: {e}", p.display()))?;
+        let at = |source| ModelError::Open {
+            port: p.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(p).map_err(at)?;
         use std::os::unix::fs::FileTypeExt;
         if meta.file_type().is_socket() {
-            let s =
-                UnixStream::connect(p).map_err(|e| format!("model port {}: {e}", p.display()))?;
-            Ok(Box::new(s))
+            Ok(Box::new(UnixStream::connect(p).map_err(at)?))
         } else {
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(p)
-                .map_err(|e| format!("model port {}: {e}", p.display()))?;
+                .map_err(at)?;
             Ok(Box::new(f))
         }
     }
@@ -52,7 +80,7 @@ impl ModelLoader {
     /// The channel may still hold the reply to a request of an agent that was killed before it read it
     /// (virtio-serial keeps it until the port is opened again). So the exchange starts with a
     /// `program_state` request, whose reply no `program` produces, and drops every line before that reply.
-    pub fn request<T: DeserializeOwned>(&self, req: &Request) -> Result<T, String> {
+    pub fn request<T: DeserializeOwned>(&self, req: &Request) -> Result<T, ModelError> {
         let mut ch = BufReader::new(self.open()?);
         send(ch.get_mut(), &Request::ProgramState {})?;
         let deadline = Instant::now() + self.timeout;
@@ -61,17 +89,20 @@ impl ModelLoader {
         }
         send(ch.get_mut(), req)?;
         let line = read_reply(&mut ch, Instant::now() + self.timeout)?;
-        parse_reply(&line).map_err(|e| format!("model: {e}"))
+        parse_reply(&line).map_err(ModelError::Reply)
     }
 }
 
-fn send(ch: &mut Box<dyn Channel>, req: &Request) -> Result<(), String> {
+fn send(ch: &mut Box<dyn Channel>, req: &Request) -> Result<(), ModelError> {
     ch.write_all(format!("{}\n", req.to_line()).as_bytes())
-        .map_err(|e| format!("model port: {e}"))
+        .map_err(ModelError::Io)
 }
 
 /// The next reply line, waiting until `deadline` for it.
-fn read_reply(ch: &mut BufReader<Box<dyn Channel>>, deadline: Instant) -> Result<String, String> {
+fn read_reply(
+    ch: &mut BufReader<Box<dyn Channel>>,
+    deadline: Instant,
+) -> Result<String, ModelError> {
     if ch.buffer().is_empty() {
         wait_readable(
             ch.get_ref().as_raw_fd(),
@@ -79,15 +110,14 @@ fn read_reply(ch: &mut BufReader<Box<dyn Channel>>, deadline: Instant) -> Result
         )?;
     }
     let mut reply = String::new();
-    ch.read_line(&mut reply)
-        .map_err(|e| format!("model port: {e}"))?;
+    ch.read_line(&mut reply).map_err(ModelError::Io)?;
     if reply.is_empty() {
-        return Err("model port: closed without an answer".into());
+        return Err(ModelError::Closed);
     }
     Ok(reply)
 }
 
-fn wait_readable(fd: i32, timeout: Duration) -> Result<(), String> {
+fn wait_readable(fd: i32, timeout: Duration) -> Result<(), ModelError> {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -98,11 +128,8 @@ fn wait_readable(fd: i32, timeout: Duration) -> Result<(), String> {
     let n = unsafe { libc::poll(&mut pfd, 1, ms) };
     match n {
         1.. => Ok(()),
-        0 => Err(format!(
-            "the model did not answer within {} s",
-            timeout.as_secs()
-        )),
-        _ => Err(format!("poll: {}", std::io::Error::last_os_error())),
+        0 => Err(ModelError::Silent { waited: timeout }),
+        _ => Err(ModelError::Poll(std::io::Error::last_os_error())),
     }
 }
 
@@ -115,10 +142,19 @@ impl Loader for ModelLoader {
         "model-update"
     }
 
-    fn program(&self, image: &Image, target: Target) -> Result<String, String> {
+    fn program(&self, image: &Image, target: Target) -> Result<String, LoadError> {
+        self.program_model(image, target)
+            .map_err(|e| LoadError(e.into()))
+    }
+}
+
+impl ModelLoader {
+    fn program_model(&self, image: &Image, target: Target) -> Result<String, ModelError> {
         // The checked bytes, not the file again: it may have changed since it was checked.
-        let text = std::str::from_utf8(&image.bytes)
-            .map_err(|e| format!("{}: not a model image: {e}", image.file.path.display()))?;
+        let text = std::str::from_utf8(&image.bytes).map_err(|source| ModelError::NotAnImage {
+            path: image.file.path.clone(),
+            source,
+        })?;
         let target = match target {
             Target::Flash => ProgramTarget::Flash,
             Target::Sram => ProgramTarget::Sram,
@@ -251,7 +287,8 @@ mod tests {
         };
         assert_eq!(
             l.request::<ProgramStateReply>(&Request::State {})
-                .unwrap_err(),
+                .unwrap_err()
+                .to_string(),
             "model: no"
         );
         let (p, _h) = serve("");
@@ -262,6 +299,7 @@ mod tests {
         assert!(
             l.request::<ProgramStateReply>(&Request::State {})
                 .unwrap_err()
+                .to_string()
                 .contains("did not answer")
         );
         let l = ModelLoader {
@@ -271,6 +309,7 @@ mod tests {
         assert!(
             l.request::<ProgramStateReply>(&Request::State {})
                 .unwrap_err()
+                .to_string()
                 .contains("/nonexistent/port")
         );
     }

@@ -2,7 +2,7 @@
 //! privileged helper runs `fpga-bitstream/program/load-sram.sh` (SRAM) or `flash-update.sh --reload`
 //! (MultiBoot update slot, written and verified; the golden slot is never touched).
 
-use crate::card::ports::Loader;
+use crate::card::ports::{LoadError, Loader};
 use crate::config::Target;
 use crate::manifest::Image;
 use crate::sys::helper::Helper;
@@ -26,7 +26,7 @@ impl Loader for OpenocdLoader {
         }
     }
 
-    fn program(&self, image: &Image, target: Target) -> Result<String, String> {
+    fn program(&self, image: &Image, target: Target) -> Result<String, LoadError> {
         // The helper takes a plain name from the shipped bitstream directory and programs it only if its
         // bytes still have the sha256 the agent checked.
         let jtag = Jtag {
@@ -38,6 +38,6 @@ impl Loader for OpenocdLoader {
             Target::Sram => Request::JtagSram(jtag),
             Target::Flash => Request::JtagFlash(jtag),
         };
-        self.helper.call(&req).map_err(|e| e.to_string())
+        self.helper.call(&req).map_err(|e| LoadError(e.into()))
     }
 }

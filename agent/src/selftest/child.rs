@@ -4,46 +4,72 @@
 //! attributes and the driver's capabilities: PIN_CUDA (nv-p2p, unpinned before the memory is freed) or the
 //! host DMA path on `cuMemHostAlloc` memory (pinned host: Thor, Orin after CUDA 14).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use gdr_client::gpu_path::{self, DriverPaths, GpuPath};
 use gdr_client::{Device, Error, Transfer};
 use picoevb_abi::CAP_CUDA_JETSON;
 
+use super::gpu::{GpuError, Unavailable};
 use super::{Measurement, Mismatch, gpu, gpupaths, pattern};
+use crate::config::Memory;
 
-/// Runs the test on `node` with `bytes` per direction; `memory` is `auto`, `cuda` or `host`.
-pub fn run(node: &Path, bytes: u64, memory: &str) -> Result<Measurement, String> {
+/// Why the self-test child measured nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    #[error("{}: {source}", node.display())]
+    Open { node: PathBuf, source: Error },
+    /// An ioctl on the card failed (what was attempted and the errno).
+    #[error(transparent)]
+    Card(#[from] Error),
+    /// An application holds the card RAM (see [`super::BUSY`]).
+    #[error("{}", super::BUSY)]
+    Busy,
+    #[error("size too large")]
+    TooLarge,
+    #[error("CUDA memory required: {0}")]
+    CudaRequired(Unavailable),
+    #[error("the dma-buf path has no self-test yet")]
+    DmaBufUntested,
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+}
+
+/// Runs the test on `node` with `bytes` per direction from and to `memory`.
+pub fn run(node: &Path, bytes: u64, memory: Memory) -> Result<Measurement, ChildError> {
     let start = Instant::now();
-    let dev = Device::open_path(node).map_err(|e| format!("{}: {e}", node.display()))?;
+    let dev = Device::open_path(node).map_err(|source| ChildError::Open {
+        node: node.to_path_buf(),
+        source,
+    })?;
     // Before anything moves: never over a holder's data. Ours until this process exits.
-    if !dev.claim_ram().map_err(|e| e.to_string())? {
-        return Err(super::BUSY.into());
+    if !dev.claim_ram()? {
+        return Err(ChildError::Busy);
     }
-    let words = usize::try_from(bytes / 4).map_err(|_| "size too large".to_string())?;
+    let words = usize::try_from(bytes / 4).map_err(|_| ChildError::TooLarge)?;
     let why_not_cuda = match memory {
-        "host" => Some("host memory requested".to_string()),
-        "cuda" | "auto" => gpu::unavailable(),
-        other => return Err(format!("unknown memory kind '{other}'")),
+        Memory::Host => Some("host memory requested".to_string()),
+        Memory::Cuda => match gpu::unavailable() {
+            Some(why) => return Err(ChildError::CudaRequired(why)),
+            None => None,
+        },
+        Memory::Auto => gpu::unavailable().map(|why| why.to_string()),
     };
     let mut m = match why_not_cuda {
         None => cuda(&dev, words)?,
-        Some(why) if memory == "cuda" => return Err(format!("CUDA memory required: {why}")),
         Some(why) => host(&dev, words, why)?,
     };
     m.duration_us = start.elapsed().as_micros() as u64;
     Ok(m)
 }
 
-fn host(dev: &Device, words: usize, why: String) -> Result<Measurement, String> {
+fn host(dev: &Device, words: usize, why: String) -> Result<Measurement, ChildError> {
     let mut src = vec![0u32; words];
     let mut dst = vec![0u32; words];
     pattern::fill(&mut src, &mut dst);
-    let h2c = dev.h2c(as_bytes(&src), 0).map_err(|e| e.to_string())?;
-    let c2h = dev
-        .c2h(as_bytes_mut(&mut dst), 0)
-        .map_err(|e| e.to_string())?;
+    let h2c = dev.h2c(as_bytes(&src), 0)?;
+    let c2h = dev.c2h(as_bytes_mut(&mut dst), 0)?;
     let (mismatches, first_mismatch) = pattern::verify(&dst);
     Ok(measurement(
         "host",
@@ -57,31 +83,31 @@ fn host(dev: &Device, words: usize, why: String) -> Result<Measurement, String> 
 }
 
 /// What the driver can pin. A driver without ABI_INFO is NVIDIA's reference, which has Jetson nv-p2p.
-fn driver_paths(dev: &Device) -> Result<DriverPaths, String> {
+fn driver_paths(dev: &Device) -> Result<DriverPaths, Error> {
     match dev.abi_info() {
         Ok(info) => Ok(DriverPaths::from_caps(info.caps)),
         Err(Error::Os { errno, .. }) if errno == libc::ENOTTY || errno == libc::EINVAL => {
             Ok(DriverPaths::from_caps(CAP_CUDA_JETSON))
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
 /// CUDA memory through the card (`words` u32 each way) on the path CUDA and the driver support, verified
 /// on the GPU; `gdrctl validate` runs it too. Call [`gpu::unavailable`] first.
-pub fn cuda(dev: &Device, words: usize) -> Result<Measurement, String> {
+pub fn cuda(dev: &Device, words: usize) -> Result<Measurement, ChildError> {
     let g = gpu::Gpu::new()?;
     let path = gpu_path::choose(gpupaths::attrs()?, driver_paths(dev)?);
     match path {
         GpuPath::NvP2pTegra | GpuPath::NvP2pDgpu => p2p(dev, &g, words, path),
         GpuPath::PinnedHost => pinned_host(dev, &g, words),
-        GpuPath::DmaBuf => Err("the dma-buf path has no self-test yet".into()),
+        GpuPath::DmaBuf => Err(ChildError::DmaBufUntested),
     }
 }
 
 /// nv-p2p: both surfaces pinned with PIN_CUDA.
-fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measurement, String> {
-    let n = u32::try_from(words).map_err(|_| "size too large".to_string())?;
+fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measurement, ChildError> {
+    let n = u32::try_from(words).map_err(|_| ChildError::TooLarge)?;
     let src = g.alloc_host(words)?;
     let dst = g.alloc_host(words)?;
     let (ds, dd) = (g.device_ptr(&src)?, g.device_ptr(&dst)?);
@@ -89,14 +115,12 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
     g.sync_memops(ds)?;
     g.sync_memops(dd)?;
     let bytes = (words * 4) as u64;
-    let hs = dev
-        .pin_cuda(src.ptr as u64, bytes)
-        .map_err(|e| e.to_string())?;
+    let hs = dev.pin_cuda(src.ptr as u64, bytes)?;
     let hd = match dev.pin_cuda(dst.ptr as u64, bytes) {
         Ok(h) => h,
         Err(e) => {
             let _ = dev.unpin_cuda(hs);
-            return Err(e.to_string());
+            return Err(e.into());
         }
     };
     let moved = dev
@@ -104,15 +128,15 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
         .and_then(|h2c| Ok((h2c, dev.c2h_cuda(hd, bytes, 0)?)));
     // Unpin before the memory can be freed, whatever happened (else nvidia_p2p's free callback fires).
     let unpinned = dev.unpin_cuda(hs).and(dev.unpin_cuda(hd));
-    let (h2c, c2h) = moved.map_err(|e| e.to_string())?;
-    unpinned.map_err(|e| e.to_string())?;
+    let (h2c, c2h) = moved?;
+    unpinned?;
     verified(g, &dst, n, path, h2c, c2h)
 }
 
 /// Pinned host: `cuMemHostAlloc` memory, filled by the GPU, moved by the host DMA path (the driver pins
 /// it as any host memory), verified by the GPU.
-fn pinned_host(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, String> {
-    let n = u32::try_from(words).map_err(|_| "size too large".to_string())?;
+fn pinned_host(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, ChildError> {
+    let n = u32::try_from(words).map_err(|_| ChildError::TooLarge)?;
     let src = g.alloc_host(words)?;
     let dst = g.alloc_host(words)?;
     let (ds, dd) = (g.device_ptr(&src)?, g.device_ptr(&dst)?);
@@ -125,8 +149,8 @@ fn pinned_host(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, 
             std::slice::from_raw_parts_mut(dst.ptr.cast::<u8>(), words * 4),
         )
     };
-    let h2c = dev.h2c(s, 0).map_err(|e| e.to_string())?;
-    let c2h = dev.c2h(d, 0).map_err(|e| e.to_string())?;
+    let h2c = dev.h2c(s, 0)?;
+    let c2h = dev.c2h(d, 0)?;
     verified(g, &dst, n, GpuPath::PinnedHost, h2c, c2h)
 }
 
@@ -138,7 +162,7 @@ fn verified(
     path: GpuPath,
     h2c: Transfer,
     c2h: Transfer,
-) -> Result<Measurement, String> {
+) -> Result<Measurement, ChildError> {
     let (count, first) = g.verify(g.device_ptr(dst)?, n)?;
     let first_mismatch = match first {
         Some(i) => {
@@ -193,4 +217,21 @@ fn as_bytes(w: &[u32]) -> &[u8] {
 fn as_bytes_mut(w: &mut [u32]) -> &mut [u8] {
     // SAFETY: as above; every byte pattern is a valid u32.
     unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast(), w.len() * 4) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_does_not_open_is_named() {
+        let e = run(Path::new("/nonexistent/picoevb0"), 4096, Memory::Host).unwrap_err();
+        assert!(matches!(e, ChildError::Open { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/picoevb0: open: No such file or directory"),
+            "{e}"
+        );
+        assert_eq!(ChildError::Busy.to_string(), super::super::BUSY);
+    }
 }

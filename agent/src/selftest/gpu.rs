@@ -11,8 +11,43 @@ pub const PTX: &str = include_str!("../../ptx/pattern.ptx");
 
 const BLOCK: u32 = 256;
 
-fn cu<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> {
-    r.map_err(|e| format!("{what}: {e:?}"))
+/// Why CUDA cannot be used here.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("libcuda not found")]
+    NoLibcuda,
+    #[error("cuInit failed: {0:?}")]
+    Init(result::DriverError),
+    #[error("no CUDA device")]
+    NoDevice,
+}
+
+/// Why a CUDA step of the self-test or of a GPU probe (`gdr-selftest --gpu-*`) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no CUDA here: {0}")]
+    Unavailable(#[from] Unavailable),
+    /// A driver API call failed.
+    #[error("{call}: {source:?}")]
+    Driver {
+        call: &'static str,
+        source: result::DriverError,
+    },
+    /// libcuda lacks an entry point newer than the bindings.
+    #[error("libcuda has no {0}")]
+    Missing(&'static str),
+    #[error("verify: buffer {0:#x} is not 16-byte aligned")]
+    Unaligned(sys::CUdeviceptr),
+    #[error("size too large")]
+    TooLarge,
+    /// A probe found the GPU's answer wrong.
+    #[error("check failed: {0}")]
+    Check(String),
+}
+
+/// `r`, its error named by the driver call `call`.
+pub(super) fn cu<T>(call: &'static str, r: Result<T, result::DriverError>) -> Result<T, GpuError> {
+    r.map_err(|source| GpuError::Driver { call, source })
 }
 
 /// A CUDA context on GPU 0 with the kernels loaded. Lives only in the short-lived self-test child.
@@ -38,23 +73,23 @@ impl Drop for HostBuf {
 }
 
 /// Why CUDA cannot be used here (no libcuda, no GPU), or None when it can.
-pub fn unavailable() -> Option<String> {
+pub fn unavailable() -> Option<Unavailable> {
     // SAFETY: is_culib_present only tries to dlopen the library; it never panics.
     if !unsafe { sys::is_culib_present() } {
-        return Some("libcuda not found".into());
+        return Some(Unavailable::NoLibcuda);
     }
     if let Err(e) = result::init() {
-        return Some(format!("cuInit failed: {e:?}"));
+        return Some(Unavailable::Init(e));
     }
     match result::device::get_count() {
-        Ok(0) | Err(_) => Some("no CUDA device".into()),
+        Ok(0) | Err(_) => Some(Unavailable::NoDevice),
         Ok(_) => None,
     }
 }
 
 impl Gpu {
     /// Opens GPU 0 and loads the kernels. Call [`unavailable`] first: cudarc panics without libcuda.
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, GpuError> {
         cu("cuInit", result::init())?;
         let dev = cu("cuDeviceGet", result::device::get(0))?;
         let name = cu("cuDeviceGetName", result::device::get_name(dev))?;
@@ -89,7 +124,7 @@ impl Gpu {
     }
 
     /// Pinned host memory as `cudaHostAlloc(..., cudaHostAllocDefault)` gives a Jetson app.
-    pub fn alloc_host(&self, words: usize) -> Result<HostBuf, String> {
+    pub fn alloc_host(&self, words: usize) -> Result<HostBuf, GpuError> {
         // SAFETY: flags 0; the memory is initialised by the fill kernel before anyone reads it.
         let ptr = cu("cuMemHostAlloc", unsafe {
             result::malloc_host(words * 4, 0)
@@ -101,13 +136,13 @@ impl Gpu {
     }
 
     /// Device memory (the bench's baseline).
-    pub fn alloc_device(&self, words: usize) -> Result<sys::CUdeviceptr, String> {
+    pub fn alloc_device(&self, words: usize) -> Result<sys::CUdeviceptr, GpuError> {
         // SAFETY: plain allocation; freed by the caller or at exit.
         cu("cuMemAlloc", unsafe { result::malloc_sync(words * 4) })
     }
 
     /// The device address of pinned host memory.
-    pub fn device_ptr(&self, buf: &HostBuf) -> Result<sys::CUdeviceptr, String> {
+    pub fn device_ptr(&self, buf: &HostBuf) -> Result<sys::CUdeviceptr, GpuError> {
         let mut d: sys::CUdeviceptr = 0;
         // SAFETY: `buf.ptr` is a live cuMemHostAlloc allocation.
         let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, buf.ptr.cast(), 0) };
@@ -116,7 +151,7 @@ impl Gpu {
     }
 
     /// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: DMA by a third party must see completed GPU writes.
-    pub fn sync_memops(&self, ptr: sys::CUdeviceptr) -> Result<(), String> {
+    pub fn sync_memops(&self, ptr: sys::CUdeviceptr) -> Result<(), GpuError> {
         let mut one: u32 = 1;
         // SAFETY: `ptr` is a live allocation; the attribute takes a pointer to an unsigned int.
         let r = unsafe {
@@ -134,7 +169,7 @@ impl Gpu {
         f: sys::CUfunction,
         threads: u32,
         params: &mut [*mut c_void],
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let grid = threads.div_ceil(BLOCK).max(1);
         // SAFETY: `params` point to values of the kernel's parameter types, alive for the call.
         cu("cuLaunchKernel", unsafe {
@@ -151,7 +186,12 @@ impl Gpu {
     }
 
     /// Pattern into `src`, its complement into `dst` (`n` words each).
-    pub fn fill(&self, src: sys::CUdeviceptr, dst: sys::CUdeviceptr, n: u32) -> Result<(), String> {
+    pub fn fill(
+        &self,
+        src: sys::CUdeviceptr,
+        dst: sys::CUdeviceptr,
+        n: u32,
+    ) -> Result<(), GpuError> {
         let (mut s, mut d, mut n2) = (src, dst, n);
         self.launch(
             self.fill,
@@ -166,9 +206,9 @@ impl Gpu {
 
     /// Checks `n` words of `buf` on the GPU: (wrong words, first wrong index). Each thread loads four
     /// words at once, so `buf` must be 16-byte aligned (every CUDA allocation is).
-    pub fn verify(&self, buf: sys::CUdeviceptr, n: u32) -> Result<(u32, Option<u32>), String> {
+    pub fn verify(&self, buf: sys::CUdeviceptr, n: u32) -> Result<(u32, Option<u32>), GpuError> {
         if !buf.is_multiple_of(16) {
-            return Err(format!("verify: buffer {buf:#x} is not 16-byte aligned"));
+            return Err(GpuError::Unaligned(buf));
         }
         let init = [0u32, u32::MAX];
         // SAFETY: `self.result` holds 8 bytes.
@@ -203,7 +243,7 @@ impl Gpu {
         stream: sys::CUstream,
         buf: sys::CUdeviceptr,
         n: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let (mut b, mut n2, mut r) = (buf, n, self.result);
         let mut params: [*mut c_void; 3] = [
             (&mut b as *mut u64).cast(),
@@ -225,7 +265,7 @@ impl Gpu {
     }
 
     /// Seconds `f` takes on the GPU, timed with events.
-    pub fn time(&self, f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
+    pub fn time(&self, f: impl FnOnce() -> Result<(), GpuError>) -> Result<f64, GpuError> {
         let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
         let start = cu("cuEventCreate", result::event::create(flags))?;
         let end = cu("cuEventCreate", result::event::create(flags))?;
@@ -252,10 +292,38 @@ impl Gpu {
         dst: sys::CUdeviceptr,
         src: sys::CUdeviceptr,
         bytes: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         // SAFETY: both allocations hold `bytes`.
         cu("cuMemcpyDtoD", unsafe {
             result::memcpy_dtod_sync(dst, src, bytes)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words gdr-selftest, the self-test history and `gdrctl validate` show (the driver's own error
+    /// needs libcuda to be shown, so it is not here).
+    #[test]
+    fn messages_keep_their_words() {
+        assert_eq!(
+            GpuError::from(Unavailable::NoLibcuda).to_string(),
+            "no CUDA here: libcuda not found"
+        );
+        assert_eq!(Unavailable::NoDevice.to_string(), "no CUDA device");
+        assert_eq!(
+            GpuError::Unaligned(0x1004).to_string(),
+            "verify: buffer 0x1004 is not 16-byte aligned"
+        );
+        assert_eq!(
+            GpuError::Missing("cuStreamWaitValue32_v2").to_string(),
+            "libcuda has no cuStreamWaitValue32_v2"
+        );
+        assert_eq!(
+            GpuError::Check("the copy verifies".into()).to_string(),
+            "check failed: the copy verifies"
+        );
     }
 }

@@ -8,10 +8,10 @@
 
 use std::fmt::Write;
 
-use super::gpu::{Gpu, unavailable};
+use super::gpu::{Gpu, GpuError, unavailable};
 use super::pattern;
 
-fn best(runs: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64, String> {
+fn best(runs: usize, mut f: impl FnMut() -> Result<f64, GpuError>) -> Result<f64, GpuError> {
     let mut b = f64::MAX;
     for _ in 0..runs {
         b = b.min(f()?);
@@ -19,18 +19,18 @@ fn best(runs: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64, 
     Ok(b)
 }
 
-fn check(ok: bool, what: &str) -> Result<(), String> {
+fn check(ok: bool, what: &str) -> Result<(), GpuError> {
     if ok {
         Ok(())
     } else {
-        Err(format!("check failed: {what}"))
+        Err(GpuError::Check(what.to_string()))
     }
 }
 
 /// Runs the check on `mib` MiB of device memory; returns the report text.
-pub fn run(mib: usize) -> Result<String, String> {
+pub fn run(mib: usize) -> Result<String, GpuError> {
     if let Some(why) = unavailable() {
-        return Err(format!("no CUDA here: {why}"));
+        return Err(why.into());
     }
     let g = Gpu::new()?;
     let mut r = String::new();
@@ -40,7 +40,7 @@ pub fn run(mib: usize) -> Result<String, String> {
         g.name
     );
     let words = mib * 256 * 1024;
-    let n = u32::try_from(words).map_err(|_| "too large".to_string())?;
+    let n = u32::try_from(words).map_err(|_| GpuError::TooLarge)?;
     let bytes = words * 4;
     let a = g.alloc_device(words)?;
     let b = g.alloc_device(words)?;

@@ -14,7 +14,7 @@ use cudarc::driver::{result, sys};
 use gdr_client::gpu_path::{self, CudaAttrs, DriverPaths, GpuPath};
 use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON};
 
-use super::gpu::{Gpu, unavailable};
+use super::gpu::{Gpu, GpuError, cu, unavailable};
 
 /// `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD`.
 const DMA_BUF_FD: i32 = 1;
@@ -42,10 +42,10 @@ pub(super) fn cuda_sym(name: &CStr) -> *mut c_void {
 }
 
 impl Newer {
-    fn load() -> Result<Self, String> {
+    fn load() -> Result<Self, GpuError> {
         let a = cuda_sym(c"cuDeviceGetAttribute");
         if a.is_null() {
-            return Err("libcuda has no cuDeviceGetAttribute".into());
+            return Err(GpuError::Missing("cuDeviceGetAttribute"));
         }
         let h = cuda_sym(c"cuMemGetHandleForAddressRange");
         // SAFETY: both symbols are CUDA driver API functions with exactly these C signatures
@@ -69,16 +69,16 @@ impl Newer {
         }
     }
 
-    /// Exports `[ptr, ptr + len)` as a dma-buf: the exporter's name, or CUDA's error number.
-    fn export(&self, ptr: u64, len: usize) -> Result<String, String> {
+    /// Exports `[ptr, ptr + len)` as a dma-buf; the report's words: the exporter's name, or CUDA's error.
+    fn export(&self, ptr: u64, len: usize) -> String {
         let Some(get) = self.get_handle else {
-            return Err("no cuMemGetHandleForAddressRange".into());
+            return "no cuMemGetHandleForAddressRange".into();
         };
         let mut fd: i32 = -1;
         // SAFETY: the handle for DMA_BUF_FD is an int written through the pointer.
         let r = unsafe { get((&mut fd as *mut i32).cast(), ptr, len, DMA_BUF_FD, 0) };
         if r != 0 {
-            return Err(format!("refused ({})", error_name(r)));
+            return format!("refused ({})", error_name(r));
         }
         let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
         // SAFETY: `fd` is the dma-buf fd CUDA just returned to this process; closed once.
@@ -88,13 +88,13 @@ impl Newer {
             .find_map(|l| l.strip_prefix("exp_name:"))
             .map(str::trim)
             .unwrap_or("?");
-        Ok(format!("ok (exporter {exp})"))
+        format!("ok (exporter {exp})")
     }
 }
 
 /// The three attributes of device 0 (an attribute this driver does not know reads as false), for the
 /// self-test's choice of path. Needs a current context (`Gpu::new`).
-pub fn attrs() -> Result<CudaAttrs, String> {
+pub fn attrs() -> Result<CudaAttrs, GpuError> {
     let n = Newer::load()?;
     Ok(CudaAttrs {
         gpu_direct_rdma: n
@@ -125,9 +125,9 @@ fn attr_text(v: Result<bool, i32>) -> String {
 }
 
 /// Runs the probe; returns the report text.
-pub fn run() -> Result<String, String> {
+pub fn run() -> Result<String, GpuError> {
     if let Some(why) = unavailable() {
-        return Err(format!("no CUDA here: {why}"));
+        return Err(why.into());
     }
     let g = Gpu::new()?;
     let n = Newer::load()?;
@@ -161,7 +161,7 @@ pub fn run() -> Result<String, String> {
     // dma-buf export: 4 MiB of each kind, ranges at several offsets and lengths.
     const SPAN: usize = 4 << 20;
     // SAFETY: plain allocation, freed with the process.
-    let dev = result_ptr(unsafe { result::malloc_sync(SPAN) })?;
+    let dev = cu("cuMemAlloc", unsafe { result::malloc_sync(SPAN) })?;
     let host = g.alloc_host(SPAN / 4)?;
     let host_dev = g.device_ptr(&host)?;
     let _ = writeln!(
@@ -190,7 +190,7 @@ pub fn run() -> Result<String, String> {
         ("cuMemHostAlloc (host ptr)", host.ptr as u64),
     ] {
         for (off, len) in ranges {
-            let res = n.export(base + off as u64, len).unwrap_or_else(|e| e);
+            let res = n.export(base + off as u64, len);
             let _ = writeln!(r, "  {what:<28} {off:>8} {len:>8}  {res}");
         }
     }
@@ -230,7 +230,7 @@ pub fn run() -> Result<String, String> {
             }
             GpuPath::DmaBuf => format!(
                 "dma-buf import of [{buf:#x}, +{len}): {}",
-                n.export(buf, len).unwrap_or_else(|e| e)
+                n.export(buf, len)
             ),
             GpuPath::PinnedHost => {
                 format!("H2C/C2H on host memory {{ src: {buf:#x}, len: {len} }}")
@@ -245,10 +245,6 @@ pub fn run() -> Result<String, String> {
         );
     }
     Ok(r)
-}
-
-fn result_ptr(r: Result<sys::CUdeviceptr, result::DriverError>) -> Result<u64, String> {
-    r.map_err(|e| format!("cuMemAlloc: {e:?}"))
 }
 
 fn page_size() -> u64 {

@@ -14,7 +14,7 @@ use std::fmt::Write;
 use cudarc::driver::{result, sys};
 use picoevb_regs::stream;
 
-use super::gpu::{Gpu, unavailable};
+use super::gpu::{Gpu, GpuError, cu, unavailable};
 
 /// The kernel, as text (see the file's header).
 pub const PTX: &str = include_str!("../../ptx/stream.ptx");
@@ -23,10 +23,6 @@ pub const PTX: &str = include_str!("../../ptx/stream.ptx");
 const LINK_MBPS: f64 = 500.0;
 
 const BLOCK: u32 = 256;
-
-fn cu<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> {
-    r.map_err(|e| format!("{what}: {e:?}"))
-}
 
 /// What the checker reports for one ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +50,7 @@ struct Checker {
 }
 
 impl Checker {
-    fn load() -> Result<Self, String> {
+    fn load() -> Result<Self, GpuError> {
         let ptx = CString::new(PTX).expect("PTX has no NUL");
         // SAFETY: a NUL-terminated PTX image, valid for the call; the context is current (Gpu::new).
         let module = cu("cuModuleLoadData", unsafe {
@@ -76,7 +72,7 @@ impl Checker {
         len: u32,
         n: u32,
         first: u32,
-    ) -> Result<Verdict, String> {
+    ) -> Result<Verdict, GpuError> {
         let init = [0u32, 0, 0, 0, u32::MAX];
         // SAFETY: `self.out` holds 20 bytes.
         cu("cuMemcpyHtoD", unsafe {
@@ -153,7 +149,7 @@ pub fn plant(ring: &mut [u8], len: u32, first: u32) -> Verdict {
     }
 }
 
-fn best(runs: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64, String> {
+fn best(runs: usize, mut f: impl FnMut() -> Result<f64, GpuError>) -> Result<f64, GpuError> {
     let mut b = f64::MAX;
     for _ in 0..runs {
         b = b.min(f()?);
@@ -162,9 +158,9 @@ fn best(runs: usize, mut f: impl FnMut() -> Result<f64, String>) -> Result<f64, 
 }
 
 /// Runs the check on rings of `mib` MiB; returns the report text.
-pub fn run(mib: usize) -> Result<String, String> {
+pub fn run(mib: usize) -> Result<String, GpuError> {
     if let Some(why) = unavailable() {
-        return Err(format!("no CUDA here: {why}"));
+        return Err(why.into());
     }
     let g = Gpu::new()?;
     let checker = Checker::load()?;
@@ -189,9 +185,9 @@ pub fn run(mib: usize) -> Result<String, String> {
         })?;
         let clean = checker.check(dev, len, n, first)?;
         if clean != Verdict::CLEAN {
-            return Err(format!(
+            return Err(GpuError::Check(format!(
                 "{len}-byte records: a clean ring was judged {clean:?}"
-            ));
+            )));
         }
         let t = best(5, || {
             g.time(|| checker.check(dev, len, n, first).map(|_| ()))
@@ -203,9 +199,9 @@ pub fn run(mib: usize) -> Result<String, String> {
         })?;
         let got = checker.check(dev, len, n, first)?;
         if got != want {
-            return Err(format!(
+            return Err(GpuError::Check(format!(
                 "{len}-byte records: planted faults judged {got:?}, want {want:?}"
-            ));
+            )));
         }
         let mbps = host.len() as f64 / t / 1e6;
         let _ = writeln!(

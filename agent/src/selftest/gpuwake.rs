@@ -15,17 +15,17 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys};
 
-use super::gpu::{Gpu, unavailable};
+use super::gpu::{Gpu, GpuError, unavailable};
 use super::gpupaths::cuda_sym;
 
 /// `cuStreamWaitValue32_v2` / `cuStreamWriteValue32_v2` (CUDA 11.7+, enabled by default; the v1 entry
 /// points the 11.4 bindings have need a driver registry key and answer NOT_SUPPORTED without it).
 type MemOp = unsafe extern "C" fn(sys::CUstream, sys::CUdeviceptr, u32, u32) -> sys::CUresult;
 
-fn mem_op(name: &std::ffi::CStr) -> Result<MemOp, String> {
+fn mem_op(name: &'static std::ffi::CStr) -> Result<MemOp, GpuError> {
     let p = cuda_sym(name);
     if p.is_null() {
-        return Err(format!("libcuda has no {}", name.to_string_lossy()));
+        return Err(GpuError::Missing(name.to_str().unwrap_or("?")));
     }
     // SAFETY: both functions have this C signature in cuda.h
     // (CUresult (CUstream, CUdeviceptr, cuuint32_t, unsigned int)).
@@ -37,8 +37,8 @@ const WAIT_GEQ: u32 = 0;
 /// Words between the flag and the acknowledgement (separate cache lines).
 const ACK: usize = 32;
 
-fn cu(what: &str, r: sys::CUresult) -> Result<(), String> {
-    r.result().map_err(|e| format!("{what}: {e:?}"))
+fn cu(call: &'static str, r: sys::CUresult) -> Result<(), GpuError> {
+    super::gpu::cu(call, r.result())
 }
 
 /// P50, P99, P99.9 and max of `v` (sorted here), in microseconds.
@@ -55,11 +55,13 @@ fn dist(v: &mut [Duration]) -> String {
 }
 
 /// Spins until `word` reads `want`; gives up after a second (a GPU that never answers).
-fn spin_until(word: &AtomicU32, want: u32) -> Result<(), String> {
+fn spin_until(word: &AtomicU32, want: u32) -> Result<(), GpuError> {
     let start = Instant::now();
     while word.load(Ordering::Acquire) != want {
         if start.elapsed() > Duration::from_secs(1) {
-            return Err(format!("no acknowledgement {want} within 1 s"));
+            return Err(GpuError::Check(format!(
+                "no acknowledgement {want} within 1 s"
+            )));
         }
         std::hint::spin_loop();
     }
@@ -67,9 +69,9 @@ fn spin_until(word: &AtomicU32, want: u32) -> Result<(), String> {
 }
 
 /// Runs the benchmark with `n` round trips per variant; returns the report text.
-pub fn run(n: usize) -> Result<String, String> {
+pub fn run(n: usize) -> Result<String, GpuError> {
     if let Some(why) = unavailable() {
-        return Err(format!("no CUDA here: {why}"));
+        return Err(why.into());
     }
     let g = Gpu::new()?;
     let mut mem_ops = 0;
@@ -96,8 +98,13 @@ pub fn run(n: usize) -> Result<String, String> {
     ack.store(0, Ordering::SeqCst);
     let words = 16 * 1024;
     let dev = g.alloc_device(words)?;
-    let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
-        .map_err(|e| format!("cuStreamCreate: {e:?}"))?;
+    let stream =
+        result::stream::create(result::stream::StreamKind::NonBlocking).map_err(|source| {
+            GpuError::Driver {
+                call: "cuStreamCreate",
+                source,
+            }
+        })?;
 
     let wait = mem_op(c"cuStreamWaitValue32_v2")?;
     let write = mem_op(c"cuStreamWriteValue32_v2")?;
@@ -110,8 +117,8 @@ pub fn run(n: usize) -> Result<String, String> {
 
     // The floor: two CPU threads over the same pinned words.
     let mut cpu = Vec::with_capacity(n);
-    std::thread::scope(|s| -> Result<(), String> {
-        let peer = s.spawn(|| -> Result<(), String> {
+    std::thread::scope(|s| -> Result<(), GpuError> {
+        let peer = s.spawn(|| -> Result<(), GpuError> {
             for i in 1..=n as u32 {
                 spin_until(flag, i)?;
                 ack.store(i, Ordering::Release);
@@ -125,7 +132,7 @@ pub fn run(n: usize) -> Result<String, String> {
             cpu.push(t.elapsed());
         }
         peer.join()
-            .map_err(|_| "peer thread panicked".to_string())?
+            .map_err(|_| GpuError::Check("the peer thread panicked".into()))?
     })?;
     let _ = writeln!(r, "cpu thread            {}", dist(&mut cpu));
 

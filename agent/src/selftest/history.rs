@@ -19,17 +19,26 @@ pub fn read(file: &Path) -> Vec<SelfTestResult> {
         .collect()
 }
 
+/// Why a result was not appended.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Write(#[from] crate::atomic::WriteError),
+}
+
 /// Appends `result`, keeping at most `limit` entries.
-pub fn append(file: &Path, result: &SelfTestResult, limit: usize) -> Result<(), String> {
+pub fn append(file: &Path, result: &SelfTestResult, limit: usize) -> Result<(), HistoryError> {
     let mut all = read(file);
     all.push(result.clone());
     let skip = all.len().saturating_sub(limit);
     let mut text = String::new();
     for r in &all[skip..] {
-        text.push_str(&serde_json::to_string(r).map_err(|e| e.to_string())?);
+        text.push_str(&serde_json::to_string(r)?);
         text.push('\n');
     }
-    crate::atomic::write(file, text.as_bytes()).map_err(|e| e.to_string())
+    Ok(crate::atomic::write(file, text.as_bytes())?)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod runner;
 use serde::{Deserialize, Serialize};
 
 use crate::config::SelfTestSection;
+pub use runner::SelfTestError;
 
 /// Why a self-test or Bench did not run: an application holds the card RAM (the driver refused the
 /// self-test's CLAIM). Not a verdict on the card: the test never runs over a holder's data.

@@ -6,7 +6,7 @@ use picoevb_regs::pci::{DEVICE_ID, SUBSYSTEM_ID_PICOEVB, SUBSYSTEM_VENDOR_ID, VE
 
 use super::helper::Helper;
 use super::request::Request;
-use crate::card::ports::{Aer, Pci};
+use crate::card::ports::{Aer, Pci, PciError};
 
 fn hex_attr(dev: &Path, attr: &str) -> Option<u32> {
     let s = std::fs::read_to_string(dev.join(attr)).ok()?;
@@ -42,9 +42,12 @@ impl SysfsPci {
 }
 
 impl Pci for SysfsPci {
-    fn list(&self) -> Result<Vec<String>, String> {
+    fn list(&self) -> Result<Vec<String>, PciError> {
         let dir = self.root.join("bus/pci/devices");
-        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(source) => return Err(PciError::List { dir, source }),
+        };
         let mut found: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -59,21 +62,21 @@ impl Pci for SysfsPci {
         Some(link.file_name()?.to_string_lossy().into_owned())
     }
 
-    fn remove(&self, bdf: &str) -> Result<(), String> {
+    fn remove(&self, bdf: &str) -> Result<(), PciError> {
         if !self.dev(bdf).exists() {
             return Ok(()); // already gone (the link dropped)
         }
         self.helper
             .call(&Request::Remove(bdf.to_string()))
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| PciError::Privileged(e.into()))
     }
 
-    fn rescan(&self) -> Result<(), String> {
+    fn rescan(&self) -> Result<(), PciError> {
         self.helper
             .call(&Request::Rescan)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| PciError::Privileged(e.into()))
     }
 
     fn link(&self, bdf: &str) -> Option<(String, u32)> {
@@ -155,7 +158,7 @@ mod tests {
                 uncorrectable: 1
             })
         );
-        let e = pci.rescan().unwrap_err();
+        let e = pci.rescan().unwrap_err().to_string();
         assert!(e.contains("privileged helper at /nonexistent"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
     }

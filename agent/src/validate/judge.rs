@@ -2,8 +2,16 @@
 
 use super::dma::{Integrity, Throughput};
 use super::report::{Check, Verdict};
-use crate::manifest::Identity;
+use crate::manifest::{Identity, ManifestError};
 use crate::selftest::Measurement;
+use crate::selftest::child::ChildError;
+use crate::selftest::gpu::Unavailable;
+
+/// The GPU-memory path's run: `Err` where CUDA is not here, else the self-test child's outcome.
+pub type GpuRun = Result<Result<Measurement, ChildError>, Unavailable>;
+
+/// A failed ioctl on the card's fd (what was attempted and the errno).
+type DevError = gdr_client::Error;
 
 /// What a run is judged against. The defaults are a PicoEVB's on a Jetson: derived from the Gen2 x1 link's
 /// framing (docs/agent.md, "gdrctl validate"); the bench passes its own.
@@ -45,9 +53,27 @@ pub struct IdExpect {
     pub source: String,
 }
 
+/// Why there is no ID block to compare the card's with.
+#[derive(Debug, thiserror::Error)]
+pub enum NoExpectation {
+    /// `--manifest DIR` named a folder whose manifest does not load.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(
+        "the agent has no bitstream configured (loader 'none'): nothing to compare with; \
+         --manifest DIR compares with a bitstream folder's"
+    )]
+    LoaderNone,
+    #[error("the agent has no manifest loaded: --manifest DIR compares with one")]
+    NoManifest,
+}
+
 /// The ID block the card answers now (ABI_INFO) against the manifest; `want` is `Err(why)` where there is
 /// nothing to compare with (the box has no bitstream).
-pub fn id_block(live: Result<Identity, String>, want: Result<&IdExpect, &str>) -> Check {
+pub fn id_block(
+    live: Result<Identity, &DevError>,
+    want: Result<&IdExpect, &NoExpectation>,
+) -> Check {
     let live = match live {
         Ok(l) => l,
         Err(e) => {
@@ -67,7 +93,7 @@ pub fn id_block(live: Result<Identity, String>, want: Result<&IdExpect, &str>) -
                 verdict: Verdict::Skip,
                 ..c
             }
-            .detail(why);
+            .detail(why.to_string());
         }
     };
     let c = c.expected(format!("{} ({})", want.expected, want.source));
@@ -95,14 +121,14 @@ pub fn id_block(live: Result<Identity, String>, want: Result<&IdExpect, &str>) -
 }
 
 /// Integrity: every byte back as it went.
-pub fn integrity(m: Result<&Integrity, String>) -> Check {
+pub fn integrity(m: Result<&Integrity, &DevError>) -> Check {
     let m = match m {
         Ok(m) => m,
         Err(e) => {
             return Check::new("dma-integrity", Verdict::Fail)
                 .measured("transfer failed")
                 .expected("every byte back")
-                .detail(e);
+                .detail(e.to_string());
         }
     };
     let mut c = Check::new("dma-integrity", verdict(m.wrong == 0))
@@ -134,7 +160,7 @@ pub fn mbps(bytes: u64, ns: u64) -> f64 {
 
 /// Bandwidth against a floor. Judged on the driver's DMA time; a driver that reports none (NVIDIA's
 /// reference) is judged on the calls' wall time, and the detail says so.
-pub fn bandwidth(name: &'static str, t: Result<&Throughput, String>, min_mbps: f64) -> Check {
+pub fn bandwidth(name: &'static str, t: Result<&Throughput, &DevError>, min_mbps: f64) -> Check {
     let expected = format!(">= {min_mbps:.1} MB/s");
     let t = match t {
         Ok(t) => t,
@@ -142,7 +168,7 @@ pub fn bandwidth(name: &'static str, t: Result<&Throughput, String>, min_mbps: f
             return Check::new(name, Verdict::Fail)
                 .measured("transfer failed")
                 .expected(expected)
-                .detail(e);
+                .detail(e.to_string());
         }
     };
     let wall = mbps(t.bytes, t.wall_ns);
@@ -185,7 +211,7 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 /// Small-transfer latency: the median round trip against a ceiling; min, p99 and max alongside.
-pub fn latency(samples_ns: Result<&[u64], String>, bytes: usize, max_us: f64) -> Check {
+pub fn latency(samples_ns: Result<&[u64], &DevError>, bytes: usize, max_us: f64) -> Check {
     let expected = format!("median <= {max_us:.0} µs");
     let mut s = match samples_ns {
         Ok(s) if !s.is_empty() => s.to_vec(),
@@ -198,7 +224,7 @@ pub fn latency(samples_ns: Result<&[u64], String>, bytes: usize, max_us: f64) ->
             return Check::new("latency", Verdict::Fail)
                 .measured("transfer failed")
                 .expected(expected)
-                .detail(e);
+                .detail(e.to_string());
         }
     };
     s.sort_unstable();
@@ -235,7 +261,7 @@ pub fn latency(samples_ns: Result<&[u64], String>, bytes: usize, max_us: f64) ->
 
 /// The GPU-memory path: `Err(why)` where CUDA is not here (a skip that says why), else the self-test
 /// child's measurement of CUDA memory through the card.
-pub fn gpu_path(m: Result<Result<Measurement, String>, String>, t: &Thresholds) -> Check {
+pub fn gpu_path(m: GpuRun, t: &Thresholds) -> Check {
     let m = match m {
         Err(why) => {
             return Check::skip(
@@ -247,7 +273,7 @@ pub fn gpu_path(m: Result<Result<Measurement, String>, String>, t: &Thresholds) 
             return Check::new("gpu-path", Verdict::Fail)
                 .measured("failed")
                 .expected("every word back")
-                .detail(e);
+                .detail(e.to_string());
         }
         Ok(Ok(m)) => m,
     };
@@ -333,14 +359,20 @@ mod tests {
         assert!(c.detail.contains("golden"), "{}", c.detail);
         let c = id_block(Ok(Identity::default()), Ok(&w));
         assert!(c.detail.contains("no ID block"), "{}", c.detail);
-        let c = id_block(Err("ENODEV".into()), Ok(&w));
+        let gone = DevError::Os {
+            op: "ABI_INFO",
+            errno: libc::ENODEV,
+        };
+        let c = id_block(Err(&gone), Ok(&w));
         assert_eq!(
             (c.verdict, c.measured.as_str()),
             (Verdict::Fail, "unreadable")
         );
+        assert_eq!(c.detail, "ABI_INFO: ABI_INFO: No such device (os error 19)");
         // Nothing to compare with: a skip that says why, with what the card runs.
-        let c = id_block(Ok(V1), Err("loader 'none'"));
+        let c = id_block(Ok(V1), Err(&NoExpectation::LoaderNone));
         assert_eq!(c.verdict, Verdict::Skip);
+        assert!(c.detail.contains("loader 'none'"), "{}", c.detail);
         assert_eq!(c.measured, "1.0.0 build 81690a8c");
     }
 
@@ -367,8 +399,13 @@ mod tests {
             "first wrong byte at 0x5 of 33 bytes at FPGA 0x1, counter: expected 0x01, got 0x11"
         );
         assert_eq!(c.values["wrong_bytes"], 1.0);
-        let c = integrity(Err("C2H_DMA: EIO".into()));
+        let eio = DevError::Os {
+            op: "C2H_DMA",
+            errno: libc::EIO,
+        };
+        let c = integrity(Err(&eio));
         assert_eq!(c.verdict, Verdict::Fail);
+        assert_eq!(c.detail, "C2H_DMA: Input/output error (os error 5)");
     }
 
     #[test]
@@ -394,7 +431,7 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Fail);
         assert!(c.detail.contains("reports no DMA time"), "{}", c.detail);
         assert_eq!(
-            bandwidth("round-trip", Err("x".into()), 0.0).verdict,
+            bandwidth("round-trip", Err(&DevError::Timeout("x".into())), 0.0).verdict,
             Verdict::Fail
         );
     }
@@ -422,7 +459,7 @@ mod tests {
     #[test]
     fn the_gpu_path_is_skipped_without_cuda_and_judged_with_it() {
         let t = Thresholds::default();
-        let c = gpu_path(Err("libcuda not found".into()), &t);
+        let c = gpu_path(Err(Unavailable::NoLibcuda), &t);
         assert_eq!(c.verdict, Verdict::Skip);
         assert!(c.detail.contains("libcuda not found"), "{}", c.detail);
         let mut m = Measurement {
@@ -446,9 +483,12 @@ mod tests {
         let c = gpu_path(Ok(Ok(m)), &t);
         assert_eq!(c.verdict, Verdict::Fail);
         assert!(c.detail.contains("2 word(s) differ"), "{}", c.detail);
-        assert_eq!(
-            gpu_path(Ok(Err("PIN_CUDA: EINVAL".into())), &t).verdict,
-            Verdict::Fail
-        );
+        let refused = ChildError::Card(DevError::Os {
+            op: "PIN_CUDA",
+            errno: libc::EINVAL,
+        });
+        let c = gpu_path(Ok(Err(refused)), &t);
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert_eq!(c.detail, "PIN_CUDA: Invalid argument (os error 22)");
     }
 }

@@ -5,7 +5,7 @@ use gdr_client::api::CardStatus;
 use gdr_client::{Agent, Device};
 
 use super::dma::{self, Direction};
-use super::judge::{self, IdExpect};
+use super::judge::{self, IdExpect, NoExpectation};
 use super::link::{self, Link};
 use super::options::Options;
 use super::report::{Check, Report};
@@ -13,11 +13,29 @@ use crate::manifest::{Identity, Manifest};
 
 /// Why validation could not run at all (exit 2): no agent, no such card, not ready, access denied, the
 /// card RAM held by an application.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CouldNotRun(pub String);
-
-fn cannot(what: &str, e: impl std::fmt::Display) -> CouldNotRun {
-    CouldNotRun(format!("{what}: {e}"))
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CouldNotRun {
+    #[error("card{card} status: {source}")]
+    Status {
+        card: u32,
+        source: gdr_client::Error,
+    },
+    /// `stage`: where the agent says the card is.
+    #[error("card{card} ({stage}) could not be opened: {source}")]
+    Open {
+        card: u32,
+        stage: &'static str,
+        source: gdr_client::Error,
+    },
+    /// An application holds the card RAM.
+    #[error("{}", crate::selftest::BUSY)]
+    Busy,
+    #[error("RAM_OWNER: {0}")]
+    Claim(#[source] gdr_client::Error),
+    #[error("CARD_INFO: {0}")]
+    CardInfo(#[source] gdr_client::Error),
+    #[error("the driver reports {0} bytes of card RAM")]
+    RamSize(u64),
 }
 
 /// What the agent says of the card's design: its loader and the manifest's ID block (0: none loaded).
@@ -39,9 +57,9 @@ impl From<&CardStatus> for AgentDesign {
 }
 
 /// What the ID block is compared with: `--manifest DIR`, else the manifest the agent loaded.
-fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, String> {
+fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, NoExpectation> {
     if let Some(dir) = &opts.manifest {
-        let m = Manifest::load(dir).map_err(|e| e.to_string())?;
+        let m = Manifest::load(dir)?;
         return Ok(IdExpect {
             expected: m.expected,
             golden: m.golden,
@@ -49,14 +67,10 @@ fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, String> {
         });
     }
     if agent.loader == "none" {
-        return Err(
-            "the agent has no bitstream configured (loader 'none'): nothing to compare \
-                    with; --manifest DIR compares with a bitstream folder's"
-                .into(),
-        );
+        return Err(NoExpectation::LoaderNone);
     }
     if agent.expected_version == 0 {
-        return Err("the agent has no manifest loaded: --manifest DIR compares with one".into());
+        return Err(NoExpectation::NoManifest);
     }
     Ok(IdExpect {
         expected: Identity {
@@ -73,47 +87,43 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
     let card = opts.card;
     let status = agent
         .status(card)
-        .map_err(|e| cannot(&format!("card{card} status"), e))?;
+        .map_err(|source| CouldNotRun::Status { card, source })?;
     let pci = status.pci.clone();
     let mut checks = Vec::new();
 
     let l = Link::read(&opts.sysfs, &pci);
     checks.push(link::judge(l.as_ref(), opts.thresholds.link, &pci));
 
-    let dev = agent.open(card).map_err(|e| {
-        cannot(
-            &format!("card{card} ({}) could not be opened", status.stage.name()),
-            e,
-        )
+    let dev = agent.open(card).map_err(|source| CouldNotRun::Open {
+        card,
+        stage: status.stage.name(),
+        source,
     })?;
     // Never over an application's data: the RAM is ours until the fd closes, or nothing runs.
     match dev.claim_ram() {
         Ok(true) => {}
-        Ok(false) => return Err(CouldNotRun(crate::selftest::BUSY.into())),
-        Err(e) => return Err(cannot("RAM_OWNER", e)),
+        Ok(false) => return Err(CouldNotRun::Busy),
+        Err(e) => return Err(CouldNotRun::Claim(e)),
     }
     let info = dev.abi_info();
-    let live = info
-        .as_ref()
-        .map(|i| Identity {
-            design_version: i.design_version,
-            build_hash: i.build_hash,
-        })
-        .map_err(|e| e.to_string());
+    let live = info.as_ref().map(|i| Identity {
+        design_version: i.design_version,
+        build_hash: i.build_hash,
+    });
     let want = id_expect(opts, &AgentDesign::from(&status));
-    checks.push(judge::id_block(live, want.as_ref().map_err(String::as_str)));
+    checks.push(judge::id_block(live, want.as_ref()));
     let ram = match &info {
         Ok(i) => i.fpga_ram_size,
         Err(_) => {
             dev.card_info()
-                .map_err(|e| cannot("CARD_INFO", e))?
+                .map_err(CouldNotRun::CardInfo)?
                 .fpga_ram_size
         }
     };
     let ram = usize::try_from(ram)
         .ok()
         .filter(|r| (4096..=1 << 30).contains(r))
-        .ok_or_else(|| CouldNotRun(format!("the driver reports {ram} bytes of card RAM")))?;
+        .ok_or(CouldNotRun::RamSize(ram))?;
 
     checks.extend(measure(&dev, ram, opts));
     checks.push(judge::gpu_path(gpu(&dev, ram), &opts.thresholds));
@@ -123,34 +133,21 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
 /// The host-memory DMA checks.
 fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
     let t = &opts.thresholds;
-    let s = |e: gdr_client::Error| e.to_string();
-    let integrity = dma::integrity(dev, ram, (1 << 20) + 3).map_err(s);
-    let bw = |dir| dma::bandwidth(dev, dir, ram, opts.iterations).map_err(s);
+    let integrity = dma::integrity(dev, ram, (1 << 20) + 3);
+    let bw = |dir| dma::bandwidth(dev, dir, ram, opts.iterations);
     let (h2c, c2h, rt) = (
         bw(Direction::H2c),
         bw(Direction::C2h),
         bw(Direction::RoundTrip),
     );
-    let lat = dma::latency(dev, opts.latency_bytes.min(ram), opts.latency_samples).map_err(s);
+    let lat = dma::latency(dev, opts.latency_bytes.min(ram), opts.latency_samples);
     vec![
-        judge::integrity(integrity.as_ref().map_err(Clone::clone)),
-        judge::bandwidth(
-            "h2c-bandwidth",
-            h2c.as_ref().map_err(Clone::clone),
-            t.min_h2c_mbps,
-        ),
-        judge::bandwidth(
-            "c2h-bandwidth",
-            c2h.as_ref().map_err(Clone::clone),
-            t.min_c2h_mbps,
-        ),
-        judge::bandwidth(
-            "round-trip",
-            rt.as_ref().map_err(Clone::clone),
-            t.min_round_trip_mbps,
-        ),
+        judge::integrity(integrity.as_ref()),
+        judge::bandwidth("h2c-bandwidth", h2c.as_ref(), t.min_h2c_mbps),
+        judge::bandwidth("c2h-bandwidth", c2h.as_ref(), t.min_c2h_mbps),
+        judge::bandwidth("round-trip", rt.as_ref(), t.min_round_trip_mbps),
         judge::latency(
-            lat.as_deref().map_err(Clone::clone),
+            lat.as_deref(),
             opts.latency_bytes.min(ram),
             t.max_latency_us,
         ),
@@ -159,7 +156,7 @@ fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
 
 /// CUDA memory through the card as the self-test moves it (the path CUDA and the driver support), or why
 /// there is no CUDA here.
-fn gpu(dev: &Device, ram: usize) -> Result<Result<crate::selftest::Measurement, String>, String> {
+fn gpu(dev: &Device, ram: usize) -> judge::GpuRun {
     if let Some(why) = crate::selftest::gpu::unavailable() {
         return Err(why);
     }
@@ -226,17 +223,48 @@ mod tests {
         assert_eq!(w.expected.build_hash, 7);
         assert_eq!(w.source, "the agent's manifest");
         let none = design("none", 0, 0);
-        assert!(id_expect(&o, &none).unwrap_err().contains("loader 'none'"));
+        assert!(matches!(
+            id_expect(&o, &none),
+            Err(NoExpectation::LoaderNone)
+        ));
         let unloaded = design("model", 0, 0);
-        assert!(
-            id_expect(&o, &unloaded)
-                .unwrap_err()
-                .contains("no manifest")
-        );
+        assert!(matches!(
+            id_expect(&o, &unloaded),
+            Err(NoExpectation::NoManifest)
+        ));
         let o = Options {
             manifest: Some("/nonexistent".into()),
             ..Options::default()
         };
-        assert!(id_expect(&o, &none).unwrap_err().contains("cannot read"));
+        let e = id_expect(&o, &none).unwrap_err();
+        assert!(matches!(e, NoExpectation::Manifest(_)), "{e}");
+        assert!(e.to_string().contains("cannot read"), "{e}");
+    }
+
+    /// The words `gdrctl validate` prints and puts in its JSON `error` (exit 2).
+    #[test]
+    fn could_not_run_says_why() {
+        let e = CouldNotRun::Open {
+            card: 7,
+            stage: "pending",
+            source: gdr_client::Error::NoSuchCard("card7".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "card7 (pending) could not be opened: no such card: card7"
+        );
+        let e = CouldNotRun::Status {
+            card: 7,
+            source: gdr_client::Error::AgentNotRunning,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("card7 status: the gdr agent is not running")
+        );
+        assert_eq!(CouldNotRun::Busy.to_string(), crate::selftest::BUSY);
+        assert_eq!(
+            CouldNotRun::RamSize(12).to_string(),
+            "the driver reports 12 bytes of card RAM"
+        );
     }
 }
