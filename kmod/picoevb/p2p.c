@@ -847,7 +847,8 @@ static void pevb_check_piece(struct device *dev, dma_addr_t addr, u64 n)
  * over a page boundary would clean or invalidate whatever memory follows the first page physically. Every
  * IOMMU granule and CPU page is a multiple of 4 KiB, mapped aligned, so each piece is physically
  * contiguous. Without an IOMMU a segment is physically contiguous anyway (only such pages are merged) and
- * the pieces cost a few calls more. Callers sync only where dma_need_sync() says it does anything. Shared
+ * the pieces cost a few calls more. Callers sync only where pevb_sync_needed() says so (dma_need_sync(),
+ * or the check_syncs switch behind an IOMMU). Shared
  * by pin.c's syncs of one-off and cached pins (both builds) and the surfaces here.
  */
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,

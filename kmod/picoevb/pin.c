@@ -306,7 +306,8 @@ void pevb_pin_drop(struct pevb_pin *p, bool dirty)
  * pages are not physically contiguous), and only where the DMA API says a sync does something
  * (dma_need_sync: a non-coherent device or a bounce buffer): DMA-API debug matches a partial sync to the
  * one mapping that contains it, and finds none when two mappings of one page share their addresses (no
- * IOMMU, no bounce buffer), which is exactly where a sync does nothing.
+ * IOMMU, no bounce buffer), which is exactly where a sync does nothing. pevb_sync_needed() asks it, and
+ * says yes everywhere behind an IOMMU while the check_syncs bench switch is on (p2p.c).
  */
 void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_device, bool for_device)
 {
