@@ -848,8 +848,8 @@ static void pevb_check_piece(struct device *dev, dma_addr_t addr, u64 n)
  * IOMMU granule and CPU page is a multiple of 4 KiB, mapped aligned, so each piece is physically
  * contiguous. Without an IOMMU a segment is physically contiguous anyway (only such pages are merged) and
  * the pieces cost a few calls more. Callers sync only where pevb_sync_needed() says so (dma_need_sync(),
- * or the check_syncs switch behind an IOMMU). Shared
- * by pin.c's syncs of one-off and cached pins (both builds) and the surfaces here.
+ * or the check_syncs switch behind an IOMMU). Shared by pin.c's syncs of cached pins (both builds; one-off
+ * pins are synced whole, dma_sync_sgtable_*) and the surfaces here.
  */
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device)
