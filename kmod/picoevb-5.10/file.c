@@ -53,162 +53,146 @@ static int pevb_release(struct inode *inode, struct file *file)
 }
 
 /*
- * User memory of a request faulted in before the request holds the device (removal drains that hold) or
- * any lock of the card (prefault.c's pevb_user_prefault); for writing only where the device writes (file.rs's
- * prefault says why).
+ * One transfer's holds, taken and let go of in the order the shared gate decides (kmod/logic/src/gate.rs,
+ * through rust/gate_glue.rs, which calls the pevb_gate_* services below and nothing else touches @side).
+ * A side holds a pin of user memory for this request, a use of a cached buffer, or a use of a GPU surface.
  */
-static int prefault(const struct pevb_side *s, u64 len, bool device_writes)
-{
-	return s->cuda ? 0 : pevb_user_prefault(s->addr, len, device_writes);
-}
-
-/*
- * One side of a transfer, held for its duration: user memory pinned for this request or a use of a cached
- * buffer, or a use of a GPU surface.
- */
-struct held {
-	struct pevb_pin *pin;
-	struct pevb_cuse *cuse;
-	struct pevb_use use;		/* use.s: held */
+struct pevb_xfer {
+	struct pevb_file *pf;
+	struct {
+		struct pevb_pin *pin;
+		struct pevb_cuse *cuse;
+		struct pevb_use use;	/* use.s: held */
+	} side[2];			/* 0: the source (the device reads it), 1: the destination */
 };
 
-/*
- * Pins user memory now; GPU surfaces are entered by take_gpu once every user pin of the request is done,
- * so pinning can never wait on a surface this very request holds (file.rs).
- */
-static int take_user(struct pevb_file *pf, const struct pevb_side *s, u64 len, bool to_device,
-		     struct held *h)
+/* prefault.c: before the request holds the device (removal drains that hold) or any lock of the card. */
+int pevb_gate_prefault(u64 addr, u64 len, bool device_writes)
 {
-	return s->cuda ? 0 : pevb_cache_get(pf->cache, pf->card, s->addr, len, to_device, &h->cuse, &h->pin);
+	return pevb_user_prefault(addr, len, device_writes);
 }
 
-static int take_gpu(struct pevb_file *pf, const struct pevb_side *s, u64 len, bool to_device,
-		    struct held *h)
+int pevb_gate_begin(struct pevb_xfer *x)
 {
-	return s->cuda ? pevb_surfaces_enter(&pf->surfaces, s->handle, len, to_device, &h->use) : 0;
+	return pevb_card_begin(x->pf->card);
 }
 
-static const struct pevb_seg *segments(struct held *h, size_t *n)
+void pevb_gate_end(struct pevb_xfer *x)
 {
-	if (h->use.s)
-		return pevb_use_segments(&h->use, n);
-	return h->cuse ? pevb_cuse_segments(h->cuse, n) : pevb_pin_segments(h->pin, n);
+	pevb_card_end(x->pf->card);
 }
 
-/*
- * Lets go of one side of a finished request. A wedged card keeps a failed request's host pages until
- * unbind; a surface use is released, since its provider callback must not wait until unbind (file.rs).
- */
-static void release(struct pevb_card *card, struct held *h, int result)
+int pevb_gate_ram_begin(struct pevb_xfer *x)
 {
-	if (h->use.s)
-		pevb_use_end(&h->use);
-	else if (h->pin && result && pevb_card_wedged(card))
-		pevb_card_quarantine(card, h->pin);
-	else if (h->pin)
-		pevb_unpin_user(h->pin);
-	else if (h->cuse && result && pevb_card_wedged(card))
-		pevb_card_quarantine_cached(card, h->cuse);
-	else if (h->cuse)
-		pevb_cuse_end(h->cuse);
-	h->pin = NULL;
-	h->cuse = NULL;
+	return pevb_ram_use(x->pf->card, &x->pf->ram_member);
 }
 
-static int one_way(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
+void pevb_gate_ram_end(struct pevb_xfer *x)
 {
-	struct pevb_card *card = pf->card;
-	bool h2c = r->op == PEVB_OP_H2C;
-	const struct pevb_side *host = h2c ? &r->src : &r->dst;
-	struct pevb_engine *e = &card->eng[h2c ? 0 : 1];
+	pevb_ram_unuse(x->pf->card);
+}
+
+int pevb_gate_pin(struct pevb_xfer *x, u32 side, u64 addr, u64 len)
+{
+	return pevb_cache_get(x->pf->cache, x->pf->card, addr, len, side == 0, &x->side[side].cuse,
+			      &x->side[side].pin);
+}
+
+void pevb_gate_unpin(struct pevb_xfer *x, u32 side)
+{
+	if (x->side[side].cuse)
+		pevb_cuse_end(x->side[side].cuse);
+	else
+		pevb_unpin_user(x->side[side].pin);
+}
+
+/* Until unbind: the engine may still touch the pages. */
+void pevb_gate_quarantine(struct pevb_xfer *x, u32 side)
+{
+	if (x->side[side].cuse)
+		pevb_card_quarantine_cached(x->pf->card, x->side[side].cuse);
+	else
+		pevb_card_quarantine(x->pf->card, x->side[side].pin);
+}
+
+int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 len)
+{
+	return pevb_surfaces_enter(&x->pf->surfaces, handle, len, side == 0, &x->side[side].use);
+}
+
+void pevb_gate_exit(struct pevb_xfer *x, u32 side)
+{
+	pevb_use_end(&x->side[side].use);
+}
+
+bool pevb_gate_wedged(struct pevb_xfer *x)
+{
+	return pevb_card_wedged(x->pf->card);
+}
+
+static const struct pevb_seg *segments(struct pevb_xfer *x, u32 side, size_t *n)
+{
+	if (x->side[side].use.s)
+		return pevb_use_segments(&x->side[side].use, n);
+	if (x->side[side].cuse)
+		return pevb_cuse_segments(x->side[side].cuse, n);
+	return pevb_pin_segments(x->side[side].pin, n);
+}
+
+/* @dir 0: H2C from the source, 1: C2H into the destination. Killable: the engine may be busy with another
+ * request for up to its timeout. */
+int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 len, u64 *ns)
+{
+	struct pevb_card *card = x->pf->card;
+	struct pevb_engine *e = &card->eng[dir];
 	const struct pevb_seg *segs;
-	struct held h = {};
 	size_t n;
 	u64 t0;
 	int ret;
 
-	ret = prefault(host, r->len, !h2c);
-	if (ret)
-		return ret;
-	ret = pevb_card_begin(card);
-	if (ret)
-		return ret;
-	ret = pevb_ram_use(card, &pf->ram_member);
-	if (ret) {
-		pevb_card_end(card);
-		return ret;
-	}
-	ret = take_user(pf, host, r->len, h2c, &h) ?: take_gpu(pf, host, r->len, h2c, &h);
-	if (ret)
-		goto out;
-	segs = segments(&h, &n);
-	/* Killable: the engine may be busy with another request for up to its timeout. */
+	segs = segments(x, dir, &n);
 	ret = mutex_lock_killable(&e->lock);
 	if (ret)
-		goto out;
+		return ret;
 	t0 = ktime_get_ns();
-	ret = pevb_transfer(card, e, segs, n, 0, r->fpga, r->len);
+	ret = pevb_transfer(card, e, segs, n, 0, fpga, len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&e->lock);
-out:
-	release(card, &h, ret);
-	pevb_ram_unuse(card);
-	pevb_card_end(card);
 	return ret;
 }
 
-/* Host or GPU memory -> FPGA RAM -> host or GPU memory, pipelined (duplex.c), both engines locked H2C first. */
-static int round_trip(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
+/* Source -> FPGA RAM -> destination, pipelined (duplex.c), both engines locked H2C first. */
+int pevb_gate_round_trip(struct pevb_xfer *x, u64 len, u64 *ns)
 {
-	struct pevb_card *card = pf->card;
-	const struct pevb_seg *src_segs, *dst_segs;
-	struct held src = {}, dst = {};
-	size_t ns_src, ns_dst;
+	struct pevb_card *card = x->pf->card;
+	const struct pevb_seg *src, *dst;
+	size_t nsrc, ndst;
 	u64 t0;
 	int ret;
 
-	ret = prefault(&r->src, r->len, false) ?: prefault(&r->dst, r->len, true);
-	if (ret)
-		return ret;
-	ret = pevb_card_begin(card);
-	if (ret)
-		return ret;
-	ret = pevb_ram_use(card, &pf->ram_member);
-	if (ret) {
-		pevb_card_end(card);
-		return ret;
-	}
-	ret = take_user(pf, &r->src, r->len, true, &src) ?: take_user(pf, &r->dst, r->len, false, &dst) ?:
-	      take_gpu(pf, &r->src, r->len, true, &src) ?: take_gpu(pf, &r->dst, r->len, false, &dst);
-	if (ret)
-		goto out;
-	src_segs = segments(&src, &ns_src);
-	dst_segs = segments(&dst, &ns_dst);
+	src = segments(x, 0, &nsrc);
+	dst = segments(x, 1, &ndst);
 	ret = mutex_lock_killable(&card->eng[0].lock);
 	if (ret)
-		goto out;
+		return ret;
 	ret = mutex_lock_killable(&card->eng[1].lock);
 	if (ret) {
 		mutex_unlock(&card->eng[0].lock);
-		goto out;
+		return ret;
 	}
 	t0 = ktime_get_ns();
-	ret = pevb_round_trip(card, src_segs, ns_src, dst_segs, ns_dst, r->len);
+	ret = pevb_round_trip(card, src, nsrc, dst, ndst, len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&card->eng[1].lock);
 	mutex_unlock(&card->eng[0].lock);
-out:
-	/* Surface uses first: a provider callback may be waiting for them (cuda.c). */
-	if (src.use.s) {
-		release(card, &src, ret);
-		release(card, &dst, ret);
-	} else {
-		release(card, &dst, ret);
-		release(card, &src, ret);
-	}
-	pevb_ram_unuse(card);
-	pevb_card_end(card);
 	return ret;
+}
+
+static int transfer(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
+{
+	struct pevb_xfer x = { .pf = pf };
+
+	return pevb_gate_transfer(&x, r, ns);
 }
 
 static int set_leds(struct pevb_card *card, u32 value)
@@ -288,10 +272,8 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		break;
 	case PEVB_OP_H2C:
 	case PEVB_OP_C2H:
-		ret = one_way(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
-		break;
 	case PEVB_OP_H2C2H:
-		ret = round_trip(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
+		ret = transfer(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
 		break;
 	case PEVB_OP_PIN_CUDA: {
 		u32 handle;

@@ -242,6 +242,28 @@ bool pevb_engine_stop(void *card, u32 idx);
 int pevb_engine_transfer(void *card, u32 idx, const struct pevb_seg *segs, size_t nsegs, u64 host_off,
 			 u64 fpga, u64 len, void *descs, size_t ndescs, u64 base);
 
+/*
+ * The request gate (kmod/logic/src/gate.rs, through rust/gate_glue.rs): runs the checked H2C, C2H or H2C2H
+ * request @r on the transfer @x (file.c's struct pevb_xfer), taking and letting go of the card, its RAM,
+ * pins and surface uses in the gate's order through the pevb_gate_* services file.c defines; 0 with the DMA
+ * time in *@ns, or a negative errno. @side: 0 the source, 1 the destination; @dir: 0 H2C, 1 C2H.
+ */
+struct pevb_xfer;
+int pevb_gate_transfer(struct pevb_xfer *x, const struct pevb_req *r, u64 *ns);
+int pevb_gate_prefault(u64 addr, u64 len, bool device_writes);
+int pevb_gate_begin(struct pevb_xfer *x);
+void pevb_gate_end(struct pevb_xfer *x);
+int pevb_gate_ram_begin(struct pevb_xfer *x);
+void pevb_gate_ram_end(struct pevb_xfer *x);
+int pevb_gate_pin(struct pevb_xfer *x, u32 side, u64 addr, u64 len);
+void pevb_gate_unpin(struct pevb_xfer *x, u32 side);
+void pevb_gate_quarantine(struct pevb_xfer *x, u32 side);
+int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 len);
+void pevb_gate_exit(struct pevb_xfer *x, u32 side);
+int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 len, u64 *ns);
+int pevb_gate_round_trip(struct pevb_xfer *x, u64 len, u64 *ns);
+bool pevb_gate_wedged(struct pevb_xfer *x);
+
 /* What the protocol logs (pevb_plat_log's @kind; engine.c words it). */
 enum pevb_event {
 	PEVB_EV_VANISHED = 0,

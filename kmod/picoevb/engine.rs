@@ -157,7 +157,7 @@ pub(crate) struct Platform<'a> {
 }
 
 /// Kernel errors as the logic's errno values.
-fn errno(e: Error) -> Errno {
+pub(crate) fn errno(e: Error) -> Errno {
     Errno(-e.to_errno())
 }
 

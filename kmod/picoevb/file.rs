@@ -6,10 +6,14 @@ use crate::abi;
 use crate::cache_policy;
 use crate::card::{Card, QuarantineRoom};
 use crate::cuda::{self, InUse, Surfaces};
-use crate::engine::kerr;
+use crate::engine::{errno, kerr};
+use crate::errno::Errno;
+use crate::gate::{self, Side, Work};
+use crate::port::Active;
+use crate::ram::RamUse;
 use crate::ram_owner::{self, Member};
 use crate::regcache::{self, HostPin, RegCache};
-use crate::request::{self, Host};
+use crate::request;
 use crate::segments::Segment;
 use crate::xdma::Dir;
 use crate::PicoevbDriver;
@@ -52,16 +56,6 @@ fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
         .write(v)
 }
 
-/// User memory of a request faulted in before the request holds the device (unbind waits for that hold)
-/// or any lock of the card: see `pin::prefault`. For writing only where the device writes: a source is
-/// only read, and a write fault would dirty a shared file mapping's pages for nothing.
-fn prefault(host: Host, len: u64, device_writes: bool) -> Result {
-    match host {
-        Host::User(addr) => crate::pin::prefault(addr, len, device_writes),
-        Host::Cuda(_) => Ok(()),
-    }
-}
-
 /// One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface.
 enum Held {
     User(HostPin),
@@ -69,10 +63,6 @@ enum Held {
 }
 
 impl Held {
-    fn is_gpu(&self) -> bool {
-        matches!(self, Held::Gpu(_))
-    }
-
     /// The bus segments of the request's `len` bytes, handed to the device (host pins were when taken).
     /// Borrowed, never built here: a surface use may be held, under which nothing may allocate (`InUse`).
     fn segments(&mut self, len: u64, to_device: bool) -> Result<&[Segment]> {
@@ -87,84 +77,125 @@ impl Held {
     }
 }
 
-impl PicoevbFile {
-    /// Pins user memory now; GPU surfaces are entered by `enter` once every user pin of the request is
-    /// done, so pinning can never wait on a surface this very request holds.
-    fn pin_user(&self, host: Host, len: u64, to_device: bool) -> Result<Option<Held>> {
-        match host {
-            Host::User(addr) => Ok(Some(Held::User(RegCache::get(
-                &self.cache,
-                &self.card,
-                addr,
-                len,
-                to_device,
-            )?))),
-            Host::Cuda(_) => Ok(None),
+/// One transfer's holds, taken and let go of in the order the shared gate decides
+/// (`kmod/logic/src/gate.rs`): this glue only supplies the kernel services.
+struct Transfer<'a> {
+    file: &'a PicoevbFile,
+    active: Option<Active<'a>>,
+    ram: Option<RamUse<'a>>,
+    room: Option<QuarantineRoom<'a>>,
+    /// Indexed by `Side`.
+    held: [Option<Held>; 2],
+}
+
+impl<'a> Transfer<'a> {
+    fn new(file: &'a PicoevbFile) -> Self {
+        Transfer {
+            file,
+            active: None,
+            ram: None,
+            room: None,
+            held: [None, None],
         }
     }
 
-    fn enter(&self, host: Host, held: Option<Held>) -> Result<Held> {
-        match (host, held) {
-            (_, Some(h)) => Ok(h),
-            (Host::Cuda(handle), None) => Ok(Held::Gpu(self.surfaces.enter(handle)?)),
-            (Host::User(_), None) => Err(EINVAL),
-        }
+    fn take(&mut self, side: Side) -> Option<Held> {
+        self.held[side as usize].take()
     }
 
-    fn one_way(&self, dir: Dir, x: &request::OneWay) -> Result<u64> {
-        prefault(x.host, x.len, dir == Dir::C2h)?;
-        let _active = self.card.begin()?;
-        let _ram = self.card.ram_begin(&self.ram)?;
-        let mut room = self.card.quarantine_room(1)?;
-        let held = self.pin_user(x.host, x.len, dir == Dir::H2c)?;
-        let mut held = self.enter(x.host, held)?;
-        let r = held
-            .segments(x.len, dir == Dir::H2c)
-            .and_then(|segs| self.card.one_way(dir, segs, x.fpga, x.len));
-        self.release(held, &r, &mut room);
-        r
+    fn segments(&mut self, side: Side, len: u64) -> Result<&[Segment]> {
+        self.held[side as usize]
+            .as_mut()
+            .ok_or(EINVAL)?
+            .segments(len, side.to_device())
     }
 
-    fn round_trip(&self, x: &request::RoundTrip) -> Result<u64> {
-        prefault(x.src, x.len, false)?;
-        prefault(x.dst, x.len, true)?;
-        let _active = self.card.begin()?;
-        let _ram = self.card.ram_begin(&self.ram)?;
-        let mut room = self.card.quarantine_room(2)?;
-        let src = self.pin_user(x.src, x.len, true)?;
-        let dst = self.pin_user(x.dst, x.len, false)?;
-        // Until both sides are held, at most one surface use exists and no host pin is held with it: a
-        // failed `enter` of the destination drops a source that is a host pin or nothing at all.
-        let mut src = self.enter(x.src, src)?;
-        let mut dst = match self.enter(x.dst, dst) {
-            Ok(d) => d,
-            Err(e) => {
-                // The device never saw it.
-                drop(src);
-                return Err(e);
+    fn run_engines(&mut self, work: Work, len: u64) -> Result<u64> {
+        let card = &self.file.card;
+        match work {
+            Work::OneWay { dir, fpga } => {
+                let side = if dir == Dir::H2c {
+                    Side::Src
+                } else {
+                    Side::Dst
+                };
+                let segs = self.segments(side, len)?;
+                card.one_way(dir, segs, fpga, len)
             }
-        };
-        // From here every outcome, errors included, goes through the ordered release below.
-        let r = src.segments(x.len, true).and_then(|s| {
-            let d = dst.segments(x.len, false)?;
-            self.card.round_trip(s, d, x.len)
-        });
-        // Surface uses first: a provider callback may be waiting for them (cuda.rs) while holding up
-        // whatever the host side's release needs (a folio lock that `unpin_user_pages_dirty_lock` takes).
-        let (first, second) = if src.is_gpu() { (src, dst) } else { (dst, src) };
-        self.release(first, &r, &mut room);
-        self.release(second, &r, &mut room);
-        r
-    }
-
-    /// Lets go of one side of a finished request. If the request failed because its engine could not be
-    /// shown idle (the card is wedged), host pages stay pinned until unbind; a surface use is released,
-    /// since its provider callback (munmap, close) must not wait until unbind, and bus mastering is off.
-    fn release(&self, held: Held, r: &Result<u64>, room: &mut QuarantineRoom<'_>) {
-        match held {
-            Held::User(p) if r.is_err() && self.card.is_wedged() => self.card.quarantine(room, p),
-            h => drop(h),
+            Work::RoundTrip => {
+                let [src, dst] = &mut self.held;
+                let s = src.as_mut().ok_or(EINVAL)?.segments(len, true)?;
+                let d = dst.as_mut().ok_or(EINVAL)?.segments(len, false)?;
+                card.round_trip(s, d, len)
+            }
         }
+    }
+}
+
+impl gate::Services for Transfer<'_> {
+    /// See `pin::prefault`: for writing only where the device writes, since a source is only read and a
+    /// write fault would dirty a shared file mapping's pages for nothing.
+    fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno> {
+        crate::pin::prefault(addr, len, device_writes).map_err(errno)
+    }
+    fn begin(&mut self) -> Result<(), Errno> {
+        self.active = Some(self.file.card.begin().map_err(errno)?);
+        Ok(())
+    }
+    fn end(&mut self) {
+        self.active = None;
+    }
+    fn ram_begin(&mut self) -> Result<(), Errno> {
+        self.ram = Some(self.file.card.ram_begin(&self.file.ram).map_err(errno)?);
+        Ok(())
+    }
+    fn ram_end(&mut self) {
+        self.ram = None;
+    }
+    fn reserve_quarantine(&mut self, pins: usize) -> Result<(), Errno> {
+        self.room = Some(self.file.card.quarantine_room(pins).map_err(errno)?);
+        Ok(())
+    }
+    fn unreserve_quarantine(&mut self) {
+        self.room = None;
+    }
+    fn pin_user(&mut self, side: Side, addr: u64, len: u64) -> Result<(), Errno> {
+        let f = self.file;
+        let pin = RegCache::get(&f.cache, &f.card, addr, len, side.to_device()).map_err(errno)?;
+        self.held[side as usize] = Some(Held::User(pin));
+        Ok(())
+    }
+    fn unpin_user(&mut self, side: Side) {
+        drop(self.take(side));
+    }
+    fn quarantine(&mut self, side: Side) {
+        match (self.take(side), self.room.as_mut()) {
+            (Some(Held::User(pin)), Some(room)) => self.file.card.quarantine(room, pin),
+            // Unreachable: the gate reserves the room before it pins anything. Never unpin what the
+            // engine may still write: leak it instead.
+            (Some(h), None) => core::mem::forget(h),
+            (h, _) => drop(h),
+        }
+    }
+    fn enter_surface(&mut self, side: Side, handle: u32, _len: u64) -> Result<(), Errno> {
+        self.held[side as usize] =
+            Some(Held::Gpu(self.file.surfaces.enter(handle).map_err(errno)?));
+        Ok(())
+    }
+    fn exit_surface(&mut self, side: Side) {
+        drop(self.take(side));
+    }
+    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno> {
+        self.run_engines(work, len).map_err(errno)
+    }
+    fn wedged(&self) -> bool {
+        self.file.card.is_wedged()
+    }
+}
+
+impl PicoevbFile {
+    fn transfer(&self, req: &gate::Request) -> Result<u64> {
+        gate::run(&mut Transfer::new(self), req).map_err(kerr)
     }
 
     fn abi_info(&self) -> Result<abi::AbiInfo> {
@@ -252,17 +283,17 @@ impl MiscDevice for PicoevbFile {
             abi::IOC_ABI_INFO => write_out(arg, &me.abi_info()?)?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
                 let x = request::h2c(req, card.ram_size).map_err(kerr)?;
-                req.dma_time_ns = me.one_way(Dir::H2c, &x)?;
+                req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::H2c, &x))?;
                 Ok(())
             })?,
             abi::IOC_C2H_DMA => inout(arg, |req: &mut abi::C2hDma| {
                 let x = request::c2h(req, card.ram_size).map_err(kerr)?;
-                req.dma_time_ns = me.one_way(Dir::C2h, &x)?;
+                req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::C2h, &x))?;
                 Ok(())
             })?,
             abi::IOC_H2C2H_DMA => inout(arg, |req: &mut abi::H2c2hDma| {
                 let x = request::h2c2h(req).map_err(kerr)?;
-                req.dma_time_ns = me.round_trip(&x)?;
+                req.dma_time_ns = me.transfer(&gate::Request::round_trip(&x))?;
                 Ok(())
             })?,
             abi::IOC_PIN_CUDA => {

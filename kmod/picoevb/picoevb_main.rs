@@ -48,6 +48,9 @@ mod engine_logic;
 #[path = "../logic/src/errno.rs"]
 mod errno;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/gate.rs"]
+mod gate;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../crates/picoevb-regs/src/gpio.rs"]
 mod gpio;
 #[allow(dead_code, unreachable_pub)]

@@ -4,7 +4,7 @@
 //! The kernel module (`kmod/picoevb`) compiles these very files with `#[path]` as modules of its own crate
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
-//! request, status, cache_policy, admission, pipeline, ram_owner, engine}` plus the shared definitions `crate::{abi,
+//! request, status, cache_policy, admission, pipeline, ram_owner, engine, gate}` plus the shared definitions `crate::{abi,
 //! channel, xdma, pci}` re-exported below.
 //! Keeping the logic here, unit-tested on the host, is what makes a later 5.10 (C-glue) build of the same
 //! logic possible.
@@ -18,6 +18,7 @@ pub mod cache_policy;
 pub mod chain;
 pub mod engine;
 pub mod errno;
+pub mod gate;
 pub mod pipeline;
 pub mod ram_owner;
 pub mod request;

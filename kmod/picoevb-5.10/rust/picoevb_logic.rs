@@ -34,6 +34,9 @@ mod engine;
 #[path = "../../logic/src/errno.rs"]
 mod errno;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/gate.rs"]
+mod gate;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/gpio.rs"]
 mod gpio;
 #[allow(dead_code, unreachable_pub)]
@@ -62,6 +65,7 @@ mod status;
 mod xdma;
 
 mod engine_glue;
+mod gate_glue;
 mod surface;
 
 #[cfg(target_endian = "big")]

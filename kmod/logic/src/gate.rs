@@ -1,0 +1,219 @@
+//! The request gate: the order in which one DMA request (H2C, C2H, H2C2H) takes what it needs and lets
+//! it go again. Both kernels' glues run every transfer through [`run`] and supply only the kernel
+//! services ([`Services`]); the order is decided here, once.
+//!
+//! 1. User memory is faulted in before the request holds the device (unbind drains that hold) or any
+//!    card lock: a fault may sleep in I/O or reclaim for as long as it needs.
+//! 2. The device hold, the card RAM's use (its owner rules), the room to quarantine every host pin (so a
+//!    wedged card's pins can never be forgotten for want of memory later).
+//! 3. Every host side is pinned before any GPU surface is entered: pinning may wait on a provider
+//!    callback (reclaim, a folio lock) that itself waits for the surface's uses to end.
+//! 4. The engines run.
+//! 5. Surface uses end before host pins are let go: a provider callback may wait for the use while it
+//!    holds a folio lock that unpinning dirty pages takes. A host pin the engine may still touch (the
+//!    request ran, failed, and the card is wedged: its engine was not shown idle) is quarantined until
+//!    unbind, never unpinned; a surface use still ends, since its callback must not wait for unbind and
+//!    bus mastering is off.
+//! 6. The room, the RAM use, the device hold, in reverse.
+
+use crate::errno::Errno;
+use crate::request::{Host, OneWay, RoundTrip};
+use crate::xdma::Dir;
+
+/// A side of a request: the memory the device reads (`Src`) or writes (`Dst`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Read by the device (H2C's host memory, H2C2H's source).
+    Src,
+    /// Written by the device (C2H's host memory, H2C2H's destination).
+    Dst,
+}
+
+impl Side {
+    /// Whether data moves to the device through this side.
+    pub fn to_device(self) -> bool {
+        self == Side::Src
+    }
+}
+
+/// What the engines do once every side is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// One engine between the side and `fpga` in card RAM.
+    OneWay {
+        /// The engine.
+        dir: Dir,
+        /// Offset in card RAM.
+        fpga: u64,
+    },
+    /// Source -> card RAM -> destination, both engines.
+    RoundTrip,
+}
+
+/// A checked transfer, as the gate takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The memory the device reads, if the request has such a side in host or GPU memory.
+    pub src: Option<Host>,
+    /// The memory the device writes.
+    pub dst: Option<Host>,
+    /// Bytes.
+    pub len: u64,
+    /// The engines' part.
+    pub work: Work,
+}
+
+impl Request {
+    /// An H2C (host -> card RAM) or C2H (card RAM -> host) transfer.
+    pub fn one_way(dir: Dir, x: &OneWay) -> Self {
+        let (src, dst) = match dir {
+            Dir::H2c => (Some(x.host), None),
+            Dir::C2h => (None, Some(x.host)),
+        };
+        Request {
+            src,
+            dst,
+            len: x.len,
+            work: Work::OneWay { dir, fpga: x.fpga },
+        }
+    }
+
+    /// An H2C2H round trip.
+    pub fn round_trip(x: &RoundTrip) -> Self {
+        Request {
+            src: Some(x.src),
+            dst: Some(x.dst),
+            len: x.len,
+            work: Work::RoundTrip,
+        }
+    }
+
+    fn sides(&self) -> impl Iterator<Item = (Side, Host)> {
+        [(Side::Src, self.src), (Side::Dst, self.dst)]
+            .into_iter()
+            .filter_map(|(side, host)| host.map(|h| (side, h)))
+    }
+
+    fn user_sides(&self) -> impl Iterator<Item = (Side, u64)> {
+        self.sides().filter_map(|(side, h)| match h {
+            Host::User(addr) => Some((side, addr)),
+            Host::Cuda(_) => None,
+        })
+    }
+
+    fn gpu_sides(&self) -> impl Iterator<Item = (Side, u32)> {
+        self.sides().filter_map(|(side, h)| match h {
+            Host::Cuda(handle) => Some((side, handle)),
+            Host::User(_) => None,
+        })
+    }
+}
+
+/// The kernel services one request needs. Each `take` the gate makes that succeeds is matched by exactly
+/// one `let go` in the order the module comment gives; a failed `take` holds nothing.
+pub trait Services {
+    /// Faults in `len` bytes of user memory at `addr`, for writing if the device writes there.
+    fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno>;
+    /// Holds the device for the request (fails once removal began).
+    fn begin(&mut self) -> Result<(), Errno>;
+    /// Lets go of [`Services::begin`]'s hold.
+    fn end(&mut self);
+    /// Uses the card RAM under its owner rules.
+    fn ram_begin(&mut self) -> Result<(), Errno>;
+    /// Ends [`Services::ram_begin`]'s use.
+    fn ram_end(&mut self);
+    /// Reserves what quarantining `pins` host pins would need.
+    fn reserve_quarantine(&mut self, pins: usize) -> Result<(), Errno>;
+    /// Gives back [`Services::reserve_quarantine`]'s reservation (or what quarantine left of it).
+    fn unreserve_quarantine(&mut self);
+    /// Pins `len` bytes of user memory at `addr` (or uses a cached pin of them) for `side`.
+    fn pin_user(&mut self, side: Side, addr: u64, len: u64) -> Result<(), Errno>;
+    /// Lets go of `side`'s host pin: the device is done with it.
+    fn unpin_user(&mut self, side: Side);
+    /// Keeps `side`'s host pin until unbind: the device may still touch it.
+    fn quarantine(&mut self, side: Side);
+    /// Enters `len` bytes of the GPU surface `handle` for `side` (a use its free callback waits for).
+    fn enter_surface(&mut self, side: Side, handle: u32, len: u64) -> Result<(), Errno>;
+    /// Ends `side`'s surface use.
+    fn exit_surface(&mut self, side: Side);
+    /// Runs the engines over the held sides; returns the DMA time in nanoseconds.
+    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno>;
+    /// Whether an engine of the card could not be shown idle.
+    fn wedged(&self) -> bool;
+}
+
+/// Runs one transfer through the gate; returns the DMA time in nanoseconds.
+pub fn run<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+    for (side, addr) in req.user_sides() {
+        s.prefault(addr, req.len, !side.to_device())?;
+    }
+    s.begin()?;
+    let r = in_ram(s, req);
+    s.end();
+    r
+}
+
+fn in_ram<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+    s.ram_begin()?;
+    let r = reserved(s, req);
+    s.ram_end();
+    r
+}
+
+fn reserved<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+    s.reserve_quarantine(req.user_sides().count())?;
+    let r = held(s, req);
+    s.unreserve_quarantine();
+    r
+}
+
+/// What the gate holds of each side (indexed `Side as usize`).
+#[derive(Clone, Copy, Default)]
+struct Holds {
+    user: [bool; 2],
+    gpu: [bool; 2],
+    ran: bool,
+}
+
+fn held<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+    let mut h = Holds::default();
+    let r = take_and_run(s, req, &mut h);
+    for (side, _) in req.gpu_sides() {
+        if h.gpu[side as usize] {
+            s.exit_surface(side);
+        }
+    }
+    // Asked only after the request ran: a card wedged by another file's request never saw these pages.
+    let keep = h.ran && r.is_err() && s.wedged();
+    for (side, _) in req.user_sides() {
+        if h.user[side as usize] {
+            if keep {
+                s.quarantine(side);
+            } else {
+                s.unpin_user(side);
+            }
+        }
+    }
+    r
+}
+
+fn take_and_run<S: Services + ?Sized>(
+    s: &mut S,
+    req: &Request,
+    h: &mut Holds,
+) -> Result<u64, Errno> {
+    for (side, addr) in req.user_sides() {
+        s.pin_user(side, addr, req.len)?;
+        h.user[side as usize] = true;
+    }
+    for (side, handle) in req.gpu_sides() {
+        s.enter_surface(side, handle, req.len)?;
+        h.gpu[side as usize] = true;
+    }
+    h.ran = true;
+    s.run(req.work, req.len)
+}
+
+#[cfg(test)]
+#[path = "gate_tests.rs"]
+mod tests;

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The request gate for the 5.10 glue: the shared `gate` module (`kmod/logic/src/gate.rs`, the very file
+//! the 6.18 module runs) over the kernel services `file.c` offers (`pevb_gate_*`), exported as
+//! `pevb_gate_transfer`. Kernel build only, as `engine_glue.rs`: the order itself is host-tested in
+//! `kmod/logic`.
+
+use crate::errno::Errno;
+use crate::gate::{self, Request, Services, Side, Work};
+use crate::request::{Host, OneWay, RoundTrip};
+use crate::surface::{PevbReq, PevbSide, OP_C2H, OP_H2C, OP_H2C2H};
+use crate::xdma::Dir;
+use core::ffi::{c_int, c_void};
+
+extern "C" {
+    // file.c: the services of one transfer `x` (a `struct pevb_xfer`); `side` 0 is the source, 1 the
+    // destination; `dir` 0 is H2C, 1 C2H.
+    fn pevb_gate_prefault(addr: u64, len: u64, device_writes: bool) -> c_int;
+    fn pevb_gate_begin(x: *mut c_void) -> c_int;
+    fn pevb_gate_end(x: *mut c_void);
+    fn pevb_gate_ram_begin(x: *mut c_void) -> c_int;
+    fn pevb_gate_ram_end(x: *mut c_void);
+    fn pevb_gate_pin(x: *mut c_void, side: u32, addr: u64, len: u64) -> c_int;
+    fn pevb_gate_unpin(x: *mut c_void, side: u32);
+    fn pevb_gate_quarantine(x: *mut c_void, side: u32);
+    fn pevb_gate_enter(x: *mut c_void, side: u32, handle: u32, len: u64) -> c_int;
+    fn pevb_gate_exit(x: *mut c_void, side: u32);
+    fn pevb_gate_one_way(x: *mut c_void, dir: u32, fpga: u64, len: u64, ns: *mut u64) -> c_int;
+    fn pevb_gate_round_trip(x: *mut c_void, len: u64, ns: *mut u64) -> c_int;
+    fn pevb_gate_wedged(x: *mut c_void) -> bool;
+}
+
+/// One transfer of `file.c`, as the gate sees it.
+struct CTransfer {
+    x: *mut c_void,
+}
+
+fn res(rc: c_int) -> Result<(), Errno> {
+    if rc < 0 {
+        Err(Errno(-rc))
+    } else {
+        Ok(())
+    }
+}
+
+// Every call below is sound for the `x` the glue passes to `pevb_gate_transfer`: a live `struct
+// pevb_xfer` that only this transfer uses, and `side` 0 or 1 (`Side as u32`).
+impl Services for CTransfer {
+    fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno> {
+        // SAFETY: plain values; the user range is checked by the kernel's fault path.
+        res(unsafe { pevb_gate_prefault(addr, len, device_writes) })
+    }
+    fn begin(&mut self) -> Result<(), Errno> {
+        // SAFETY: see above.
+        res(unsafe { pevb_gate_begin(self.x) })
+    }
+    fn end(&mut self) {
+        // SAFETY: see above; the gate ends only a hold it began.
+        unsafe { pevb_gate_end(self.x) }
+    }
+    fn ram_begin(&mut self) -> Result<(), Errno> {
+        // SAFETY: see above.
+        res(unsafe { pevb_gate_ram_begin(self.x) })
+    }
+    fn ram_end(&mut self) {
+        // SAFETY: see above; the gate ends only a use it began.
+        unsafe { pevb_gate_ram_end(self.x) }
+    }
+    /// A quarantined pin parks on the card's list through its own node: nothing to reserve.
+    fn reserve_quarantine(&mut self, _pins: usize) -> Result<(), Errno> {
+        Ok(())
+    }
+    fn unreserve_quarantine(&mut self) {}
+    fn pin_user(&mut self, side: Side, addr: u64, len: u64) -> Result<(), Errno> {
+        // SAFETY: see above.
+        res(unsafe { pevb_gate_pin(self.x, side as u32, addr, len) })
+    }
+    fn unpin_user(&mut self, side: Side) {
+        // SAFETY: see above; the gate lets go only of a pin it took.
+        unsafe { pevb_gate_unpin(self.x, side as u32) }
+    }
+    fn quarantine(&mut self, side: Side) {
+        // SAFETY: as in unpin_user.
+        unsafe { pevb_gate_quarantine(self.x, side as u32) }
+    }
+    fn enter_surface(&mut self, side: Side, handle: u32, len: u64) -> Result<(), Errno> {
+        // SAFETY: see above.
+        res(unsafe { pevb_gate_enter(self.x, side as u32, handle, len) })
+    }
+    fn exit_surface(&mut self, side: Side) {
+        // SAFETY: see above; the gate ends only a use it entered.
+        unsafe { pevb_gate_exit(self.x, side as u32) }
+    }
+    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno> {
+        let mut ns = 0;
+        // SAFETY: see above; `ns` is a local the callee writes.
+        res(unsafe {
+            match work {
+                Work::OneWay { dir, fpga } => {
+                    pevb_gate_one_way(self.x, (dir == Dir::C2h) as u32, fpga, len, &mut ns)
+                }
+                Work::RoundTrip => pevb_gate_round_trip(self.x, len, &mut ns),
+            }
+        })?;
+        Ok(ns)
+    }
+    fn wedged(&self) -> bool {
+        // SAFETY: see above.
+        unsafe { pevb_gate_wedged(self.x) }
+    }
+}
+
+fn host(s: &PevbSide) -> Host {
+    if s.cuda != 0 {
+        Host::Cuda(s.handle)
+    } else {
+        Host::User(s.addr)
+    }
+}
+
+/// Runs the checked transfer `r` (H2C, C2H or H2C2H from `pevb_ioctl_check`) through the gate on `x`;
+/// 0 with the DMA time in `*ns`, or a negative errno.
+///
+/// # Safety
+/// `x` is a live `struct pevb_xfer` only this call uses, `r` a request `pevb_ioctl_check` produced, `ns`
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_gate_transfer(
+    x: *mut c_void,
+    r: *const PevbReq,
+    ns: *mut u64,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { &*r };
+    let req = match r.op as c_int {
+        OP_H2C | OP_C2H => {
+            let (dir, side) = if r.op as c_int == OP_H2C {
+                (Dir::H2c, &r.src)
+            } else {
+                (Dir::C2h, &r.dst)
+            };
+            let x = OneWay {
+                host: host(side),
+                fpga: r.fpga,
+                len: r.len,
+            };
+            Request::one_way(dir, &x)
+        }
+        OP_H2C2H => Request::round_trip(&RoundTrip {
+            src: host(&r.src),
+            dst: host(&r.dst),
+            len: r.len,
+        }),
+        _ => return -Errno::EINVAL.0,
+    };
+    match gate::run(&mut CTransfer { x }, &req) {
+        Ok(t) => {
+            // SAFETY: caller's contract.
+            unsafe { *ns = t };
+            0
+        }
+        Err(e) => -e.0,
+    }
+}
