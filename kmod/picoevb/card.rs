@@ -413,7 +413,7 @@ impl Card {
     /// H2C or C2H between host memory (`segs`) and FPGA RAM. Returns the DMA time in ns.
     pub(crate) fn one_way(&self, dir: Dir, segs: &[Segment], fpga: u64, len: u64) -> Result<u64> {
         let engine = self.engine(dir);
-        let mut table = engine.lock();
+        let mut table = engine.lock()?;
         let t0 = Instant::<Monotonic>::now();
         engine.transfer(&self.port, &mut table, &mut Cursor::new(segs), fpga, len)?;
         Ok(t0.elapsed().as_nanos() as u64)
@@ -424,8 +424,8 @@ impl Card {
     pub(crate) fn round_trip(&self, src: &[Segment], dst: &[Segment], len: u64) -> Result<u64> {
         let (mut src_cur, mut dst_cur) = (Cursor::new(src), Cursor::new(dst));
         // Both engines, always H2C first: the lock order every path uses.
-        let mut h2c_table = self.h2c.lock();
-        let mut c2h_table = self.c2h.lock();
+        let mut h2c_table = self.h2c.lock()?;
+        let mut c2h_table = self.c2h.lock()?;
         let t0 = Instant::<Monotonic>::now();
         crate::duplex::round_trip(
             self,

@@ -8,25 +8,27 @@ use crate::channel::Regs32;
 use crate::done::Done;
 use crate::engine_logic::{self as engine, Event, Waited};
 use crate::errno::Errno;
+use crate::killable::{self, KillableMutex};
 use crate::port::Port;
 use crate::run::{Run, Wake};
 use crate::segments::Cursor;
 use crate::status;
 use crate::xdma::{self, Descriptor, Dir};
 use core::sync::atomic::{AtomicU32, Ordering};
-use kernel::{c_str, dma::CoherentAllocation, prelude::*, sync::Mutex, time::Delta};
+use kernel::{dma::CoherentAllocation, prelude::*, time::Delta};
 
 /// Descriptors in one table: one page, so no adjacent block can cross 4 KiB; a request that needs more
 /// (a very fragmented buffer) simply runs as several chains.
 pub(crate) const TABLE_LEN: usize = 4096 / xdma::DESC_SIZE;
 
-/// One DMA engine. Its mutex serialises users of the engine (the other engine runs independently).
+/// One DMA engine. Its mutex serialises users of the engine (the other engine runs independently);
+/// waiting for it is killable (`killable.rs`).
 #[pin_data]
 pub(crate) struct Engine {
     pub(crate) dir: Dir,
     /// The descriptor table; `None` once the card is gone (freed at unbind, while the device is bound).
     #[pin]
-    table: Mutex<Table>,
+    table: KillableMutex<Table>,
     #[pin]
     pub(crate) done: Done,
     /// Status the interrupt handler read (read-to-clear) for the chain in flight.
@@ -47,15 +49,10 @@ impl Engine {
         dir: Dir,
     ) -> Result<impl PinInit<Self, Error>> {
         let table = CoherentAllocation::<Descriptor>::alloc_coherent(dev, TABLE_LEN, GFP_KERNEL)?;
-        // One lock class per engine: H2C2H holds both (H2C first), which lockdep would otherwise take
-        // for recursive locking of one class.
-        let (name, class) = match dir {
-            Dir::H2c => (c_str!("picoevb_h2c"), kernel::static_lock_class!()),
-            Dir::C2h => (c_str!("picoevb_c2h"), kernel::static_lock_class!()),
-        };
         Ok(try_pin_init!(Self {
             dir,
-            table <- Mutex::new(Some(table), name, class),
+            // One lock class per engine (`helpers.c`): H2C2H holds both, H2C first.
+            table <- KillableMutex::new(Some(table), match dir { Dir::H2c => 0, Dir::C2h => 1 }),
             done <- Done::new(),
             status: AtomicU32::new(0),
         }))
@@ -67,9 +64,9 @@ impl Engine {
         self.done.complete();
     }
 
-    /// Locks the engine for a request.
-    pub(crate) fn lock(&self) -> kernel::sync::MutexGuard<'_, Table> {
-        self.table.lock()
+    /// Locks the engine for a request; EINTR if the task is killed while another request runs.
+    pub(crate) fn lock(&self) -> Result<killable::Guard<'_, Table>> {
+        self.table.lock_killable()
     }
 
     /// Wakes a waiter early (the card is going away); it finds out why from the gate.

@@ -54,6 +54,9 @@ extern "C" {
     pub(crate) fn pevb_completion_reinit(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_complete(c: *mut bindings::completion);
     pub(crate) fn pevb_completion_wait_ms(c: *mut bindings::completion, ms: c_uint) -> c_long;
+    pub(crate) fn pevb_mutex_init(m: *mut bindings::mutex, class: c_uint);
+    pub(crate) fn pevb_mutex_lock_killable(m: *mut bindings::mutex) -> c_int;
+    pub(crate) fn pevb_mutex_lock(m: *mut bindings::mutex);
     pub(crate) fn pevb_current_mm() -> usize;
     pub(crate) fn pevb_work_new(
         f: Option<unsafe extern "C" fn(*mut c_void)>,

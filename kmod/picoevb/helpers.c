@@ -12,6 +12,7 @@
 #include <linux/jiffies.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/mutex.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
@@ -31,6 +32,9 @@ void pevb_clear_master(struct pci_dev *pdev);
 void pevb_completion_reinit(struct completion *c);
 void pevb_completion_complete(struct completion *c);
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms);
+void pevb_mutex_init(struct mutex *m, unsigned int class);
+int pevb_mutex_lock_killable(struct mutex *m);
+void pevb_mutex_lock(struct mutex *m);
 unsigned long pevb_current_mm(void);
 struct pevb_work;
 struct pevb_cpin;
@@ -493,6 +497,30 @@ void pevb_completion_complete(struct completion *c)
 long pevb_completion_wait_ms(struct completion *c, unsigned int ms)
 {
 	return wait_for_completion_killable_timeout(c, msecs_to_jiffies(ms));
+}
+
+/*
+ * killable.rs. One lock class per engine: H2C2H holds both (H2C first), which lockdep would otherwise
+ * report as recursive locking of one class. mutex_lock and mutex_lock_killable are macros under lockdep.
+ */
+static struct lock_class_key pevb_mutex_keys[2];
+
+void pevb_mutex_init(struct mutex *m, unsigned int class)
+{
+	static const char *const names[2] = { "picoevb_h2c", "picoevb_c2h" };
+
+	class = min(class, 1u);
+	__mutex_init(m, names[class], &pevb_mutex_keys[class]);
+}
+
+int pevb_mutex_lock_killable(struct mutex *m)
+{
+	return mutex_lock_killable(m);
+}
+
+void pevb_mutex_lock(struct mutex *m)
+{
+	mutex_lock(m);
 }
 
 /* Identity of the calling process's address space: two pins overlap only within one mm. */

@@ -86,6 +86,7 @@ mod duplex;
 mod engine;
 mod ffi;
 mod file;
+mod killable;
 mod pin;
 mod port;
 mod ram;

@@ -30,6 +30,10 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test("faults::killed_request_ends_at_once", |ctx| {
         with_clean_model(ctx, killed_request)
     }));
+    v.push(test(
+        "faults::killed_while_waiting_for_the_engine_goes_at_once",
+        |ctx| with_clean_model(ctx, killed_waiting),
+    ));
     v.push(extended("faults::hang_times_out_and_recovers", |ctx| {
         with_clean_model(ctx, |ctx| stall(ctx, "hang"))
     }));
@@ -251,6 +255,108 @@ fn killed_request(ctx: &mut Ctx) -> TestResult {
         libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
         "child status {status:#x}, want killed by SIGKILL"
     );
+    h2c2h_check(ctx.dev, &mut ctx.rng, 65536, 0, 0)?;
+    sanity(ctx)
+}
+
+/// The state letter of `/proc/PID/stat` (R, S, D, Z, ...), if the process is there.
+fn proc_state(pid: libc::pid_t) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": the comm may hold spaces and parentheses, the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Forks a child that runs `f` and exits 0 on success, 1 on failure.
+fn fork_running(f: impl FnOnce() -> bool) -> Result<libc::pid_t, String> {
+    // SAFETY: the child only makes its ioctl (on memory allocated before the fork) and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = f();
+        // SAFETY: ends the child without running the parent's destructors or atexit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    ensure!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    Ok(pid)
+}
+
+/// A process killed while it waits for an engine that another request holds goes at once: it must not sit
+/// out the other request (48 s here), which an uninterruptible engine lock would make it do.
+fn killed_waiting(ctx: &mut Ctx) -> TestResult {
+    const LEN: usize = 1 << 20;
+    const HOLD_MS: u64 = 1500;
+    const WHOLE: Duration = Duration::from_millis(32 * HOLD_MS);
+    ctx.rpc.get()?.inject_slow(0, HOLD_MS)?;
+    let mut src = GuardedBuf::new(LEN, 0);
+    ctx.rng.fill(src.as_mut_slice());
+    let mut dst = GuardedBuf::new(LEN, 0);
+    let small = GuardedBuf::new(4096, 0);
+    let dev = ctx.dev;
+    let holder = fork_running(|| dev.h2c2h(src.as_slice(), dst.as_mut_slice()).is_ok())?;
+    let r = (|| {
+        thread::sleep(Duration::from_millis(300));
+        let waiter = fork_running(|| dev.h2c(small.as_slice(), 0).is_ok())?;
+        // Blocked in the kernel (D: the engine lock, killable or not) for a while, so it is past its prefault
+        // and pin and waits for the holder's engine.
+        let start = Instant::now();
+        let mut blocked_since = None;
+        while start.elapsed() < Duration::from_secs(20) {
+            match (proc_state(waiter), blocked_since) {
+                (Some('D'), None) => blocked_since = Some(Instant::now()),
+                (Some('D'), Some(t))
+                    if Instant::now().duration_since(t) > Duration::from_millis(500) =>
+                {
+                    break;
+                }
+                (Some('D'), Some(_)) => {}
+                _ => blocked_since = None,
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let blocked = blocked_since.is_some();
+        // SAFETY: our own child.
+        unsafe { libc::kill(waiter, libc::SIGKILL) };
+        let killed = Instant::now();
+        let mut status = 0;
+        let mut reaped = false;
+        while killed.elapsed() < WHOLE / 4 {
+            // SAFETY: our own child; `status` is ours.
+            if unsafe { libc::waitpid(waiter, &mut status, libc::WNOHANG) } == waiter {
+                reaped = true;
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let took = killed.elapsed();
+        if !reaped {
+            // SAFETY: our own children: the holder's end lets the waiter go too.
+            unsafe {
+                libc::kill(holder, libc::SIGKILL);
+                libc::waitpid(waiter, &mut status, 0);
+            }
+        }
+        ensure!(
+            blocked,
+            "the waiting H2C never blocked behind the held engine (state {:?})",
+            proc_state(waiter)
+        );
+        ensure!(
+            reaped,
+            "a process killed while waiting for a held engine was not gone after {took:?} (reaped only after {:?})",
+            killed.elapsed()
+        );
+        ensure!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
+            "waiter status {status:#x}, want killed by SIGKILL"
+        );
+        Ok(())
+    })();
+    // SAFETY: our own child (already gone if the waiter was not reaped in time).
+    unsafe { libc::kill(holder, libc::SIGKILL) };
+    let mut status = 0;
+    // SAFETY: as above.
+    unsafe { libc::waitpid(holder, &mut status, 0) };
+    ctx.rpc.get()?.clear()?;
+    r?;
     h2c2h_check(ctx.dev, &mut ctx.rng, 65536, 0, 0)?;
     sanity(ctx)
 }
