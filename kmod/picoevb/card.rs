@@ -6,12 +6,14 @@ use crate::abi;
 use crate::cache_policy::Range;
 use crate::channel::{Channel, IrqRegs, Regs32};
 use crate::cuda::Surface;
+use crate::duplex::Engines;
 use crate::engine::Engine;
 use crate::gpio::Leds;
 use crate::idblock::IdBlock;
 use crate::ids;
-use crate::port::{Active, Port};
-use crate::ram::Ram;
+use crate::port::{Active, Port, UserBar};
+use crate::ram::{Ram, RamUse};
+use crate::ram_owner::{Member, Op};
 use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
@@ -28,9 +30,6 @@ use kernel::{
     sync::{Arc, Mutex, MutexGuard},
     time::{Instant, Monotonic},
 };
-
-pub(crate) type UserBar = pci::Bar<{ ids::BAR_USER_SIZE }>;
-pub(crate) type DmaBar = pci::Bar<{ ids::BAR_DMA_SIZE }>;
 
 /// What the driver learned about the card at probe.
 #[derive(Clone, Copy)]
@@ -74,7 +73,7 @@ pub(crate) struct Card {
     build_hash: AtomicU32,
     /// Who owns the card RAM (`ram.rs`).
     #[pin]
-    pub(crate) ram: Mutex<Ram>,
+    ram: Ram,
 }
 
 impl Card {
@@ -104,13 +103,8 @@ impl Card {
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
-            ram <- Ram::new(dev)?,
+            ram <- Ram::new(dev, ids::FPGA_RAM_SIZE)?,
         }))
-    }
-
-    /// What the engines see of the card.
-    pub(crate) fn port(&self) -> &Port {
-        &self.port
     }
 
     /// Enters a request that uses the device (registers, DMA mappings): ENODEV once it is gone.
@@ -296,7 +290,7 @@ impl Card {
         drop(quarantined);
         self.h2c.release_table();
         self.c2h.release_table();
-        self.ram_release_zeros();
+        self.ram.release_zeros();
         // Unmap outside the lock: a surface's free callback takes it too.
         let surfaces = core::mem::take(&mut *self.surfaces.lock());
         for s in surfaces.iter() {
@@ -305,6 +299,32 @@ impl Card {
         for c in self.caches.lock().iter() {
             c.close();
         }
+    }
+
+    /// Admits a transfer through the file whose membership is `member` to the card RAM (`Ram::begin`);
+    /// the caller holds the gate (`begin`).
+    pub(crate) fn ram_begin(&self, member: &Mutex<Member>) -> Result<RamUse<'_>> {
+        self.ram.begin(member, &|segs, len| self.scrub(segs, len))
+    }
+
+    /// IOC_RAM_OWNER (`Ram::control`); a claim may scrub, so it holds the gate.
+    pub(crate) fn ram_control(&self, member: &Mutex<Member>, op: Op) -> Result<u32> {
+        let _active = match op {
+            Op::Claim => Some(self.begin()?),
+            Op::Query | Op::Release => None,
+        };
+        self.ram
+            .control(member, op, &|segs, len| self.scrub(segs, len))
+    }
+
+    /// The file closes: the RAM is free once its owner's last file is closed.
+    pub(crate) fn ram_close(&self, member: &Mutex<Member>) {
+        self.ram.close(member);
+    }
+
+    /// The scrub's H2C of zeros (`ram.rs`).
+    fn scrub(&self, segs: &[Segment], len: u64) -> Result {
+        self.one_way(Dir::H2c, segs, 0, len).map(|_| ())
     }
 
     pub(crate) fn dev(&self) -> &Device {
@@ -428,7 +448,12 @@ impl Card {
         let mut c2h_table = self.c2h.lock()?;
         let t0 = Instant::<Monotonic>::now();
         crate::duplex::round_trip(
-            self,
+            Engines {
+                h2c: &self.h2c,
+                c2h: &self.c2h,
+                port: &self.port,
+                ram_size: self.ram_size,
+            },
             &mut h2c_table,
             &mut c2h_table,
             &mut src_cur,

@@ -14,7 +14,7 @@
 
 use crate::cache_policy::share_page_frames;
 use crate::card::Card;
-use crate::engine::kerr;
+use crate::errors::kerr;
 use crate::ffi;
 use crate::pin::{user_frames, Frames};
 use crate::segments::Segment;

@@ -9,29 +9,38 @@
 //! runs (the first and the last) waits for its interrupt. So `n` chunks cost `n + 1` interrupts, and at
 //! most `2n` (every H2C outlasting its poll).
 
-use crate::card::Card;
-use crate::engine::{kerr, Table};
+use crate::engine::{Engine, Run, Table};
+use crate::errors::kerr;
 use crate::pipeline::{self, Move, Pipeline, Step};
-use crate::run::Run;
+use crate::port::Port;
 use crate::segments::Cursor;
 use kernel::prelude::*;
 
 /// Chunks are whole pages (as the schedule plans them), so no TLP or descriptor is split needlessly.
 const ALIGN: u64 = 4096;
 
+/// The card as the pipeline sees it: both engines, the port they run on, the RAM they move through.
+#[derive(Clone, Copy)]
+pub(crate) struct Engines<'a> {
+    pub(crate) h2c: &'a Engine,
+    pub(crate) c2h: &'a Engine,
+    pub(crate) port: &'a Port,
+    pub(crate) ram_size: u64,
+}
+
 /// Copies `len` bytes from `src` through the card RAM to `dst`. The caller holds both engines' tables
 /// (H2C first, the lock order of every path).
 pub(crate) fn round_trip(
-    card: &Card,
+    e: Engines<'_>,
     h2c: &mut Table,
     c2h: &mut Table,
     src: &mut Cursor<'_>,
     dst: &mut Cursor<'_>,
     len: u64,
 ) -> Result {
-    let plan = Pipeline::new(len, card.ram_size, ALIGN).map_err(kerr)?;
+    let plan = Pipeline::new(len, e.ram_size, ALIGN).map_err(kerr)?;
     for step in plan.iter() {
-        run_step(card, h2c, c2h, src, dst, step)?;
+        run_step(e, h2c, c2h, src, dst, step)?;
     }
     Ok(())
 }
@@ -56,7 +65,7 @@ impl Left {
 /// both ended before the next step reuses a half. A move needing more descriptors than a table holds
 /// runs as several chains, each pair of them ended together.
 fn run_step(
-    card: &Card,
+    e: Engines<'_>,
     h2c: &mut Table,
     c2h: &mut Table,
     src: &mut Cursor<'_>,
@@ -68,12 +77,12 @@ fn run_step(
         let (h_wake, c_wake) = pipeline::wakes(h.len > 0, c.len > 0);
         let h_run = match h.len {
             0 => None,
-            n => Some(card.h2c.start(card.port(), h2c, src, h.ram, n, h_wake)?),
+            n => Some(e.h2c.start(e.port, h2c, src, h.ram, n, h_wake)?),
         };
         // An error here drops `h_run`, which stops H2C before we return.
         let c_run = match c.len {
             0 => None,
-            n => Some(card.c2h.start(card.port(), c2h, dst, c.ram, n, c_wake)?),
+            n => Some(e.c2h.start(e.port, c2h, dst, c.ram, n, c_wake)?),
         };
         let (hb, cb) = end_both(h_run, c_run)?;
         h = Left {

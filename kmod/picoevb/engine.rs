@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! One XDMA engine (H2C or C2H channel 0): its descriptor table, its completion and status, and the
-//! kernel services the shared engine protocol (`kmod/logic/src/engine.rs`) runs chains with.
+//! One XDMA engine (H2C or C2H channel 0): its descriptor table, its completion and status, the kernel
+//! services the shared engine protocol (`kmod/logic/src/engine.rs`) runs chains with, and `Run`: one chain
+//! from Run to the proof that the engine is idle again, holding the descriptor table meanwhile, with a drop
+//! that ends a run nobody ended (an early return) through the protocol's cancel.
 
 use crate::chain;
 use crate::channel::Regs32;
 use crate::done::Done;
 use crate::engine_logic::{self as engine, Event, Waited};
 use crate::errno::Errno;
+use crate::errors::{errno, kerr};
 use crate::killable::{self, KillableMutex};
+use crate::pipeline::Wake;
 use crate::port::Port;
-use crate::run::{Run, Wake};
 use crate::segments::Cursor;
 use crate::status;
 use crate::xdma::{self, Descriptor, Dir};
@@ -37,11 +40,6 @@ pub(crate) struct Engine {
 
 /// An engine's descriptor table, taken with the engine's lock.
 pub(crate) type Table = Option<CoherentAllocation<Descriptor>>;
-
-/// Errno values of the shared logic as kernel errors.
-pub(crate) fn kerr(e: Errno) -> Error {
-    Error::from_errno(-e.0)
-}
 
 impl Engine {
     pub(crate) fn new(
@@ -153,11 +151,6 @@ pub(crate) struct Platform<'a> {
     port: &'a Port,
 }
 
-/// Kernel errors as the logic's errno values.
-pub(crate) fn errno(e: Error) -> Errno {
-    Errno(-e.to_errno())
-}
-
 impl Regs32 for Platform<'_> {
     type Error = Errno;
     fn read32(&self, offset: usize) -> core::result::Result<u32, Errno> {
@@ -258,6 +251,57 @@ impl engine::Platform for Platform<'_> {
             Event::ReleaseFailed(e) => {
                 dev_warn!(dev, "{:?} engine: release after stop: {:?}\n", dir, kerr(e));
             }
+        }
+    }
+}
+
+/// A chain started on an engine. It holds the engine's descriptor table until it is finished, and every
+/// way out goes through the shared protocol: [`Run::finish`], [`Run::cancel`], or the drop of a run
+/// neither reached, which cancels it.
+pub(crate) struct Run<'a> {
+    p: Platform<'a>,
+    _table: &'a mut CoherentAllocation<Descriptor>,
+    run: Option<engine::Run>,
+}
+
+impl<'a> Run<'a> {
+    /// A chain `Engine::start` has just started, holding the engine's `table`.
+    pub(crate) fn new(
+        p: Platform<'a>,
+        table: &'a mut CoherentAllocation<Descriptor>,
+        run: engine::Run,
+    ) -> Self {
+        Self {
+            p,
+            _table: table,
+            run: Some(run),
+        }
+    }
+
+    /// Waits until the chain ended or its timeout passed (or removal woke us, or a fatal signal came).
+    pub(crate) fn wait(&mut self) {
+        if let Some(run) = self.run.as_mut() {
+            run.wait(&self.p);
+        }
+    }
+
+    /// Judges the chain (after [`Run::wait`]) and ends the run: the bytes moved, or why not.
+    pub(crate) fn finish(mut self) -> Result<u64> {
+        let run = self.run.take().ok_or(EINVAL)?;
+        run.finish(&self.p).map_err(kerr)
+    }
+
+    /// Stops the run without judging it (the request failed elsewhere): Ok if the engine was shown idle.
+    pub(crate) fn cancel(mut self) -> Result {
+        let run = self.run.take().ok_or(EINVAL)?;
+        run.cancel(&self.p).map_err(kerr)
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.take() {
+            let _ = run.cancel(&self.p);
         }
     }
 }

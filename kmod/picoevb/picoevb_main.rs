@@ -84,6 +84,7 @@ mod cuda;
 mod done;
 mod duplex;
 mod engine;
+mod errors;
 mod ffi;
 mod file;
 mod killable;
@@ -91,7 +92,6 @@ mod pin;
 mod port;
 mod ram;
 mod regcache;
-mod run;
 
 use card::Card;
 use file::PicoevbFile;

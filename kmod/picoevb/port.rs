@@ -4,8 +4,8 @@
 //! request may use the device and a chain may start (gone after removal, wedged after an engine that
 //! could not be stopped). The card owns one; the engines borrow it per call, so they never see the card.
 
-use crate::card::DmaBar;
 use crate::channel::Regs32;
+use crate::ids;
 use crate::xdma;
 use kernel::{
     device::Device,
@@ -17,7 +17,12 @@ use kernel::{
     time::Delta,
 };
 
-/// Both BARs: the XDMA's (`DmaBar`) and the user BAR (`card::UserBar`, LEDs and ID block).
+/// The XDMA's registers (BAR1).
+pub(crate) type DmaBar = pci::Bar<{ ids::BAR_DMA_SIZE }>;
+/// The user BAR (BAR0): LEDs and the ID block, which the card reads.
+pub(crate) type UserBar = pci::Bar<{ ids::BAR_USER_SIZE }>;
+
+/// Both BARs: the XDMA's (`DmaBar`) and the user BAR (`UserBar`).
 impl<const SIZE: usize> Regs32 for pci::Bar<SIZE> {
     type Error = Error;
     fn read32(&self, offset: usize) -> Result<u32> {

@@ -115,7 +115,7 @@ pub(crate) struct CacheUse {
 impl CacheUse {
     fn new(pin: Arc<CachedPin>, offset: u64, len: u64, to_device: bool) -> Result<Self> {
         let mut segs = KVec::new();
-        let window = segments::window(pin.segs(), offset, len).map_err(crate::engine::kerr)?;
+        let window = segments::window(pin.segs(), offset, len).map_err(crate::errors::kerr)?;
         for s in window {
             segs.push(s, GFP_KERNEL)?;
         }
