@@ -90,6 +90,17 @@ bool pevb_card_vanished(struct pevb_card *card)
 	return true;
 }
 
+/* The user BAR's registers for rust/user_glue.rs, which bounds @off inside the mapped BAR. */
+u32 pevb_plat_user_rd(struct pevb_card *card, u32 off)
+{
+	return ioread32(card->bar_user + off);
+}
+
+void pevb_plat_user_wr(struct pevb_card *card, u32 off, u32 v)
+{
+	iowrite32(v, card->bar_user + off);
+}
+
 void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p)
 {
 	mutex_lock(&card->qlock);

@@ -201,11 +201,9 @@ static int set_leds(struct pevb_card *card, u32 value)
 
 	if (ret)
 		return ret;
-	iowrite32(value, card->bar_user + PEVB_REGS.gpio_data);
-	/* Read back: MMIO writes are posted, and the caller may look at the LEDs as soon as we return. */
-	ioread32(card->bar_user + PEVB_REGS.gpio_data);
+	ret = pevb_user_set_leds(card, value);
 	pevb_card_end(card);
-	return 0;
+	return ret;
 }
 
 /*
@@ -218,15 +216,12 @@ static int live_facts(struct pevb_card *card, struct pevb_facts *facts)
 
 	if (ret)
 		return ret;
-	if (pevb_rd(card, PEVB_REGS.blocks[3]) == U32_MAX) {
+	if (pevb_rd(card, PEVB_REGS.blocks[3]) == U32_MAX)
 		ret = pevb_card_vanished(card) ? -ENODEV : -EIO;
-	} else if (facts->id_block) {
-		if (ioread32(card->bar_user + PEVB_REGS.id_magic_reg) != PEVB_REGS.id_magic) {
-			ret = -EIO;
-		} else {
-			facts->design_version = ioread32(card->bar_user + PEVB_REGS.id_design_version);
-			facts->build_hash = ioread32(card->bar_user + PEVB_REGS.id_build_hash);
-		}
+	else if (facts->id_block) {
+		ret = pevb_user_identity(card, &facts->design_version, &facts->build_hash);
+		/* 0: the ID block probe found has vanished, so this is not the card probe found. */
+		ret = ret > 0 ? 0 : (ret ?: -EIO);
 	}
 	pevb_card_end(card);
 	return ret;

@@ -93,11 +93,6 @@ struct pevb_regs {
 	u32 irq_user_en_w1c;
 	u32 irq_chan_vec;
 	u32 irq_chan_req;
-	u32 gpio_data;
-	u32 id_magic_reg;
-	u32 id_magic;
-	u32 id_design_version;
-	u32 id_build_hash;
 	u32 ctrl_run;
 	u32 ctrl_start;
 	u32 int_mask;
@@ -263,6 +258,13 @@ void pevb_gate_exit(struct pevb_xfer *x, u32 side);
 int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 len, u64 *ns);
 int pevb_gate_round_trip(struct pevb_xfer *x, u64 len, u64 *ns);
 bool pevb_gate_wedged(struct pevb_xfer *x);
+
+/*
+ * The user BAR (rust/user_glue.rs: crates/picoevb-regs' Leds and IdBlock, as 6.18 runs them) over
+ * pevb_plat_user_rd/wr (card.c, declared in picoevb.h). @card: a struct pevb_card whose BARs are mapped.
+ */
+int pevb_user_set_leds(void *card, u32 value);
+int pevb_user_identity(void *card, u32 *design_version, u32 *build_hash);
 
 /* What the protocol logs (pevb_plat_log's @kind; engine.c words it). */
 enum pevb_event {

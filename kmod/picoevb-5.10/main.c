@@ -58,7 +58,7 @@ static int identify(struct pevb_card *card)
 {
 	static const char *const names[6] = { "H2C0", "C2H0", "IRQ", "config", "H2C0 SGDMA", "C2H0 SGDMA" };
 	u32 id;
-	int i;
+	int i, ret;
 
 	for (i = 0; i < 6; i++) {
 		id = pevb_rd(card, REGS.blocks[i]);
@@ -67,11 +67,10 @@ static int identify(struct pevb_card *card)
 			return -ENODEV;
 		}
 	}
-	if (ioread32(card->bar_user + REGS.id_magic_reg) == REGS.id_magic) {
-		card->facts.id_block = 1;
-		card->facts.design_version = ioread32(card->bar_user + REGS.id_design_version);
-		card->facts.build_hash = ioread32(card->bar_user + REGS.id_build_hash);
-	}
+	ret = pevb_user_identity(card, &card->facts.design_version, &card->facts.build_hash);
+	if (ret < 0)
+		return ret;
+	card->facts.id_block = ret;
 	return 0;
 }
 

@@ -108,6 +108,10 @@ void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
 void pevb_engine_signal(struct pevb_engine *e, u32 status);
 int pevb_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
 		  size_t nsegs, u64 host_off, u64 fpga, u64 len);
+/* The user BAR's registers (called from rust/user_glue.rs only, which bounds @off). */
+u32 pevb_plat_user_rd(struct pevb_card *card, u32 off);
+void pevb_plat_user_wr(struct pevb_card *card, u32 off, u32 v);
+
 /* What the protocol runs on (called from rust/engine_glue.rs only). */
 u32 pevb_plat_rd(struct pevb_card *card, u32 off);
 void pevb_plat_wr(struct pevb_card *card, u32 off, u32 v);

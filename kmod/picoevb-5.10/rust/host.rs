@@ -4,7 +4,7 @@
 use picoevb_logic::{
     abi, cache_policy, chain, errno, pipeline, ram_owner, request, segments, status, xdma,
 };
-use picoevb_regs::{channel, gpio, idblock, pci as ids};
+use picoevb_regs::{channel, pci as ids};
 
 /// As in `picoevb_logic.rs`: the kernel's negative-errno convention.
 fn neg(e: errno::Errno) -> core::ffi::c_int {

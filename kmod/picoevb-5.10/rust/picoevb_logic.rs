@@ -67,6 +67,7 @@ mod xdma;
 mod engine_glue;
 mod gate_glue;
 mod surface;
+mod user_glue;
 
 #[cfg(target_endian = "big")]
 compile_error!("XDMA descriptors are little-endian and are written in native byte order");

@@ -10,8 +10,7 @@ use crate::ram_owner::{Grant, Member, Op, RamOwner};
 use crate::segments::{self, Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
 use crate::{
-    abi, cache_policy, chain, channel, errno::Errno, gpio, idblock, ids, neg, pipeline, ram_owner,
-    request, status,
+    abi, cache_policy, chain, channel, errno::Errno, ids, neg, pipeline, ram_owner, request, status,
 };
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
@@ -621,11 +620,6 @@ pub struct PevbRegs {
     pub irq_user_en_w1c: u32,
     pub irq_chan_vec: u32,
     pub irq_chan_req: u32,
-    pub gpio_data: u32,
-    pub id_magic_reg: u32,
-    pub id_magic: u32,
-    pub id_design_version: u32,
-    pub id_build_hash: u32,
     pub ctrl_run: u32,
     /// Control word that starts a chain: Run plus logging of every status bit.
     pub ctrl_start: u32,
@@ -685,11 +679,6 @@ pub static PEVB_REGS: PevbRegs = PevbRegs {
     irq_user_en_w1c: (xdma::IRQ_BLOCK + xdma::IRQ_USER_EN_W1C) as u32,
     irq_chan_vec: (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_VEC) as u32,
     irq_chan_req: (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_REQ) as u32,
-    gpio_data: gpio::GPIO_DATA as u32,
-    id_magic_reg: (idblock::BASE + idblock::REG_MAGIC) as u32,
-    id_magic: idblock::MAGIC,
-    id_design_version: (idblock::BASE + idblock::REG_DESIGN_VERSION) as u32,
-    id_build_hash: (idblock::BASE + idblock::REG_BUILD_HASH) as u32,
     ctrl_run: xdma::CTRL_RUN,
     ctrl_start: xdma::CTRL_RUN | xdma::CTRL_IE_ALL,
     int_mask: xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED | xdma::STAT_ERRORS,

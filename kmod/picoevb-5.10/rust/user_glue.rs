@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The user BAR (BAR0: the LEDs and the gdr ID block) for the 5.10 glue: the typed access the 6.18 module
+//! uses (`gpio::Leds` and `idblock::IdBlock` over `Regs32`, from `crates/picoevb-regs`) over the BAR
+//! `main.c` maps, exported as `pevb_user_*`. Kernel build only, as `engine_glue.rs`.
+
+use crate::channel::Regs32;
+use crate::errno::Errno;
+use crate::gpio::Leds;
+use crate::idblock::IdBlock;
+use crate::ids;
+use core::ffi::{c_int, c_void};
+
+extern "C" {
+    // card.c: a 32-bit read or write of the mapped user BAR of a `struct pevb_card`.
+    fn pevb_plat_user_rd(card: *mut c_void, off: u32) -> u32;
+    fn pevb_plat_user_wr(card: *mut c_void, off: u32, v: u32);
+}
+
+/// The user BAR of a C `struct pevb_card`.
+struct CUserBar {
+    card: *mut c_void,
+}
+
+/// `offset` as the C accessors take it, if a 32-bit register there lies inside the user BAR: probe
+/// (`main.c`) refuses a card whose BAR is shorter than `BAR_USER_SIZE` and maps it whole.
+fn user_bar_offset(offset: usize) -> Result<u32, Errno> {
+    match offset.checked_add(4) {
+        Some(end) if end <= ids::BAR_USER_SIZE && offset % 4 == 0 => Ok(offset as u32),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+// Sound for any `card` the glue passes: a live `struct pevb_card` whose BARs are mapped (the callers hold
+// the gate or run in probe, before removal can unmap them).
+impl Regs32 for CUserBar {
+    type Error = Errno;
+    fn read32(&self, offset: usize) -> Result<u32, Errno> {
+        let off = user_bar_offset(offset)?;
+        // SAFETY: see above; `off` is an aligned register inside the mapped user BAR (user_bar_offset).
+        Ok(unsafe { pevb_plat_user_rd(self.card, off) })
+    }
+    fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
+        let off = user_bar_offset(offset)?;
+        // SAFETY: as in read32.
+        unsafe { pevb_plat_user_wr(self.card, off, value) };
+        Ok(())
+    }
+}
+
+/// LED: writes `value` to the GPIO data register and reads it back (the write is posted); 0 or a negative
+/// errno.
+///
+/// # Safety
+/// `card` is a live `struct pevb_card` with its BARs mapped.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_user_set_leds(card: *mut c_void, value: u32) -> c_int {
+    match Leds::new(&CUserBar { card }).set(value) {
+        Ok(()) => 0,
+        Err(e) => -e.0,
+    }
+}
+
+/// Reads the gdr ID block: 1 with `*design_version` and `*build_hash` set, 0 where the bitstream has none
+/// (NVIDIA's reference design), or a negative errno.
+///
+/// # Safety
+/// `card` as for `pevb_user_set_leds`; `design_version` and `build_hash` writable.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_user_identity(
+    card: *mut c_void,
+    design_version: *mut u32,
+    build_hash: *mut u32,
+) -> c_int {
+    match IdBlock::new(&CUserBar { card }).identity() {
+        Ok(Some(id)) => {
+            // SAFETY: caller's contract.
+            unsafe {
+                *design_version = id.design_version;
+                *build_hash = id.build_hash;
+            }
+            1
+        }
+        Ok(None) => 0,
+        Err(e) => -e.0,
+    }
+}
