@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "88b299536b5d0fd70c1a204aeb9e65c51bd788da"
+SRCREV = "16f1f99b530719930cdd1dee203d5c5304654256"
 S = "${UNPACKDIR}/gdr"
