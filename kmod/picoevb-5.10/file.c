@@ -139,8 +139,10 @@ static const struct pevb_seg *segments(struct pevb_xfer *x, u32 side, size_t *n)
 	return pevb_pin_segments(x->side[side].pin, n);
 }
 
-/* @dir 0: H2C from the source, 1: C2H into the destination. Killable: the engine may be busy with another
- * request for up to its timeout. */
+/*
+ * @dir 0: H2C from the source, 1: C2H into the destination, so @dir is also the side (gate.rs's Side::of).
+ * Killable: the engine may be busy with another request for up to its timeout.
+ */
 int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 len, u64 *ns)
 {
 	struct pevb_card *card = x->pf->card;

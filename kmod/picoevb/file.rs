@@ -114,12 +114,7 @@ impl<'a> Transfer<'a> {
         let card = &self.file.card;
         match work {
             Work::OneWay { dir, fpga } => {
-                let side = if dir == Dir::H2c {
-                    Side::Src
-                } else {
-                    Side::Dst
-                };
-                let segs = self.segments(side, len)?;
+                let segs = self.segments(Side::of(dir), len)?;
                 card.one_way(dir, segs, fpga, len)
             }
             Work::RoundTrip => {

@@ -34,6 +34,14 @@ impl Side {
     pub fn to_device(self) -> bool {
         self == Side::Src
     }
+
+    /// The side in host or GPU memory of a one-way transfer on engine `dir`.
+    pub fn of(dir: Dir) -> Self {
+        match dir {
+            Dir::H2c => Side::Src,
+            Dir::C2h => Side::Dst,
+        }
+    }
 }
 
 /// What the engines do once every side is held.
@@ -66,9 +74,9 @@ pub struct Request {
 impl Request {
     /// An H2C (host -> card RAM) or C2H (card RAM -> host) transfer.
     pub fn one_way(dir: Dir, x: &OneWay) -> Self {
-        let (src, dst) = match dir {
-            Dir::H2c => (Some(x.host), None),
-            Dir::C2h => (None, Some(x.host)),
+        let (src, dst) = match Side::of(dir) {
+            Side::Src => (Some(x.host), None),
+            Side::Dst => (None, Some(x.host)),
         };
         Request {
             src,
