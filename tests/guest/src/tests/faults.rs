@@ -210,46 +210,17 @@ fn stall(ctx: &mut Ctx, fault: &str) -> TestResult {
 /// The bound is wide on purpose: stopping the engine may wait out the run the model holds (1.5 s), and the
 /// exit's unpinning under KASAN on a loaded TCG host took 3.3 s once (a 3 s bound failed there).
 fn killed_request(ctx: &mut Ctx) -> TestResult {
-    const LEN: usize = 1 << 20;
-    const HOLD_MS: u64 = 1500;
-    // 32 runs of 32 KiB held HOLD_MS each: the whole request, which an unkillable wait would sit out.
-    const WHOLE: Duration = Duration::from_millis(32 * HOLD_MS);
-    ctx.rpc.get()?.inject_slow(0, HOLD_MS)?;
-    let mut src = GuardedBuf::new(LEN, 0);
-    ctx.rng.fill(src.as_mut_slice());
-    let mut dst = GuardedBuf::new(LEN, 0);
-    // SAFETY: the child only makes the ioctl (on memory allocated before the fork) and exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let r = ctx.dev.h2c2h(src.as_slice(), dst.as_mut_slice());
-        // SAFETY: ends the child without running the parent's destructors or atexit handlers.
-        unsafe { libc::_exit(if r.is_ok() { 0 } else { 1 }) };
-    }
-    ensure!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    let pid = fork_slow_round_trip(ctx)?;
     thread::sleep(Duration::from_millis(300));
-    // SAFETY: our own child.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let killed = Instant::now();
-    let mut status = 0;
-    let mut reaped = false;
-    while killed.elapsed() < WHOLE / 4 {
-        // SAFETY: our own child; `status` is ours.
-        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-            reaped = true;
-            break;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    let took = killed.elapsed();
+    let k = kill_and_reap(pid, SLOW_WHOLE / 4);
     ctx.rpc.get()?.clear()?;
-    if !reaped {
-        // SAFETY: as above; blocks until the old request is over (the faults are cleared now).
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-    }
+    // Not reaped in time: it goes once the old request is over (the faults are cleared now).
+    let status = k.status_after(|| {});
+    let (reaped, took) = (k.reaped, k.took);
     ensure!(
         reaped,
         "a process killed in a 1 MiB H2C2H on a slow card was not gone after {took:?} (reaped only after {:?})",
-        killed.elapsed()
+        k.killed.elapsed()
     );
     ensure!(
         libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
@@ -279,19 +250,76 @@ fn fork_running(f: impl FnOnce() -> bool) -> Result<libc::pid_t, String> {
     Ok(pid)
 }
 
+/// How long the model holds each 32 KiB run of a slow round trip (below the 2 s timeout: none fails).
+const SLOW_HOLD_MS: u64 = 1500;
+/// The whole 1 MiB slow round trip (32 runs), which an unkillable wait would sit out.
+const SLOW_WHOLE: Duration = Duration::from_millis(32 * SLOW_HOLD_MS);
+
+/// Makes the card slow and forks a child that runs a 1 MiB H2C2H on it (`SLOW_WHOLE` in all, both
+/// engines held throughout). The caller clears the faults.
+fn fork_slow_round_trip(ctx: &mut Ctx) -> Result<libc::pid_t, String> {
+    ctx.rpc.get()?.inject_slow(0, SLOW_HOLD_MS)?;
+    let mut src = GuardedBuf::new(1 << 20, 0);
+    ctx.rng.fill(src.as_mut_slice());
+    let mut dst = GuardedBuf::new(1 << 20, 0);
+    let dev = ctx.dev;
+    fork_running(|| dev.h2c2h(src.as_slice(), dst.as_mut_slice()).is_ok())
+}
+
+/// A child killed with SIGKILL, and whether it was reaped within the bound `kill_and_reap` was given.
+struct Killed {
+    pid: libc::pid_t,
+    killed: Instant,
+    reaped: bool,
+    took: Duration,
+    status: libc::c_int,
+}
+
+/// Kills our child `pid` and polls for its exit for at most `bound`.
+fn kill_and_reap(pid: libc::pid_t, bound: Duration) -> Killed {
+    // SAFETY: our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let killed = Instant::now();
+    let mut status = 0;
+    let mut reaped = false;
+    while killed.elapsed() < bound {
+        // SAFETY: our own child; `status` is ours.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            reaped = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    Killed {
+        pid,
+        killed,
+        reaped,
+        took: killed.elapsed(),
+        status,
+    }
+}
+
+impl Killed {
+    /// Its exit status; if it was not reaped in time, after `unblock` (whatever ends what it waits for)
+    /// and a blocking wait.
+    fn status_after(&self, unblock: impl FnOnce()) -> libc::c_int {
+        if self.reaped {
+            return self.status;
+        }
+        unblock();
+        let mut status = 0;
+        // SAFETY: our own child, not reaped yet; `status` is ours.
+        unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        status
+    }
+}
+
 /// A process killed while it waits for an engine that another request holds goes at once: it must not sit
 /// out the other request (48 s here), which an uninterruptible engine lock would make it do.
 fn killed_waiting(ctx: &mut Ctx) -> TestResult {
-    const LEN: usize = 1 << 20;
-    const HOLD_MS: u64 = 1500;
-    const WHOLE: Duration = Duration::from_millis(32 * HOLD_MS);
-    ctx.rpc.get()?.inject_slow(0, HOLD_MS)?;
-    let mut src = GuardedBuf::new(LEN, 0);
-    ctx.rng.fill(src.as_mut_slice());
-    let mut dst = GuardedBuf::new(LEN, 0);
+    let holder = fork_slow_round_trip(ctx)?;
     let small = GuardedBuf::new(4096, 0);
     let dev = ctx.dev;
-    let holder = fork_running(|| dev.h2c2h(src.as_slice(), dst.as_mut_slice()).is_ok())?;
     let r = (|| {
         thread::sleep(Duration::from_millis(300));
         let waiter = fork_running(|| dev.h2c(small.as_slice(), 0).is_ok())?;
@@ -313,27 +341,12 @@ fn killed_waiting(ctx: &mut Ctx) -> TestResult {
             thread::sleep(Duration::from_millis(20));
         }
         let blocked = blocked_since.is_some();
-        // SAFETY: our own child.
-        unsafe { libc::kill(waiter, libc::SIGKILL) };
-        let killed = Instant::now();
-        let mut status = 0;
-        let mut reaped = false;
-        while killed.elapsed() < WHOLE / 4 {
-            // SAFETY: our own child; `status` is ours.
-            if unsafe { libc::waitpid(waiter, &mut status, libc::WNOHANG) } == waiter {
-                reaped = true;
-                break;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let took = killed.elapsed();
-        if !reaped {
-            // SAFETY: our own children: the holder's end lets the waiter go too.
-            unsafe {
-                libc::kill(holder, libc::SIGKILL);
-                libc::waitpid(waiter, &mut status, 0);
-            }
-        }
+        let k = kill_and_reap(waiter, SLOW_WHOLE / 4);
+        // SAFETY: our own child: the holder's end lets the waiter go too.
+        let status = k.status_after(|| unsafe {
+            libc::kill(holder, libc::SIGKILL);
+        });
+        let (reaped, took) = (k.reaped, k.took);
         ensure!(
             blocked,
             "the waiting H2C never blocked behind the held engine (state {:?})",
@@ -342,7 +355,7 @@ fn killed_waiting(ctx: &mut Ctx) -> TestResult {
         ensure!(
             reaped,
             "a process killed while waiting for a held engine was not gone after {took:?} (reaped only after {:?})",
-            killed.elapsed()
+            k.killed.elapsed()
         );
         ensure!(
             libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
