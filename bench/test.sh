@@ -3,7 +3,7 @@
 #   1. host checks: cargo fmt --check, cargo clippy -D warnings, cargo test (logic, model, ABI, harness, ...)
 #   2. the FPGA RTL simulation (fpga-bitstream/sim/run.sh); meta-gdr's checks (meta-gdr/scripts/check.sh:
 #      oelint-adv, the crates list, install paths, kas files); the agent and its client library cross-built
-#      for aarch64 (bench/cross-agent.sh)
+#      for aarch64 (bench/cross-agent.sh); the import circles of kmod/picoevb (bench/imports.py)
 #   3. the `ci` rows of bench/matrix, in its order: the workspace with the oldest and newest rustc; on
 #      Linux 6.18 x86_64 the guest suite with the Jetson and the dGPU nvidia_p2p provider, under
 #      swiotlb=force (the DMA, cache, pipeline and GPU-memory tests; the whole suite under it is soak's), two cards without a provider, a short ioctl fuzzer run (GDR_FUZZ_ITERATIONS, default
@@ -35,6 +35,8 @@ count "cargo test" "$p" "$f"
 
 [ -f fpga-bitstream/sim/run.sh ] && counted "rtl simulation" "$LOGS/last-rtl.log" bash fpga-bitstream/sim/run.sh
 counted "yocto: meta-gdr and kas checks" "$LOGS/last-yocto.log" meta-gdr/scripts/check.sh
+# Import circles in the 6.18 glue: only those issue 24 still has to end (bench/imports.py names them).
+counted "kmod: import circles" "$LOGS/last-imports.log" python3 bench/imports.py
 # The Jetson's user space (agent programs, client library) cross-built for aarch64 with the bench's cross
 # toolchain and checked to be AArch64: a Jetson build failure shows here first.
 counted "cross: agent and client for aarch64" "$LOGS/last-cross-agent.log" "$REPO/bench/cross-agent.sh"
