@@ -50,26 +50,17 @@ struct CEngine {
     idx: u32,
 }
 
-/// `offset` as the C accessors take it, if a 32-bit register there lies inside the DMA BAR: probe
-/// (`main.c`) refuses a card whose BAR is shorter than `BAR_DMA_SIZE` and maps it whole.
-fn dma_bar_offset(offset: usize) -> Result<u32, Errno> {
-    match offset.checked_add(4) {
-        Some(end) if end <= ids::BAR_DMA_SIZE && offset % 4 == 0 => Ok(offset as u32),
-        _ => Err(Errno::EINVAL),
-    }
-}
-
 // The calls below are sound for any `card` the glue passes: a live `struct pevb_card` (the callers hold a
 // reference to it) and `idx` 0 or 1 (checked in `engine()`).
 impl Regs32 for CEngine {
     type Error = Errno;
     fn read32(&self, offset: usize) -> Result<u32, Errno> {
-        let off = dma_bar_offset(offset)?;
-        // SAFETY: see above; `off` is an aligned register inside the mapped DMA BAR (dma_bar_offset).
+        let off = crate::bar_offset(offset, ids::BAR_DMA_SIZE)?;
+        // SAFETY: see above; `off` is an aligned register inside the mapped DMA BAR (bar_offset).
         Ok(unsafe { pevb_plat_rd(self.card, off) })
     }
     fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
-        let off = dma_bar_offset(offset)?;
+        let off = crate::bar_offset(offset, ids::BAR_DMA_SIZE)?;
         // SAFETY: as in read32.
         unsafe { pevb_plat_wr(self.card, off, value) };
         Ok(())

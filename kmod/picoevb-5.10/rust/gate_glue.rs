@@ -132,26 +132,23 @@ pub unsafe extern "C" fn pevb_gate_transfer(
 ) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { &*r };
+    let one_way = |dir, side: &PevbSide| {
+        let x = OneWay {
+            host: host(side),
+            fpga: r.fpga,
+            len: r.len,
+        };
+        Request::one_way(dir, &x)
+    };
     let req = match r.op as c_int {
-        OP_H2C | OP_C2H => {
-            let (dir, side) = if r.op as c_int == OP_H2C {
-                (Dir::H2c, &r.src)
-            } else {
-                (Dir::C2h, &r.dst)
-            };
-            let x = OneWay {
-                host: host(side),
-                fpga: r.fpga,
-                len: r.len,
-            };
-            Request::one_way(dir, &x)
-        }
+        OP_H2C => one_way(Dir::H2c, &r.src),
+        OP_C2H => one_way(Dir::C2h, &r.dst),
         OP_H2C2H => Request::round_trip(&RoundTrip {
             src: host(&r.src),
             dst: host(&r.dst),
             len: r.len,
         }),
-        _ => return -Errno::EINVAL.0,
+        _ => return crate::neg(Errno::EINVAL),
     };
     match gate::run(&mut CTransfer { x }, &req) {
         Ok(t) => {
@@ -159,6 +156,6 @@ pub unsafe extern "C" fn pevb_gate_transfer(
             unsafe { *ns = t };
             0
         }
-        Err(e) => -e.0,
+        Err(e) => crate::neg(e),
     }
 }

@@ -22,26 +22,17 @@ struct CUserBar {
     card: *mut c_void,
 }
 
-/// `offset` as the C accessors take it, if a 32-bit register there lies inside the user BAR: probe
-/// (`main.c`) refuses a card whose BAR is shorter than `BAR_USER_SIZE` and maps it whole.
-fn user_bar_offset(offset: usize) -> Result<u32, Errno> {
-    match offset.checked_add(4) {
-        Some(end) if end <= ids::BAR_USER_SIZE && offset % 4 == 0 => Ok(offset as u32),
-        _ => Err(Errno::EINVAL),
-    }
-}
-
 // Sound for any `card` the glue passes: a live `struct pevb_card` whose BARs are mapped (the callers hold
 // the gate or run in probe, before removal can unmap them).
 impl Regs32 for CUserBar {
     type Error = Errno;
     fn read32(&self, offset: usize) -> Result<u32, Errno> {
-        let off = user_bar_offset(offset)?;
-        // SAFETY: see above; `off` is an aligned register inside the mapped user BAR (user_bar_offset).
+        let off = crate::bar_offset(offset, ids::BAR_USER_SIZE)?;
+        // SAFETY: see above; `off` is an aligned register inside the mapped user BAR (bar_offset).
         Ok(unsafe { pevb_plat_user_rd(self.card, off) })
     }
     fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
-        let off = user_bar_offset(offset)?;
+        let off = crate::bar_offset(offset, ids::BAR_USER_SIZE)?;
         // SAFETY: as in read32.
         unsafe { pevb_plat_user_wr(self.card, off, value) };
         Ok(())
@@ -55,10 +46,9 @@ impl Regs32 for CUserBar {
 /// `card` is a live `struct pevb_card` with its BARs mapped.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_user_set_leds(card: *mut c_void, value: u32) -> c_int {
-    match Leds::new(&CUserBar { card }).set(value) {
-        Ok(()) => 0,
-        Err(e) => -e.0,
-    }
+    Leds::new(&CUserBar { card })
+        .set(value)
+        .map_or_else(crate::neg, |()| 0)
 }
 
 /// Reads the gdr ID block: 1 with `*design_version` and `*build_hash` set, 0 where the bitstream has none
@@ -82,6 +72,6 @@ pub unsafe extern "C" fn pevb_user_identity(
             1
         }
         Ok(None) => 0,
-        Err(e) => -e.0,
+        Err(e) => crate::neg(e),
     }
 }
