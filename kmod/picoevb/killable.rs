@@ -59,7 +59,8 @@ pub(crate) struct Guard<'a, T>(&'a KillableMutex<T>, PhantomData<*mut ()>);
 impl<T> Deref for Guard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: this guard holds the mutex, so no other reference to the data exists.
+        // SAFETY: this guard holds the mutex, so no other guard exists and nothing else reaches the
+        // data; shared references handed out here live no longer than the guard.
         unsafe { &*self.0.data.get() }
     }
 }

@@ -175,11 +175,11 @@ fn reserved<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno
     r
 }
 
-/// What the gate holds of each side (indexed `Side as usize`).
+/// What the gate holds: which sides (indexed `Side as usize`; a side's kind is the request's), and
+/// whether the engines ran.
 #[derive(Clone, Copy, Default)]
 struct Holds {
-    user: [bool; 2],
-    gpu: [bool; 2],
+    taken: [bool; 2],
     ran: bool,
 }
 
@@ -187,14 +187,14 @@ fn held<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
     let mut h = Holds::default();
     let r = take_and_run(s, req, &mut h);
     for (side, _) in req.gpu_sides() {
-        if h.gpu[side as usize] {
+        if h.taken[side as usize] {
             s.exit_surface(side);
         }
     }
-    // Asked only after the request ran: a card wedged by another file's request never saw these pages.
+    // Asked only if the request ran: a card another request wedged meanwhile never saw these pages.
     let keep = h.ran && r.is_err() && s.wedged();
     for (side, _) in req.user_sides() {
-        if h.user[side as usize] {
+        if h.taken[side as usize] {
             if keep {
                 s.quarantine(side);
             } else {
@@ -212,11 +212,11 @@ fn take_and_run<S: Services + ?Sized>(
 ) -> Result<u64, Errno> {
     for (side, addr) in req.user_sides() {
         s.pin_user(side, addr, req.len)?;
-        h.user[side as usize] = true;
+        h.taken[side as usize] = true;
     }
     for (side, handle) in req.gpu_sides() {
         s.enter_surface(side, handle, req.len)?;
-        h.gpu[side as usize] = true;
+        h.taken[side as usize] = true;
     }
     h.ran = true;
     s.run(req.work, req.len)
