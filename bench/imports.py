@@ -1,17 +1,12 @@
 #!/usr/bin/env python3
 """Import circles between the 6.18 glue's modules (kmod/picoevb/*.rs), from their `crate::` paths.
 
-Issue 24 wants none: memory and hardware objects never reach back into their owner. The circles left are
-named in KNOWN; a circle through any other module fails, and so does a KNOWN module that is no longer in
-one (take it out, so the list only shrinks). Prints the import graph's circles and closes with
-"N passed, M failed". Usage: bench/imports.py [DIR] (default: kmod/picoevb beside this script).
+Memory and hardware objects never reach back into their owner (issue 24): any circle fails. Prints the
+import graph's circles and closes with "N passed, M failed". Usage: bench/imports.py [DIR] (default: kmod/picoevb beside this script).
 """
 import pathlib
 import re
 import sys
-
-# cuda and regcache reach into card for its bookkeeping of surfaces, caches and quarantined pins.
-KNOWN = {"card", "cuda", "regcache"}
 
 
 def imports(folder):
@@ -65,21 +60,12 @@ def main():
         print("0 passed, 1 failed")
         return 1
     comps = circles(graph)
-    failed = 0
     for comp in comps:
         edges = [f"{a} -> {b}" for a in sorted(comp) for b in graph[a] if b in comp]
-        new = comp - KNOWN
-        print(f"{'FAIL' if new else 'KNOWN'} circle {sorted(comp)}: {', '.join(edges)}")
-        if new:
-            print(f"FAIL {sorted(new)} joined an import circle: point the dependency one way")
-            failed += 1
-    stale = KNOWN - set().union(*comps) if comps else KNOWN
-    if stale:
-        print(f"FAIL {sorted(stale)} no longer in a circle: take them out of KNOWN in {__file__}")
-        failed += 1
-    print(f"CHECK kmod/picoevb import circles only among {sorted(KNOWN)} ... {'FAILED' if failed else 'ok'}")
-    print(f"{0 if failed else 1} passed, {1 if failed else 0} failed")
-    return 1 if failed else 0
+        print(f"FAIL circle {sorted(comp)}: {', '.join(edges)}: point the dependency one way")
+    print(f"CHECK kmod/picoevb has no import circle ... {'FAILED' if comps else 'ok'}")
+    print(f"{0 if comps else 1} passed, {1 if comps else 0} failed")
+    return 1 if comps else 0
 
 
 if __name__ == "__main__":

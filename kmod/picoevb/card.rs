@@ -3,9 +3,8 @@
 //! One PicoEVB card: its BARs, its two engines, the interrupt handler and the transfers the ioctls ask for.
 
 use crate::abi;
-use crate::cache_policy::Range;
+use crate::book::Book;
 use crate::channel::{Channel, IrqRegs, Regs32};
-use crate::cuda::Surface;
 use crate::duplex::Engines;
 use crate::engine::Engine;
 use crate::gpio::Leds;
@@ -14,7 +13,6 @@ use crate::ids;
 use crate::port::{Active, Port, UserBar};
 use crate::ram::{Ram, RamUse};
 use crate::ram_owner::{Member, Op};
-use crate::regcache::{HostPin, RegCache};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
 use core::fmt;
@@ -24,10 +22,10 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     irq::{self, IrqReturn},
-    new_mutex, pci,
+    pci,
     prelude::*,
     revocable::RevocableGuard,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex},
     time::{Instant, Monotonic},
 };
 
@@ -52,21 +50,8 @@ pub(crate) struct Card {
     #[pin]
     pub(crate) c2h: Engine,
     pub(crate) index: u32,
-    pub(crate) ram_size: u64,
-    /// GPU surfaces mapped for this device, to unmap at removal.
-    #[pin]
-    surfaces: Mutex<KVec<Arc<Surface>>>,
-    /// Free callbacks removal waits for now (`Surface::detach`), for the debugfs `state`.
-    callbacks_awaited: AtomicU32,
-    /// Serialises PIN_CUDA's overlap check with the pin it allows.
-    #[pin]
-    pin_lock: Mutex<()>,
-    /// The open files' registration caches, to empty at removal.
-    #[pin]
-    caches: Mutex<KVec<Arc<RegCache>>>,
-    /// Host pins of requests whose engine could not be shown idle: kept until unbind (see `wedge`).
-    #[pin]
-    quarantine: Mutex<Quarantine>,
+    /// What the card keeps mapped beyond one request: surfaces, caches, quarantined pins.
+    book: Arc<Book>,
     /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
     caps: AtomicU64,
     design_version: AtomicU32,
@@ -91,15 +76,7 @@ impl Card {
             h2c <- Engine::new(dev, Dir::H2c)?,
             c2h <- Engine::new(dev, Dir::C2h)?,
             index,
-            ram_size: ids::FPGA_RAM_SIZE,
-            surfaces <- new_mutex!(KVec::new()),
-            callbacks_awaited: AtomicU32::new(0),
-            pin_lock <- new_mutex!(()),
-            caches <- new_mutex!(KVec::new()),
-            quarantine <- new_mutex!(Quarantine {
-                pins: KVec::new(),
-                reserved: 0,
-            }),
+            book: Book::new()?,
             caps: AtomicU64::new(0),
             design_version: AtomicU32::new(0),
             build_hash: AtomicU32::new(0),
@@ -120,157 +97,21 @@ impl Card {
         self.port.is_wedged()
     }
 
-    /// Room in the quarantine for `n` host pins of a request, taken before it pins anything: keeping a
-    /// pin must not need an allocation that can fail, since a pin can be neither forgotten (a cached
-    /// pin's mmu notifier has its ops in module text, which rmmod would free) nor unpinned while a wedged
-    /// engine may still write it.
-    pub(crate) fn quarantine_room(&self, n: usize) -> Result<QuarantineRoom<'_>> {
-        let mut q = locked_with_room(
-            &self.quarantine,
-            |q| &mut q.pins,
-            |q| q.pins.len() + q.reserved + n,
-        )?;
-        q.reserved += n;
-        Ok(QuarantineRoom { card: self, n })
+    /// The card RAM's size in bytes.
+    pub(crate) fn ram_size(&self) -> u64 {
+        self.ram.size()
     }
 
-    /// Keeps a request's host pin until unbind, in a slot of its `room`: its engine was not shown idle
-    /// (see `wedge`).
-    pub(crate) fn quarantine(&self, room: &mut QuarantineRoom<'_>, mut pin: HostPin) {
-        if let HostPin::Once(p) = &mut pin {
-            p.quarantined();
-        }
-        let mut q = self.quarantine.lock();
-        if room.n > 0 {
-            room.n -= 1;
-            q.reserved -= 1;
-        }
-        // `pins` has room for `len + reserved` (`quarantine_room`), and this pin's slot was in `reserved`.
-        if let Err(e) = q.pins.push_within_capacity(pin) {
-            drop(q);
-            // Only a request that kept more pins than it took room for gets here. Bus mastering is off
-            // (`wedge`): unpinning is the lesser harm than forgetting a pin whose notifier outlives us.
-            dev_err!(
-                self.dev(),
-                "quarantine full: unpinning a wedged request's pages\n"
-            );
-            drop(e);
-        }
-    }
-
-    /// Records a GPU surface mapped for this device (the caller holds an `Active`). The list grows
-    /// outside its lock: the surface's free callback takes it, and reclaim may run that callback on
-    /// this very thread from inside an allocation (`docs/nvidia-p2p.md`).
-    pub(crate) fn add_surface(&self, s: Arc<Surface>) -> Result {
-        let mut list = locked_with_room(&self.surfaces, |v| v, |v| v.len() + 1)?;
-        list.push_within_capacity(s).map_err(|_| ENOMEM)
-    }
-
-    /// Counts removal's wait for a surface's free callback while the returned value lives.
-    pub(crate) fn await_callback(&self) -> Awaited<'_> {
-        self.callbacks_awaited.fetch_add(1, Ordering::Relaxed);
-        Awaited(&self.callbacks_awaited)
+    /// The books of what the card keeps mapped beyond one request (`book.rs`).
+    pub(crate) fn book(&self) -> &Arc<Book> {
+        &self.book
     }
 
     /// The debugfs `state` file (bring-up, bench): what this card holds for DMA and why removal may wait.
     pub(crate) fn write_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "gone {}", u8::from(self.is_gone()))?;
         writeln!(f, "wedged {}", u8::from(self.is_wedged()))?;
-        {
-            let surfaces = self.surfaces.lock();
-            writeln!(f, "surfaces {}", surfaces.len())?;
-            for s in surfaces.iter() {
-                s.describe(f)?;
-            }
-        }
-        writeln!(
-            f,
-            "callbacks_awaited {}",
-            self.callbacks_awaited.load(Ordering::Relaxed)
-        )?;
-        let (files, buffers) = {
-            let caches = self.caches.lock();
-            let buffers: u32 = caches
-                .iter()
-                .map(|c| c.control(crate::cache_policy::Op::Query).entries)
-                .sum();
-            (caches.len(), buffers)
-        };
-        writeln!(f, "caches {files} cached_buffers {buffers}")?;
-        writeln!(f, "quarantined_pins {}", self.quarantine.lock().pins.len())
-    }
-
-    /// Locks out other PIN_CUDA calls on this card while one checks for overlaps and pins.
-    pub(crate) fn lock_pins(&self) -> kernel::sync::MutexGuard<'_, ()> {
-        self.pin_lock.lock()
-    }
-
-    /// Whether a live surface covers pages `[first, end)` of address space `mm` or any of pages `frames`.
-    pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
-        self.surfaces
-            .lock()
-            .iter()
-            .any(|s| s.overlaps(mm, first, end, frames))
-    }
-
-    /// A surface on pages `[first, end)` of address space `mm` or on pages `frames` whose free callback has
-    /// begun and whose pin is not freed yet (still mapped, maybe).
-    pub(crate) fn dying_surface(
-        &self,
-        mm: usize,
-        first: u64,
-        end: u64,
-        frames: &[u64],
-    ) -> Option<Arc<Surface>> {
-        self.surfaces
-            .lock()
-            .iter()
-            .find(|s| s.dying(mm, first, end, frames))
-            .cloned()
-    }
-
-    /// Whether a live surface or a buffer cached by any file of this card holds any of pages `frames`
-    /// (under the pin lock), not counting the buffers of `own` that `replacing` takes the place of.
-    pub(crate) fn frames_in_use(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool {
-        self.surfaces.lock().iter().any(|s| s.holds_frames(frames))
-            || self
-                .caches
-                .lock()
-                .iter()
-                .any(|c| c.holds_frames(frames, own, replacing))
-    }
-
-    /// Records an open file's registration cache.
-    pub(crate) fn add_cache(&self, c: Arc<RegCache>) -> Result {
-        self.caches.lock().push(c, GFP_KERNEL)?;
-        Ok(())
-    }
-
-    /// Drops every file's cached host buffers on pages `[first, end)` of address space `mm` or on pages
-    /// `frames` (PIN_CUDA, under the pin lock, before the surface is mapped).
-    /// Returns once no buffer on `frames` is mapped any more (except those a running request holds): those
-    /// dropped here and those dropped earlier whose release is still going on, in every file's cache.
-    pub(crate) fn evict_cached(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> Result {
-        let mut caches = KVec::new();
-        for c in self.caches.lock().iter() {
-            c.evict_pages(mm, first, end, frames);
-            caches.push(c.clone(), GFP_KERNEL)?;
-        }
-        // Outside the list's lock: a closing file takes it to forget its cache.
-        for c in caches.iter() {
-            c.wait_released(frames);
-        }
-        Ok(())
-    }
-
-    /// Forgets a closed file's registration cache.
-    pub(crate) fn drop_cache(&self, c: &RegCache) {
-        self.caches.lock().retain(|x| !core::ptr::eq(&**x, c));
-    }
-
-    /// Forgets a surface that has been freed.
-    pub(crate) fn drop_surface(&self, s: &Surface) {
-        self.surfaces.lock().retain(|x| !core::ptr::eq(&**x, s));
+        self.book.write_state(f)
     }
 
     /// Hot removal or unbind, while the BARs are still mapped: new requests fail with ENODEV, the engines
@@ -285,20 +126,11 @@ impl Card {
         self.h2c.wake();
         self.c2h.wake();
         self.port.drain();
-        // Quarantined pins (`wedge`): the engines were stopped again above and bus mastering is off.
-        let quarantined = core::mem::take(&mut self.quarantine.lock().pins);
-        drop(quarantined);
+        // Quarantined pins (`wedge`) included: the engines were stopped again above, or bus mastering is off.
+        self.book.release();
         self.h2c.release_table();
         self.c2h.release_table();
         self.ram.release_zeros();
-        // Unmap outside the lock: a surface's free callback takes it too.
-        let surfaces = core::mem::take(&mut *self.surfaces.lock());
-        for s in surfaces.iter() {
-            s.detach();
-        }
-        for c in self.caches.lock().iter() {
-            c.close();
-        }
     }
 
     /// Admits a transfer through the file whose membership is `member` to the card RAM (`Ram::begin`);
@@ -419,7 +251,7 @@ impl Card {
             abi_version: abi::ABI_VERSION,
             card_index: self.index,
             caps,
-            fpga_ram_size: self.ram_size,
+            fpga_ram_size: self.ram.size(),
             design_version,
             build_hash,
             reserved: [0; 4],
@@ -452,7 +284,7 @@ impl Card {
                 h2c: &self.h2c,
                 c2h: &self.c2h,
                 port: &self.port,
-                ram_size: self.ram_size,
+                ram_size: self.ram.size(),
             },
             &mut h2c_table,
             &mut c2h_table,
@@ -475,71 +307,6 @@ pub(crate) fn state_file<'a>(
         Ok::<_, Error>(card.clone()),
         &|c: &Arc<Card>, f| c.write_state(f),
     )
-}
-
-/// Host pins kept until unbind, and the slots running requests have taken for theirs.
-struct Quarantine {
-    pins: KVec<HostPin>,
-    /// Slots of `pins`' capacity promised to `QuarantineRoom`s.
-    reserved: usize,
-}
-
-/// A request's slots in the quarantine (`Card::quarantine_room`), given back when it ends.
-pub(crate) struct QuarantineRoom<'a> {
-    card: &'a Card,
-    n: usize,
-}
-
-impl Drop for QuarantineRoom<'_> {
-    fn drop(&mut self) {
-        self.card.quarantine.lock().reserved -= self.n;
-    }
-}
-
-/// `m` locked, with capacity in its vector `vec` for `want` items (both read under the lock). The vector
-/// grows by an allocation made without the lock, since that allocation may enter reclaim, which may run
-/// code that takes the lock (a provider's free callback).
-fn locked_with_room<S, T>(
-    m: &Mutex<S>,
-    vec: fn(&mut S) -> &mut KVec<T>,
-    want: impl Fn(&S) -> usize,
-) -> Result<MutexGuard<'_, S>> {
-    loop {
-        let need = {
-            let mut g = m.lock();
-            let w = want(&g);
-            if vec(&mut g).capacity() >= w {
-                return Ok(g);
-            }
-            w
-        };
-        let mut grown = KVec::with_capacity(need, GFP_KERNEL)?;
-        let mut g = m.lock();
-        let w = want(&g);
-        let cur = vec(&mut g);
-        if cur.capacity() >= w {
-            return Ok(g);
-        }
-        if grown.capacity() < w {
-            // It grew meanwhile: allocate again, without the lock.
-            continue;
-        }
-        for x in cur.drain_all() {
-            // Cannot fail: `grown` has room for `w` items, at least as many as `cur` holds.
-            let _ = grown.push_within_capacity(x);
-        }
-        *cur = grown;
-        return Ok(g);
-    }
-}
-
-/// Removal's wait for one free callback, counted in `Card::callbacks_awaited` while it lasts.
-pub(crate) struct Awaited<'a>(&'a AtomicU32);
-
-impl Drop for Awaited<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl irq::Handler for Card {

@@ -13,10 +13,11 @@
 //! bounded too. Whichever of callback and unpin finishes second does the free.
 
 use crate::cache_policy::share_page_frames;
-use crate::card::Card;
+use crate::errno::Errno;
 use crate::errors::kerr;
 use crate::ffi;
 use crate::pin::{user_frames, Frames};
+use crate::port::Active;
 use crate::segments::Segment;
 use core::ffi::c_void;
 use core::fmt;
@@ -26,8 +27,42 @@ use kernel::{
     new_condvar, new_mutex, new_spinlock,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::{Arc, CondVar, Mutex, SpinLock},
+    sync::{Arc, CondVar, Mutex, MutexGuard, SpinLock},
 };
+
+/// What surfaces need of the books their card keeps (`book.rs`): declared here, so that a surface never
+/// reaches back into its owner.
+pub(crate) trait SurfaceBook: Send + Sync {
+    /// Records a surface about to be pinned (the caller holds the device).
+    fn add_surface(&self, s: Arc<Surface>) -> Result;
+    /// Forgets a surface that has been freed.
+    fn drop_surface(&self, s: &Surface);
+    /// Locks out other PIN_CUDA calls, and cache pins, on this card while one checks for overlaps and pins.
+    fn lock_pins(&self) -> MutexGuard<'_, ()>;
+    /// Whether a live surface covers pages `[first, end)` of address space `mm` or any of pages `frames`.
+    fn overlaps(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool;
+    /// A surface on those pages whose free callback has begun and whose pin is not freed yet (still mapped,
+    /// maybe).
+    fn dying_surface(
+        &self,
+        mm: usize,
+        first: u64,
+        end: u64,
+        frames: &[u64],
+    ) -> Option<Arc<Surface>>;
+    /// Drops every file's cached host buffers on those pages (under the pin lock, before the surface is
+    /// mapped) and returns once none is mapped any more (except those a running request holds), those
+    /// dropped earlier whose release is still going on included.
+    fn evict_cached(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> Result;
+}
+
+/// What `Surface::detach` found.
+pub(crate) enum Detached {
+    /// The DMA mapping is dropped (now or before).
+    Unmapped,
+    /// The free callback has begun: its free unmaps, after the DMAs using the surface (`wait_freed`).
+    CallbackRunning,
+}
 
 #[derive(Clone, Copy, Default)]
 struct Use {
@@ -52,8 +87,8 @@ pub(crate) struct Surface {
     p: AtomicPtr<ffi::PevbP2p>,
     /// Bytes pinned, from the user's `va`.
     len: u64,
-    /// The card the surface is mapped for; it forgets the surface when it is freed.
-    card: Arc<Card>,
+    /// The books of the card the surface is mapped for; they forget the surface when it is freed.
+    book: Arc<dyn SurfaceBook>,
     /// Address space and page range pinned, and the pages behind them (empty where they have no struct
     /// page: a dGPU's BAR), for the overlap checks.
     mm: usize,
@@ -149,7 +184,7 @@ impl Surface {
     fn free(&self) {
         // SAFETY: called exactly once per pin, after the callback and any unpin are over.
         unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
-        self.card.drop_surface(self);
+        self.book.drop_surface(self);
         self.state.lock().freed = true;
         self.idle.notify_all();
     }
@@ -209,20 +244,14 @@ impl Surface {
 
     /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
     /// from now on. The pin itself stays until UNPIN, close or the memory going away.
-    pub(crate) fn detach(&self) {
+    pub(crate) fn detach(&self) -> Detached {
         {
             let mut g = self.state.lock();
             if g.dead {
-                // The callback has begun: its free unmaps. Wait for it, so nothing stays mapped past unbind.
-                // It waits only for DMA uses, and removal has waited for every request already.
-                let _awaited = self.card.await_callback();
-                while !g.freed {
-                    self.idle.wait(&mut g);
-                }
-                return;
+                return Detached::CallbackRunning;
             }
             if g.detached {
-                return;
+                return Detached::Unmapped;
             }
             g.detached = true;
             // Held like a DMA, so the callback cannot free the pin under us.
@@ -235,6 +264,7 @@ impl Surface {
         if g.users == 0 && g.dead {
             self.idle.notify_all();
         }
+        Detached::Unmapped
     }
 }
 
@@ -258,15 +288,22 @@ unsafe extern "C" fn surface_gone(data: *mut c_void) {
     }
 }
 
-/// Pins `len` bytes of GPU memory at `va` (in address space `mm`, pages `frames`) for DMA by `card`.
-fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64, frames: Frames) -> Result<Arc<Surface>> {
-    let dev: &Device = card.dev();
+/// Pins `len` bytes of GPU memory at `va` (in address space `mm`, pages `frames`) for DMA by `dev`, in its
+/// card's `book`.
+fn pin(
+    book: &Arc<dyn SurfaceBook>,
+    dev: &Device,
+    mm: usize,
+    va: u64,
+    len: u64,
+    frames: Frames,
+) -> Result<Arc<Surface>> {
     let pages = page_range(va, len);
     let s = Arc::pin_init(
         pin_init!(Surface {
             p: AtomicPtr::new(core::ptr::null_mut()),
             len,
-            card: card.clone(),
+            book: book.clone(),
             mm,
             pages,
             frames,
@@ -276,7 +313,7 @@ fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64, frames: Frames) -> Result
         GFP_KERNEL,
     )?;
     // Recorded before the pin exists: its callback may run (and forget it) as soon as the pin does.
-    card.add_surface(s.clone())?;
+    book.add_surface(s.clone())?;
     let data = Arc::into_raw(s.clone()).cast_mut().cast::<c_void>();
     // SAFETY: `dev` is a live device; `data` stays valid until the callback reclaims it; the out-pointer is
     // the surface's own slot, which outlives the pin.
@@ -293,7 +330,7 @@ fn pin(card: &Arc<Card>, mm: usize, va: u64, len: u64, frames: Frames) -> Result
     if rc != 0 {
         // SAFETY: a failed pin never calls the callback: take back its reference.
         drop(unsafe { Arc::from_raw(data.cast::<Surface>()) });
-        card.drop_surface(&s);
+        book.drop_surface(&s);
         return Err(Error::from_errno(rc));
     }
     Ok(s)
@@ -345,18 +382,22 @@ impl Surfaces {
         })
     }
 
-    /// PIN_CUDA: returns the new handle.
-    pub(crate) fn pin(&self, card: &Arc<Card>, va: u64, len: u64) -> Result<u32> {
-        // Faulted in first, holding nothing: the page lookups and the provider's pin below run under the
-        // card's pin lock and the hold removal drains, where a fault that never resolves (userfaultfd,
-        // FUSE) would stall every PIN_CUDA of the card and its removal (`pin::prefault`). Only a GPU
-        // surface of system memory (Jetson) has struct pages to fault in; a dGPU's BAR simply fails here.
-        crate::pin::prefault(va, len, true)?;
-        // Mapping for the device: removal must wait for it and then find the surface to unmap.
-        let _active = card.begin()?;
+    /// PIN_CUDA, on the card whose books are `book` and device `dev`, which the caller holds (`active`:
+    /// removal must wait for the mapping and then find the surface to unmap): returns the new handle.
+    /// The caller faulted the range in before it took the device (`pin::prefault`): the page lookups and
+    /// the provider's pin below run under the card's pin lock and the hold removal drains, where a fault
+    /// that never resolves (userfaultfd, FUSE) would stall every PIN_CUDA of the card and its removal.
+    pub(crate) fn pin(
+        &self,
+        book: &Arc<dyn SurfaceBook>,
+        dev: &Device,
+        _active: &Active<'_>,
+        va: u64,
+        len: u64,
+    ) -> Result<u32> {
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
-            .map_err(|_| kerr(crate::errno::Errno::EOPNOTSUPP))?;
+            .map_err(|_| kerr(Errno::EOPNOTSUPP))?;
         // SAFETY: plain read of the caller's mm pointer, used only as an identity.
         let mm = unsafe { ffi::pevb_current_mm() };
         let (first, end) = page_range(va, len);
@@ -364,27 +405,27 @@ impl Surfaces {
             // The DMA API does not support overlapping mappings of the same memory (on a non-coherent SoC
             // the cache maintenance of one would undo the other's): a range is pinned once per card and the
             // handle reused. Checked and pinned under one lock so two callers cannot both pass.
-            let pins = card.lock_pins();
+            let pins = book.lock_pins();
             // By the pages, not only the address: one memory mapped at two addresses is one surface.
             let frames = match user_frames(first, end) {
                 Ok(f) => f,
                 Err(e) => break Err(e),
             };
-            if card.overlaps(mm, first, end, &frames) {
+            if book.overlaps(mm, first, end, &frames) {
                 break Err(EBUSY);
             }
             // A surface of these pages whose memory went away (its callback has begun: munmap, exit, in
             // this or another process) may still be mapped until the DMAs using it are over: wait for its
             // free, without the lock (its callback takes none of ours), then check again.
-            if let Some(s) = card.dying_surface(mm, first, end, &frames) {
+            if let Some(s) = book.dying_surface(mm, first, end, &frames) {
                 drop(pins);
                 s.wait_freed();
                 continue;
             }
             // Host buffers cached on these pages would be a second long-lived mapping of the memory.
-            break card
+            break book
                 .evict_cached(mm, first, end, &frames)
-                .and_then(|()| pin(card, mm, va, len, frames));
+                .and_then(|()| pin(book, dev, mm, va, len, frames));
         };
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };

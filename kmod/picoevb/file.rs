@@ -3,9 +3,10 @@
 //! `/dev/picoevbN`: the ioctl ABI (`crates/picoevb-abi`), checked by the shared logic, run on the card.
 
 use crate::abi;
+use crate::book::QuarantineRoom;
 use crate::cache_policy;
-use crate::card::{Card, QuarantineRoom};
-use crate::cuda::{self, InUse, Surfaces};
+use crate::card::Card;
+use crate::cuda::{self, InUse, SurfaceBook, Surfaces};
 use crate::errno::Errno;
 use crate::errors::{errno, kerr};
 use crate::gate::{self, Side, Work};
@@ -148,7 +149,7 @@ impl gate::Services for Transfer<'_> {
         self.ram = None;
     }
     fn reserve_quarantine(&mut self, pins: usize) -> Result<(), Errno> {
-        self.room = Some(self.file.card.quarantine_room(pins).map_err(errno)?);
+        self.room = Some(self.file.card.book().quarantine_room(pins).map_err(errno)?);
         Ok(())
     }
     fn unreserve_quarantine(&mut self) {
@@ -156,7 +157,8 @@ impl gate::Services for Transfer<'_> {
     }
     fn pin_user(&mut self, side: Side, addr: u64, len: u64) -> Result<(), Errno> {
         let f = self.file;
-        let pin = RegCache::get(&f.cache, &f.card, addr, len, side.to_device()).map_err(errno)?;
+        let (book, dev) = (&**f.card.book(), f.card.dev());
+        let pin = RegCache::get(&f.cache, book, dev, addr, len, side.to_device()).map_err(errno)?;
         self.held[side as usize] = Some(Held::User(pin));
         Ok(())
     }
@@ -165,7 +167,10 @@ impl gate::Services for Transfer<'_> {
     }
     fn quarantine(&mut self, side: Side) {
         match (self.take(side), self.room.as_mut()) {
-            (Some(Held::User(pin)), Some(room)) => self.file.card.quarantine(room, pin),
+            (Some(Held::User(pin)), Some(room)) => {
+                let card = &self.file.card;
+                card.book().quarantine(card.dev(), room, pin)
+            }
             // Unreachable: the gate reserves the room before it pins anything. Never unpin what the
             // engine may still write: leak it instead.
             (Some(h), None) => core::mem::forget(h),
@@ -226,7 +231,8 @@ impl MiscDevice for PicoevbFile {
         let drv =
             unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
         let cache = RegCache::new()?;
-        drv.card.add_cache(cache.clone())?;
+        let book = drv.card.book();
+        book.add_cache(cache.clone())?;
         let file_cache = cache.clone();
         let file = KBox::try_pin_init(
             try_pin_init!(PicoevbFile {
@@ -238,7 +244,7 @@ impl MiscDevice for PicoevbFile {
             GFP_KERNEL,
         );
         if file.is_err() {
-            drv.card.drop_cache(&cache);
+            book.drop_cache(&cache);
         }
         file
     }
@@ -246,13 +252,13 @@ impl MiscDevice for PicoevbFile {
     fn release(me: Pin<KBox<Self>>, _file: &File) {
         me.surfaces.unpin_all();
         // Emptied while the card still lists it: a PIN_CUDA meanwhile finds its buffers, in the table or
-        // on their way to being unmapped, and waits for them (`Card::evict_cached`). Removal may be closing
+        // on their way to being unmapped, and waits for them (`Book::evict_cached`). Removal may be closing
         // it at the same time, which is harmless; its work item is freed only with the last reference,
         // which the card's list holds until `drop_cache`.
         me.cache.close();
         // The sweeps stop when the cache is dropped: here, or after unbind if a wedged card still holds
         // one of its pins (`RegCache`'s drop).
-        me.card.drop_cache(&me.cache);
+        me.card.book().drop_cache(&me.cache);
         // No request of this file is in flight any more: the RAM is free if this was its owner's last file.
         me.card.ram_close(&me.ram);
     }
@@ -272,17 +278,17 @@ impl MiscDevice for PicoevbFile {
             abi::IOC_CARD_INFO => write_out(
                 arg,
                 &abi::CardInfo {
-                    fpga_ram_size: card.ram_size,
+                    fpga_ram_size: card.ram_size(),
                 },
             )?,
             abi::IOC_ABI_INFO => write_out(arg, &me.abi_info()?)?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
-                let x = request::h2c(req, card.ram_size).map_err(kerr)?;
+                let x = request::h2c(req, card.ram_size()).map_err(kerr)?;
                 req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::H2c, &x))?;
                 Ok(())
             })?,
             abi::IOC_C2H_DMA => inout(arg, |req: &mut abi::C2hDma| {
-                let x = request::c2h(req, card.ram_size).map_err(kerr)?;
+                let x = request::c2h(req, card.ram_size()).map_err(kerr)?;
                 req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::C2h, &x))?;
                 Ok(())
             })?,
@@ -299,7 +305,13 @@ impl MiscDevice for PicoevbFile {
                 .reader_writer();
                 let mut req: abi::PinCuda = r.read()?;
                 let (va, len) = request::pin_cuda(&req).map_err(kerr)?;
-                req.handle = me.surfaces.pin(card, va, len)?;
+                // Faulted in first, holding nothing (`Surfaces::pin` says why). Only a GPU surface of
+                // system memory (Jetson) has struct pages to fault in; on a dGPU's BAR it does nothing.
+                crate::pin::prefault(va, len, true)?;
+                let active = card.begin()?;
+                let book: Arc<dyn SurfaceBook> = card.book().clone();
+                req.handle = me.surfaces.pin(&book, card.dev(), &active, va, len)?;
+                drop(active);
                 if let Err(e) = w.write(&req) {
                     // The caller never learns the handle, so nothing may stay pinned under it.
                     let _ = me.surfaces.unpin(req.handle);

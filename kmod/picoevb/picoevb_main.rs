@@ -79,6 +79,7 @@ mod status;
 mod xdma;
 
 // ---- Kernel glue ----
+mod book;
 mod card;
 mod cuda;
 mod done;

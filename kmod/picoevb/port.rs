@@ -148,7 +148,7 @@ impl Port {
 
     /// An engine could not be shown idle after a run: it may still read descriptors and move data. No chain
     /// starts again, bus mastering goes off (a PCIe function may then issue no memory request), and the
-    /// requests keep their pages pinned (`Card::quarantine`) until unbind. Every later request fails with
+    /// requests keep their pages pinned (`Book::quarantine`) until unbind. Every later request fails with
     /// EIO.
     pub(crate) fn wedge(&self) {
         self.gate.lock().wedged = true;

@@ -63,6 +63,11 @@ impl Ram {
         }))
     }
 
+    /// Its size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
     /// Admits a transfer through the file whose membership is `member` to the RAM: EBUSY while another
     /// holder owns it; a new owner's first use zeroes it first. The caller holds the card's gate.
     pub(crate) fn begin(&self, member: &Mutex<Member>, scrub: Scrub<'_>) -> Result<RamUse<'_>> {

@@ -13,7 +13,6 @@
 
 use crate::abi;
 use crate::cache_policy::{share_page_frames, Lookup, Op, Policy, Range, Removal, CAPACITY};
-use crate::card::Card;
 use crate::ffi;
 use crate::pin::{pin_segments, user_frames, Frames, UserPin};
 use crate::segments::{self, Segment};
@@ -24,14 +23,26 @@ use kernel::{
     new_mutex,
     page::PAGE_SIZE,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, MutexGuard},
 };
+
+/// What a cache needs of the books its card keeps (`book.rs`): declared here, so that a cache never
+/// reaches back into its owner.
+pub(crate) trait PinBook {
+    /// The lock PIN_CUDA holds while it checks for overlaps, evicts cached buffers and pins a surface.
+    fn lock_pins(&self) -> MutexGuard<'_, ()>;
+    /// Whether a live GPU surface covers pages `[first, end)` of address space `mm`.
+    fn overlaps(&self, mm: usize, first: u64, end: u64) -> bool;
+    /// Whether a live surface or a buffer cached by any file of the card holds any of pages `frames`, not
+    /// counting the buffers of `own` that `replacing` takes the place of.
+    fn frames_in_use(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool;
+}
 
 /// A cached buffer's pin; unpinned when its last holder (the table or a request) drops it.
 pub(crate) struct CachedPin {
     raw: *mut ffi::PevbCpin,
     /// Keeps the cache, and so the work item that releases this pin, alive: a pin quarantined on a wedged
-    /// card (`Card::quarantine`) may outlive its file.
+    /// card (`Book::quarantine`) may outlive its file.
     _cache: Arc<RegCache>,
     /// The pages pinned.
     frames: Frames,
@@ -239,12 +250,13 @@ impl RegCache {
         Ok(cache)
     }
 
-    /// Pins `[addr, addr + len)` of the caller's memory for one request on `card`: a cached buffer when one
-    /// serves it or it can be cached, else a pin for this request only. `to_device`: the device only reads
-    /// it.
+    /// Pins `[addr, addr + len)` of the caller's memory for one request on device `dev`, whose card keeps
+    /// `book`: a cached buffer when one serves it or it can be cached, else a pin for this request only.
+    /// `to_device`: the device only reads it.
     pub(crate) fn get(
         this: &Arc<Self>,
-        card: &Card,
+        book: &dyn PinBook,
+        dev: &Device,
         addr: u64,
         len: u64,
         to_device: bool,
@@ -257,11 +269,11 @@ impl RegCache {
         };
         let work = this.work.load(Ordering::Acquire);
         if !work.is_null() {
-            if let Some(u) = this.cached(this, card, r, to_device, work)? {
+            if let Some(u) = this.cached(this, book, dev, r, to_device, work)? {
                 return Ok(HostPin::Cached(u));
             }
         }
-        let once = UserPin::new(card.dev(), addr, len, to_device)?;
+        let once = UserPin::new(dev, addr, len, to_device)?;
         this.table.lock().policy.note_uncached();
         Ok(HostPin::Once(once))
     }
@@ -270,7 +282,8 @@ impl RegCache {
     fn cached(
         &self,
         this: &Arc<Self>,
-        card: &Card,
+        book: &dyn PinBook,
+        dev: &Device,
         r: Range,
         to_device: bool,
         work: *mut ffi::PevbWork,
@@ -305,11 +318,11 @@ impl RegCache {
         };
         // Memory pinned as a GPU surface keeps that one mapping: the DMA API does not support a second,
         // long-lived one. Checked, pinned and cached under the lock PIN_CUDA takes to evict cached buffers.
-        let _pins = card.lock_pins();
+        let _pins = book.lock_pins();
         let page = PAGE_SIZE as u64;
         let end = (want.addr + want.len).div_ceil(page) * page;
         let first = want.addr & !(page - 1);
-        if card.overlaps(want.mm, first, end, &[]) {
+        if book.overlaps(want.mm, first, end) {
             return Ok(None);
         }
         // One long-lived mapping per page and card, whatever address or file maps the page: pages a
@@ -318,18 +331,18 @@ impl RegCache {
         let Ok(frames) = user_frames(first, end) else {
             return Ok(None);
         };
-        if card.frames_in_use(&frames, self, want) {
+        if book.frames_in_use(&frames, self, want) {
             return Ok(None);
         }
         // Not cacheable: read-only memory the device only reads, memory that kept changing, a file mapping
         // that needs writeback (FOLL_LONGTERM refuses it). The one-off pin then serves it, or gives the
         // request's real error (a bad address).
-        let Ok(pin) = CachedPin::new(card.dev(), want.addr, want.len, this, work) else {
+        let Ok(pin) = CachedPin::new(dev, want.addr, want.len, this, work) else {
             return Ok(None);
         };
         // The pages pinned are not those looked up when the memory was remapped meanwhile: then this pin
         // serves the request only if its pages are held elsewhere.
-        let shared = *pin.frames != *frames && card.frames_in_use(&pin.frames, self, want);
+        let shared = *pin.frames != *frames && book.frames_in_use(&pin.frames, self, want);
         let mut t = self.table.lock();
         if shared {
             t.policy.note_uncached();
