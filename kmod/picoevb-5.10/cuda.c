@@ -3,12 +3,11 @@
  * GPU memory ("CUDA surfaces") pinned through the nvidia_p2p shim (p2p.c, the 6.18 module's own), per open
  * file: the rules of kmod/picoevb/cuda.rs, step by step.
  *
- * A surface is pinned by PIN_CUDA and ends in exactly one free (pevb_p2p_free_from_callback), after both of
- * these are over: the provider's free callback, which comes exactly once (from UNPIN or close, inside
- * pevb_p2p_unpin, or on its own when the memory goes away), and an unpin, if one started (never once the
- * callback has begun: the shim forbids it). The callback marks the surface dead (no new DMA) and waits for
- * the DMAs using it; each is bounded by the engine timeout and holds no lock the callback needs, so that
- * hand-made wait (lockdep cannot see it) is bounded too. Whichever of callback and unpin ends second frees.
+ * A surface's lifecycle (its uses, the provider's free callback, the unpin, removal's unmap, and which of
+ * callback and unpin frees) is kmod/logic/src/surface_life.rs, as in 6.18: s->life under s->lock, one
+ * pevb_life_* call per step; this file does what each answer asks without the lock. The callback's wait for
+ * the DMAs using the surface is hand-made (lockdep cannot see it); each DMA is bounded by the engine timeout
+ * and holds no lock the callback needs, so the wait is bounded too.
  */
 #include <linux/idr.h>
 #include <linux/mm.h>
@@ -29,14 +28,9 @@ struct pevb_surface {
 	u64 *frames;
 	size_t nframes;
 
-	spinlock_t lock;		/* everything below */
-	u32 users;			/* DMAs using the surface now */
-	bool dead;			/* the callback has begun: no new DMA, no new unpin */
-	bool unpinning, unpin_done;
-	bool callback_done;		/* the callback is over except for the free */
-	bool detached;			/* the card is gone: the DMA mapping was dropped at removal */
-	bool freed;
-	wait_queue_head_t idle;		/* users reached 0 after dead; freed */
+	spinlock_t lock;		/* life */
+	struct pevb_life life;
+	wait_queue_head_t idle;		/* the last use ended after the callback began; freed */
 };
 
 static struct pevb_p2p *pin_of(struct pevb_surface *s)
@@ -74,14 +68,24 @@ static void card_forget(struct pevb_card *card, struct pevb_surface *s)
 		surface_put(s);
 }
 
-static bool surface_dead(struct pevb_surface *s)
+static bool surface_live(struct pevb_surface *s)
 {
-	bool dead;
+	bool live;
 
 	spin_lock(&s->lock);
-	dead = s->dead;
+	live = pevb_life_live(&s->life);
 	spin_unlock(&s->lock);
-	return dead;
+	return live;
+}
+
+static bool surface_freed(struct pevb_surface *s)
+{
+	bool freed;
+
+	spin_lock(&s->lock);
+	freed = pevb_life_is_freed(&s->life);
+	spin_unlock(&s->lock);
+	return freed;
 }
 
 /*
@@ -97,7 +101,7 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 	spin_lock(&card->slock);
 	list_for_each_entry(s, &card->surfaces, node) {
 		if (((s->mm == mm && s->first < end && first < s->end) ||
-		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && !surface_dead(s)) {
+		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && surface_live(s)) {
 			hit = true;
 			break;
 		}
@@ -122,7 +126,7 @@ static struct pevb_surface *card_dying(struct pevb_card *card, unsigned long mm,
 		      pevb_share_page_frames(s->frames, s->nframes, frames, n)))
 			continue;
 		spin_lock(&s->lock);
-		dying = s->dead && !s->freed;
+		dying = pevb_life_dying(&s->life);
 		spin_unlock(&s->lock);
 		if (dying) {
 			kref_get(&s->ref);
@@ -141,7 +145,7 @@ static void surface_free(struct pevb_surface *s)
 	pevb_p2p_free_from_callback(pin_of(s));
 	card_forget(s->card, s);
 	spin_lock(&s->lock);
-	s->freed = true;
+	pevb_life_set_freed(&s->life);
 	spin_unlock(&s->lock);
 	wake_up_all(&s->idle);
 }
@@ -151,7 +155,7 @@ static bool users_gone(struct pevb_surface *s)
 	bool idle;
 
 	spin_lock(&s->lock);
-	idle = !s->users;
+	idle = pevb_life_idle(&s->life);
 	spin_unlock(&s->lock);
 	return idle;
 }
@@ -164,12 +168,11 @@ static void surface_gone(void *data)
 
 	pevb_p2p_uses_awaited();	/* lockdep: this waits for every use (pevb_surfaces_enter) */
 	spin_lock(&s->lock);
-	s->dead = true;
+	pevb_life_begin_callback(&s->life);
 	spin_unlock(&s->lock);
 	wait_event(s->idle, users_gone(s));
 	spin_lock(&s->lock);
-	s->callback_done = true;
-	free = !s->unpinning || s->unpin_done;
+	free = pevb_life_end_callback(&s->life);
 	spin_unlock(&s->lock);
 	if (free)
 		surface_free(s);
@@ -179,20 +182,17 @@ static void surface_gone(void *data)
 /* UNPIN or close: ends the pin unless its memory already went away. */
 static void surface_unpin(struct pevb_surface *s)
 {
-	bool free;
+	bool go, free;
 
 	spin_lock(&s->lock);
-	if (s->dead || s->unpinning) {
-		spin_unlock(&s->lock);
-		return;
-	}
-	s->unpinning = true;
+	go = pevb_life_begin_unpin(&s->life);
 	spin_unlock(&s->lock);
-	/* The pin cannot be freed before unpin_done (surface_gone); this is its only unpin. */
+	if (!go)
+		return;
+	/* The pin cannot be freed before pevb_life_end_unpin (surface_gone); this is its only unpin. */
 	pevb_p2p_unpin(pin_of(s));
 	spin_lock(&s->lock);
-	s->unpin_done = true;
-	free = s->callback_done;
+	free = pevb_life_end_unpin(&s->life);
 	spin_unlock(&s->lock);
 	if (free)
 		surface_free(s);
@@ -201,27 +201,27 @@ static void surface_unpin(struct pevb_surface *s)
 /* Card removal: drop the DMA mapping now and refuse DMA; the pin stays until UNPIN, close or munmap. */
 static void surface_detach(struct pevb_surface *s)
 {
+	u32 todo;
+	bool wake;
+
 	spin_lock(&s->lock);
-	if (s->dead) {
-		spin_unlock(&s->lock);
+	todo = pevb_life_detach(&s->life);
+	spin_unlock(&s->lock);
+	if (todo == PEVB_DETACH_AWAIT_FREE) {
 		/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
 		atomic_inc(&s->card->callbacks_awaited);
-		wait_event(s->idle, READ_ONCE(s->freed));
+		wait_event(s->idle, surface_freed(s));
 		atomic_dec(&s->card->callbacks_awaited);
-		return;
 	}
-	if (s->detached) {
-		spin_unlock(&s->lock);
+	if (todo != PEVB_DETACH_UNMAP)
 		return;
-	}
-	s->detached = true;
-	s->users++;		/* held like a DMA, so the callback cannot free the pin under us */
-	spin_unlock(&s->lock);
+	/* Held like a DMA (pevb_life_detach), so the callback cannot free the pin under us. */
 	pevb_p2p_unmap_device(pin_of(s));
 	spin_lock(&s->lock);
-	if (!--s->users && s->dead)
-		wake_up_all(&s->idle);
+	wake = pevb_life_end_use(&s->life);
 	spin_unlock(&s->lock);
+	if (wake)
+		wake_up_all(&s->idle);
 }
 
 void pevb_card_detach_surfaces(struct pevb_card *card)
@@ -254,10 +254,13 @@ void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m)
 		n++;
 	seq_printf(m, "surfaces %zu\n", n);
 	list_for_each_entry(s, &card->surfaces, node) {
+		struct pevb_life_view v;
+
 		spin_lock(&s->lock);
-		seq_printf(m, "surface %#llx-%#llx len %llu users %u dead %d unpinning %d detached %d freed %d\n",
-			   s->first, s->end, s->len, s->users, s->dead, s->unpinning, s->detached, s->freed);
+		pevb_life_view(&s->life, &v);
 		spin_unlock(&s->lock);
+		seq_printf(m, "surface %#llx-%#llx len %llu users %u dead %d unpinning %d detached %d freed %d\n",
+			   s->first, s->end, s->len, v.users, v.dead, v.unpinning, v.detached, v.freed);
 	}
 	spin_unlock(&card->slock);
 }
@@ -295,6 +298,7 @@ static int surface_pin(struct pevb_card *card, u64 va, u64 len, u64 *frames, siz
 	s->frames = frames;
 	s->nframes = nframes;
 	spin_lock_init(&s->lock);
+	pevb_life_init(&s->life);
 	init_waitqueue_head(&s->idle);
 	/* Recorded before the pin exists: its callback may run (and forget it) as soon as the pin does. */
 	kref_get(&s->ref);
@@ -322,21 +326,108 @@ void pevb_surfaces_init(struct pevb_surfaces *t)
 	idr_init(&t->idr);
 }
 
+/*
+ * ---- PIN_CUDA: kmod/logic/src/surface_pin.rs decides the sequence (rust/pin_glue.rs runs it); these are
+ * its services, for one call. ----
+ */
+struct pevb_cuda_pin_call {
+	struct pevb_surfaces *t;
+	struct pevb_card *card;
+	unsigned long mm;
+	u64 va, len;
+	u64 first, end;		/* the page range around [va, va + len) */
+};
+
+void pevb_cuda_pin_lock(struct pevb_cuda_pin_call *c)
+{
+	mutex_lock(&c->card->pinlock);
+}
+
+void pevb_cuda_pin_unlock(struct pevb_cuda_pin_call *c)
+{
+	mutex_unlock(&c->card->pinlock);
+}
+
+int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out)
+{
+	return pevb_user_frames(c->first, c->end, &out->f, &out->n);
+}
+
+void pevb_cuda_pin_frames_free(struct pevb_frames *f)
+{
+	kvfree(f->f);
+}
+
+bool pevb_cuda_pin_overlaps(struct pevb_cuda_pin_call *c, const struct pevb_frames *f)
+{
+	return pevb_card_overlaps(c->card, c->mm, c->first, c->end, f->f, f->n);
+}
+
+void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames *f)
+{
+	return card_dying(c->card, c->mm, c->first, c->end, f->f, f->n);
+}
+
+void pevb_cuda_pin_wait_freed(struct pevb_surface *dying)
+{
+	wait_event(dying->idle, surface_freed(dying));
+	surface_put(dying);
+}
+
+void pevb_cuda_pin_evict(struct pevb_cuda_pin_call *c, const struct pevb_frames *f)
+{
+	pevb_card_evict_cached(c->card, c->mm, c->first, c->end, f->f, f->n);
+}
+
+/* Takes @f's array whatever happens. */
+int pevb_cuda_pin_pin(struct pevb_cuda_pin_call *c, struct pevb_frames *f, struct pevb_surface **out)
+{
+	return surface_pin(c->card, c->va, c->len, f->f, f->n, out);
+}
+
+bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s)
+{
+	return !s->nframes || same_frames(s);
+}
+
+void pevb_cuda_pin_unpin(struct pevb_surface *s)
+{
+	surface_unpin(s);
+	surface_put(s);
+}
+
+/*
+ * Handles are small non-negative ints, never reused while in the table. The idr's memory is taken before
+ * the lock: a request holding a use of another surface may wait for the lock (enter), and reclaim inside
+ * the allocation could run that surface's free callback here, which waits for the use.
+ */
+int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s)
+{
+	int ret;
+
+	idr_preload(GFP_KERNEL);
+	spin_lock(&c->t->lock);
+	ret = idr_alloc_cyclic(&c->t->idr, s, 0, 0, GFP_NOWAIT);
+	spin_unlock(&c->t->lock);
+	idr_preload_end();
+	return ret;	/* on success the table has our reference */
+}
+
 /* PIN_CUDA: the new handle, or a negative errno. */
 int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len)
 {
-	u64 first = va & PAGE_MASK, end = PAGE_ALIGN(va + len), *frames;
-	unsigned long mm = (unsigned long)current->mm;
-	struct pevb_surface *s, *dying;
-	size_t n;
+	struct pevb_cuda_pin_call c = {
+		.t = t, .card = card, .mm = (unsigned long)current->mm, .va = va, .len = len,
+		.first = va & PAGE_MASK, .end = PAGE_ALIGN(va + len),
+	};
 	int ret;
 
-	if (end < va + len || !end)
+	if (c.end < va + len || !c.end)
 		return -EINVAL;
 	/*
-	 * Faulted in first, holding nothing: the page lookups and the provider's pin below run under the
-	 * card's pin lock and the hold removal drains, where a fault that never resolves (userfaultfd, FUSE)
-	 * would stall every PIN_CUDA of the card and its removal (prefault.c's pevb_user_prefault).
+	 * Faulted in first, holding nothing: the page lookups and the provider's pin run under the card's pin
+	 * lock and the hold removal drains, where a fault that never resolves (userfaultfd, FUSE) would stall
+	 * every PIN_CUDA of the card and its removal (prefault.c's pevb_user_prefault).
 	 */
 	ret = pevb_user_prefault(va, len, true);
 	if (ret)
@@ -349,61 +440,8 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 		pevb_card_end(card);
 		return -EOPNOTSUPP;
 	}
-	/*
-	 * One long-lived mapping per page and card (the DMA API does not support overlapping mappings): checked
-	 * and pinned under one lock so two callers cannot both pass. By the pages too: one memory at two
-	 * addresses is one surface. Host buffers cached on these pages would be a second long-lived mapping
-	 * of the memory: evicted first, and unmapped before the provider maps it.
-	 */
-again:
-	mutex_lock(&card->pinlock);
-	ret = pevb_user_frames(first, end, &frames, &n);
-	if (!ret && pevb_card_overlaps(card, mm, first, end, frames, n)) {
-		kvfree(frames);
-		ret = -EBUSY;
-	}
-	/*
-	 * A surface of these pages whose memory went away (its callback has begun: munmap, exit, in this or
-	 * another process) may still be mapped until the DMAs using it are over: wait for its free, without
-	 * the lock (its callback takes none of ours), then check again.
-	 */
-	dying = ret ? NULL : card_dying(card, mm, first, end, frames, n);
-	if (dying) {
-		kvfree(frames);
-		mutex_unlock(&card->pinlock);
-		wait_event(dying->idle, READ_ONCE(dying->freed));
-		surface_put(dying);
-		goto again;
-	}
-	if (!ret)
-		pevb_card_evict_cached(card, mm, first, end, frames, n);
-	if (!ret)
-		ret = surface_pin(card, va, len, frames, n, &s);
-	mutex_unlock(&card->pinlock);
+	ret = pevb_cuda_pin(&c);
 	pevb_p2p_put();		/* a pin holds the provider on its own */
-	if (ret)
-		goto out;
-	/* The pages read before pinning must be the ones pinned (a remap in between would fool the checks). */
-	if (s->nframes && !same_frames(s)) {
-		ret = -EAGAIN;
-		goto undo;
-	}
-	/*
-	 * Handles are small non-negative ints, never reused while in the table. The idr's memory is taken
-	 * before the lock: a request holding a use of another surface may wait for the lock (enter), and
-	 * reclaim inside the allocation could run that surface's free callback here, which waits for the use.
-	 */
-	idr_preload(GFP_KERNEL);
-	spin_lock(&t->lock);
-	ret = idr_alloc_cyclic(&t->idr, s, 0, 0, GFP_NOWAIT);
-	spin_unlock(&t->lock);
-	idr_preload_end();
-	if (ret >= 0)
-		goto out;	/* the table has our reference */
-undo:
-	surface_unpin(s);
-	surface_put(s);
-out:
 	pevb_card_end(card);
 	return ret;
 }
@@ -419,7 +457,7 @@ int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle)
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	gone = surface_dead(s);
+	gone = !surface_live(s);
 	surface_unpin(s);
 	surface_put(s);
 	return gone ? -EINVAL : 0;
@@ -464,14 +502,13 @@ int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_de
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	spin_lock(&s->lock);
-	if (s->dead || len > s->len)
+	if (len > s->len) {
 		ret = -EINVAL;
-	else if (s->detached)
-		ret = -ENODEV;
-	else
-		s->users++;
-	spin_unlock(&s->lock);
+	} else {
+		spin_lock(&s->lock);
+		ret = pevb_life_begin_use(&s->life);
+		spin_unlock(&s->lock);
+	}
 	if (ret) {
 		surface_put(s);
 		return ret;
@@ -499,14 +536,16 @@ const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n)
 void pevb_use_end(struct pevb_use *u)
 {
 	struct pevb_surface *s = u->s;
+	bool wake;
 
 	if (u->synced && !u->to_device)
 		pevb_p2p_sync(pin_of(s), u->synced, false, false);
 	u->s = NULL;
 	spin_lock(&s->lock);
-	if (!--s->users && s->dead)
-		wake_up_all(&s->idle);
+	wake = pevb_life_end_use(&s->life);
 	spin_unlock(&s->lock);
+	if (wake)
+		wake_up_all(&s->idle);
 	pevb_p2p_use_release();
 	surface_put(s);
 }

@@ -127,6 +127,8 @@ struct pevb_layout {
 	u32 cache_slots;
 	u32 owner;		/* bytes of a ram_owner::RamOwner, opaque to C */
 	u32 owner_align;
+	u32 life;
+	u32 life_view;
 };
 
 /* cache_policy::Range: @len bytes at user address @addr of address space @mm (an identity only). */
@@ -266,6 +268,63 @@ bool pevb_gate_wedged(struct pevb_xfer *x);
 int pevb_user_set_leds(void *card, u32 value);
 int pevb_user_identity(void *card, u32 *design_version, u32 *build_hash);
 
+/*
+ * A GPU surface's lifecycle (kmod/logic/src/surface_life.rs, through rust/life_glue.rs): who may use the
+ * surface, when the callback may end, which of callback and unpin frees. Every call under the surface's
+ * spinlock (cuda.c), which does what the answers ask without it.
+ */
+struct pevb_life {
+	u32 opaque[2];		/* surface_life::Life, never read by C */
+};
+enum pevb_detach {
+	PEVB_DETACH_DONE = 0,		/* unmapped before */
+	PEVB_DETACH_UNMAP = 1,		/* unmap now, held like a DMA; then pevb_life_end_use */
+	PEVB_DETACH_AWAIT_FREE = 2,	/* the callback has begun: wait for its free, which unmaps */
+};
+struct pevb_life_view {
+	u32 users;
+	bool dead, unpinning, detached, freed;
+};
+void pevb_life_init(struct pevb_life *l);
+int pevb_life_begin_use(struct pevb_life *l);
+bool pevb_life_end_use(struct pevb_life *l);		/* true: wake the callback */
+void pevb_life_begin_callback(struct pevb_life *l);
+bool pevb_life_idle(struct pevb_life *l);		/* what the callback waits for */
+bool pevb_life_end_callback(struct pevb_life *l);	/* true: the callback frees */
+bool pevb_life_begin_unpin(struct pevb_life *l);	/* true: unpin through the shim */
+bool pevb_life_end_unpin(struct pevb_life *l);		/* true: the unpin frees */
+void pevb_life_set_freed(struct pevb_life *l);
+bool pevb_life_is_freed(struct pevb_life *l);
+bool pevb_life_live(struct pevb_life *l);
+bool pevb_life_dying(struct pevb_life *l);
+u32 pevb_life_detach(struct pevb_life *l);
+void pevb_life_view(struct pevb_life *l, struct pevb_life_view *out);
+
+/*
+ * PIN_CUDA's sequence (kmod/logic/src/surface_pin.rs, through rust/pin_glue.rs) over the pevb_cuda_pin_*
+ * services cuda.c defines, for the struct pevb_cuda_pin_call @call of one PIN_CUDA: the new handle, or a
+ * negative errno. The caller has faulted the range in, holds the device and a provider reference.
+ */
+struct pevb_cuda_pin_call;
+struct pevb_surface;
+struct pevb_frames {
+	u64 *f;		/* kvmalloc'd, sorted page frame numbers */
+	size_t n;
+};
+int pevb_cuda_pin(struct pevb_cuda_pin_call *call);
+void pevb_cuda_pin_lock(struct pevb_cuda_pin_call *c);
+void pevb_cuda_pin_unlock(struct pevb_cuda_pin_call *c);
+int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out);
+void pevb_cuda_pin_frames_free(struct pevb_frames *f);
+bool pevb_cuda_pin_overlaps(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
+void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
+void pevb_cuda_pin_wait_freed(struct pevb_surface *dying);
+void pevb_cuda_pin_evict(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
+int pevb_cuda_pin_pin(struct pevb_cuda_pin_call *c, struct pevb_frames *f, struct pevb_surface **out);
+bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
+void pevb_cuda_pin_unpin(struct pevb_surface *s);
+int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
+
 /* What the protocol logs (pevb_plat_log's @kind; engine.c words it). */
 enum pevb_event {
 	PEVB_EV_VANISHED = 0,
@@ -294,6 +353,8 @@ static inline bool pevb_layout_ok(void)
 	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS &&
 	       PEVB_LAYOUT.owner <= sizeof(struct pevb_ram_owner) &&
 	       PEVB_LAYOUT.owner_align <= sizeof(u64) &&
+	       PEVB_LAYOUT.life == sizeof(struct pevb_life) &&
+	       PEVB_LAYOUT.life_view == sizeof(struct pevb_life_view) &&
 	       PEVB_RUN_STATE_SIZE == sizeof(struct pevb_run_state);
 }
 

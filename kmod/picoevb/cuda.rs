@@ -2,23 +2,21 @@
 
 //! GPU memory ("CUDA surfaces") pinned through the nvidia_p2p API (`p2p.c`), per open file.
 //!
-//! Lifecycle of a surface. It is pinned by PIN_CUDA and ends in exactly one free (`free_from_callback`),
-//! after both of these are over:
-//! - the provider's free callback, which comes exactly once: from UNPIN or close (synchronously, inside
-//!   `pevb_p2p_unpin`), or on its own when the memory goes away (munmap, cudaFreeHost, process exit);
-//! - an unpin, if one started (it must not start once the callback has: the shim forbids it).
-//!
-//! The callback first marks the surface dead (no new DMA may use it) and waits for the DMAs using it to
-//! finish; DMA waits are bounded by the engine timeout, and no lock is held across them, so the wait is
-//! bounded too. Whichever of callback and unpin finishes second does the free.
+//! A surface's lifecycle (its uses, the provider's free callback, the unpin, removal's unmap, and who
+//! frees) is `kmod/logic/src/surface_life.rs`, which the 5.10 glue runs too: this file keeps its `Life`
+//! under the surface's spinlock, does what each answer asks (unpin, unmap, free) without it, and sleeps
+//! on `idle` where the lifecycle says to wait. No lock is held across those waits, and each is bounded by
+//! the engine timeout of the DMAs it waits for.
 
 use crate::cache_policy::share_page_frames;
 use crate::errno::Errno;
-use crate::errors::kerr;
+use crate::errors::{errno, kerr};
 use crate::ffi;
 use crate::pin::{user_frames, Frames};
 use crate::port::Active;
 use crate::segments::Segment;
+use crate::surface_life::{Detach, Life};
+use crate::surface_pin;
 use core::ffi::c_void;
 use core::fmt;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -64,23 +62,6 @@ pub(crate) enum Detached {
     CallbackRunning,
 }
 
-#[derive(Clone, Copy, Default)]
-struct Use {
-    /// DMAs using the surface now.
-    users: u32,
-    /// The callback has begun: no new DMA, no new unpin.
-    dead: bool,
-    /// An unpin started (and, with `unpin_done`, finished).
-    unpinning: bool,
-    unpin_done: bool,
-    /// The callback is over except for the free.
-    callback_done: bool,
-    /// The card is gone: the DMA mapping was dropped at removal.
-    detached: bool,
-    /// The pin is freed (and so unmapped).
-    freed: bool,
-}
-
 #[pin_data]
 pub(crate) struct Surface {
     /// The shim's pin; stored by `pevb_p2p_pin` before the callback can run.
@@ -94,8 +75,9 @@ pub(crate) struct Surface {
     mm: usize,
     pages: (u64, u64),
     frames: Frames,
+    /// Where the surface is in its life (`surface_life.rs`).
     #[pin]
-    state: SpinLock<Use>,
+    state: SpinLock<Life>,
     #[pin]
     idle: CondVar,
 }
@@ -118,12 +100,8 @@ impl Drop for InUse {
                 ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), self.synced, false, false)
             };
         }
-        {
-            let mut g = self.s.state.lock();
-            g.users -= 1;
-            if g.users == 0 && g.dead {
-                self.s.idle.notify_all();
-            }
+        if self.s.state.lock().end_use() {
+            self.s.idle.notify_all();
         }
         // SAFETY: plain lockdep annotation, paired with the acquire in `Surfaces::enter`.
         unsafe { ffi::pevb_p2p_use_release() };
@@ -161,21 +139,13 @@ impl InUse {
 impl Surface {
     /// UNPIN or close: ends the pin unless its memory already went away.
     fn unpin(&self) {
-        {
-            let mut g = self.state.lock();
-            if g.dead || g.unpinning {
-                return;
-            }
-            g.unpinning = true;
+        if !self.state.lock().begin_unpin() {
+            return;
         }
-        // SAFETY: the pin is live and cannot be freed before `unpin_done` (see `surface_gone`); this is the
-        // only unpin (the flag above), and the callback had not begun when it was set.
+        // SAFETY: the pin is live and cannot be freed before `end_unpin` (see `surface_gone`); this is the
+        // only unpin (`begin_unpin`), and the callback had not begun when it started.
         unsafe { ffi::pevb_p2p_unpin(self.p.load(Ordering::Acquire)) };
-        let free = {
-            let mut g = self.state.lock();
-            g.unpin_done = true;
-            g.callback_done
-        };
+        let free = self.state.lock().end_unpin();
         if free {
             self.free();
         }
@@ -185,7 +155,7 @@ impl Surface {
         // SAFETY: called exactly once per pin, after the callback and any unpin are over.
         unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
         self.book.drop_surface(self);
-        self.state.lock().freed = true;
+        self.state.lock().set_freed();
         self.idle.notify_all();
     }
 
@@ -199,35 +169,32 @@ impl Surface {
     /// Whether this live surface covers any of pages `[first, end)` of address space `mm` or any of pages
     /// `frames`.
     pub(crate) fn overlaps(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
-        self.covers(mm, first, end, frames) && !self.state.lock().dead
+        self.covers(mm, first, end, frames) && self.state.lock().live()
     }
 
     /// Whether this surface covers any of those pages and its free callback has begun but the pin is not
     /// freed yet: its DMA mapping may still be live (the callback unmaps once the DMAs using it are over).
     pub(crate) fn dying(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> bool {
-        self.covers(mm, first, end, frames) && {
-            let g = self.state.lock();
-            g.dead && !g.freed
-        }
+        self.covers(mm, first, end, frames) && self.state.lock().dying()
     }
 
     /// Waits until the pin is freed, and so unmapped. Bounded like the callback: it waits only for the
     /// DMAs using the surface.
     pub(crate) fn wait_freed(&self) {
         let mut g = self.state.lock();
-        while !g.freed {
+        while !g.is_freed() {
             self.idle.wait(&mut g);
         }
     }
 
     /// Whether this live surface holds any of pages `frames`.
     pub(crate) fn holds_frames(&self, frames: &[u64]) -> bool {
-        share_page_frames(&self.frames, frames) && !self.state.lock().dead
+        share_page_frames(&self.frames, frames) && self.state.lock().live()
     }
 
     /// One line of the card's debugfs `state`: the range and where the surface is in its lifecycle.
     pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let u = *self.state.lock();
+        let u = self.state.lock().view();
         writeln!(
             f,
             "surface {:#x}-{:#x} len {} users {} dead {} unpinning {} detached {} freed {}",
@@ -245,23 +212,14 @@ impl Surface {
     /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
     /// from now on. The pin itself stays until UNPIN, close or the memory going away.
     pub(crate) fn detach(&self) -> Detached {
-        {
-            let mut g = self.state.lock();
-            if g.dead {
-                return Detached::CallbackRunning;
-            }
-            if g.detached {
-                return Detached::Unmapped;
-            }
-            g.detached = true;
-            // Held like a DMA, so the callback cannot free the pin under us.
-            g.users += 1;
+        match self.state.lock().detach() {
+            Detach::Done => return Detached::Unmapped,
+            Detach::AwaitFree => return Detached::CallbackRunning,
+            Detach::Unmap => {}
         }
-        // SAFETY: the pin is live (the callback waits for our use before freeing it).
+        // SAFETY: the pin is live: `detach` took a use, and the callback waits for it before freeing it.
         unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) };
-        let mut g = self.state.lock();
-        g.users -= 1;
-        if g.users == 0 && g.dead {
+        if self.state.lock().end_use() {
             self.idle.notify_all();
         }
         Detached::Unmapped
@@ -276,12 +234,11 @@ unsafe extern "C" fn surface_gone(data: *mut c_void) {
     unsafe { ffi::pevb_p2p_uses_awaited() };
     let free = {
         let mut g = s.state.lock();
-        g.dead = true;
-        while g.users > 0 {
+        g.begin_callback();
+        while !g.idle() {
             s.idle.wait(&mut g);
         }
-        g.callback_done = true;
-        !g.unpinning || g.unpin_done
+        g.end_callback()
     };
     if free {
         s.free();
@@ -307,7 +264,7 @@ fn pin(
             mm,
             pages,
             frames,
-            state <- new_spinlock!(Use::default()),
+            state <- new_spinlock!(Life::new()),
             idle <- new_condvar!(),
         }),
         GFP_KERNEL,
@@ -363,6 +320,64 @@ pub(crate) fn provider_available() -> bool {
     true
 }
 
+/// One PIN_CUDA call: the kernel services of the shared sequence (`kmod/logic/src/surface_pin.rs`) for the
+/// GPU-page range `[first, end)` around `[va, va + len)` of address space `mm`.
+struct PinCall<'a> {
+    surfaces: &'a Surfaces,
+    book: &'a Arc<dyn SurfaceBook>,
+    dev: &'a Device,
+    mm: usize,
+    va: u64,
+    len: u64,
+    first: u64,
+    end: u64,
+    /// The card's pin lock, while held.
+    pins: Option<MutexGuard<'a, ()>>,
+}
+
+impl surface_pin::Services for PinCall<'_> {
+    type Frames = Frames;
+    type Surface = Arc<Surface>;
+    fn lock(&mut self) {
+        let book: &Arc<dyn SurfaceBook> = self.book;
+        self.pins = Some(book.lock_pins());
+    }
+    fn unlock(&mut self) {
+        self.pins = None;
+    }
+    /// By the pages, not only the address: one memory mapped at two addresses is one surface.
+    fn frames(&mut self) -> Result<Frames, Errno> {
+        user_frames(self.first, self.end).map_err(errno)
+    }
+    fn overlaps(&mut self, frames: &Frames) -> bool {
+        self.book.overlaps(self.mm, self.first, self.end, frames)
+    }
+    fn dying(&mut self, frames: &Frames) -> Option<Arc<Surface>> {
+        self.book
+            .dying_surface(self.mm, self.first, self.end, frames)
+    }
+    fn wait_freed(&mut self, dying: Arc<Surface>) {
+        dying.wait_freed();
+    }
+    fn evict_cached(&mut self, frames: &Frames) -> Result<(), Errno> {
+        self.book
+            .evict_cached(self.mm, self.first, self.end, frames)
+            .map_err(errno)
+    }
+    fn pin(&mut self, frames: Frames) -> Result<Arc<Surface>, Errno> {
+        pin(self.book, self.dev, self.mm, self.va, self.len, frames).map_err(errno)
+    }
+    fn same_frames(&mut self, s: &Arc<Surface>) -> bool {
+        s.frames.is_empty() || user_frames(self.first, self.end).is_ok_and(|f| *f == *s.frames)
+    }
+    fn unpin(&mut self, s: Arc<Surface>) {
+        s.unpin();
+    }
+    fn publish(&mut self, s: Arc<Surface>) -> Result<u32, (Errno, Arc<Surface>)> {
+        self.surfaces.publish(s)
+    }
+}
+
 struct Table {
     tree: RBTree<u32, Arc<Surface>>,
     next: u32,
@@ -398,57 +413,35 @@ impl Surfaces {
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
             .map_err(|_| kerr(Errno::EOPNOTSUPP))?;
-        // SAFETY: plain read of the caller's mm pointer, used only as an identity.
-        let mm = unsafe { ffi::pevb_current_mm() };
         let (first, end) = page_range(va, len);
-        let pinned = loop {
-            // The DMA API does not support overlapping mappings of the same memory (on a non-coherent SoC
-            // the cache maintenance of one would undo the other's): a range is pinned once per card and the
-            // handle reused. Checked and pinned under one lock so two callers cannot both pass.
-            let pins = book.lock_pins();
-            // By the pages, not only the address: one memory mapped at two addresses is one surface.
-            let frames = match user_frames(first, end) {
-                Ok(f) => f,
-                Err(e) => break Err(e),
-            };
-            if book.overlaps(mm, first, end, &frames) {
-                break Err(EBUSY);
-            }
-            // A surface of these pages whose memory went away (its callback has begun: munmap, exit, in
-            // this or another process) may still be mapped until the DMAs using it are over: wait for its
-            // free, without the lock (its callback takes none of ours), then check again.
-            if let Some(s) = book.dying_surface(mm, first, end, &frames) {
-                drop(pins);
-                s.wait_freed();
-                continue;
-            }
-            // Host buffers cached on these pages would be a second long-lived mapping of the memory.
-            break book
-                .evict_cached(mm, first, end, &frames)
-                .and_then(|()| pin(book, dev, mm, va, len, frames));
+        let mut call = PinCall {
+            surfaces: self,
+            book,
+            dev,
+            // SAFETY: plain read of the caller's mm pointer, used only as an identity.
+            mm: unsafe { ffi::pevb_current_mm() },
+            va,
+            len,
+            first,
+            end,
+            pins: None,
         };
+        let r = surface_pin::pin(&mut call).map_err(kerr);
         // SAFETY: the get above succeeded; a pin holds the provider on its own.
         unsafe { ffi::pevb_p2p_put() };
-        let s = pinned?;
-        // The pages read before pinning must be the ones pinned: a remap in between (not seen by the
-        // provider, whose pin came after it) would leave the checks keyed on other pages.
-        let same = user_frames(first, end).is_ok_and(|f| *f == *s.frames);
-        if !s.frames.is_empty() && !same {
-            s.unpin();
-            return Err(EAGAIN);
-        }
+        r
+    }
+
+    /// Publishes a new surface under a handle: small non-negative ints, never reused while in the table.
+    fn publish(&self, s: Arc<Surface>) -> Result<u32, (Errno, Arc<Surface>)> {
         // The table's node is allocated before its lock: a request holding a use of another surface may
         // wait for that lock (`enter`), and reclaim inside the allocation could run that surface's free
         // callback here, which waits for the use.
         let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
             Ok(n) => n,
-            Err(e) => {
-                s.unpin();
-                return Err(e);
-            }
+            Err(e) => return Err((errno(e.into()), s)),
         };
         let mut t = self.table.lock();
-        // Handles are small non-negative ints, never reused while in the table.
         let mut h = t.next;
         while t.tree.get(&h).is_some() {
             h = (h + 1) & i32::MAX as u32;
@@ -462,7 +455,7 @@ impl Surfaces {
     /// UNPIN_CUDA. EINVAL if the handle is unknown or its memory already went away.
     pub(crate) fn unpin(&self, handle: u32) -> Result {
         let s = self.table.lock().tree.remove(&handle).ok_or(EINVAL)?;
-        let gone = s.state.lock().dead;
+        let gone = !s.state.lock().live();
         s.unpin();
         if gone {
             Err(EINVAL)
@@ -475,16 +468,7 @@ impl Surfaces {
     /// memory is gone.
     pub(crate) fn enter(&self, handle: u32) -> Result<InUse> {
         let s = self.table.lock().tree.get(&handle).cloned().ok_or(EINVAL)?;
-        {
-            let mut g = s.state.lock();
-            if g.dead {
-                return Err(EINVAL);
-            }
-            if g.detached {
-                return Err(ENODEV);
-            }
-            g.users += 1;
-        }
+        s.state.lock().begin_use().map_err(kerr)?;
         // SAFETY: plain lockdep annotation, released by `InUse`'s drop.
         unsafe { ffi::pevb_p2p_use_acquire() };
         Ok(InUse {

@@ -75,6 +75,12 @@ mod segments;
 #[path = "../logic/src/status.rs"]
 mod status;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/surface_life.rs"]
+mod surface_life;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/surface_pin.rs"]
+mod surface_pin;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../crates/picoevb-regs/src/xdma.rs"]
 mod xdma;
 

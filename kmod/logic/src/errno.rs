@@ -10,8 +10,10 @@ impl Errno {
     pub const EINTR: Errno = Errno(4);
     /// I/O error: the engine reported a bus or descriptor error.
     pub const EIO: Errno = Errno(5);
-    /// Busy: another holder owns the card RAM (`ram_owner`).
+    /// Busy: another holder owns the card RAM (`ram_owner`), or a surface already maps the memory.
     pub const EBUSY: Errno = Errno(16);
+    /// Try again: the memory was remapped while it was being pinned (PIN_CUDA).
+    pub const EAGAIN: Errno = Errno(11);
     /// Out of memory.
     pub const ENOMEM: Errno = Errno(12);
     /// Bad user address.

@@ -4,8 +4,8 @@
 //! The kernel module (`kmod/picoevb`) compiles these very files with `#[path]` as modules of its own crate
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
-//! request, status, cache_policy, admission, pipeline, ram_owner, engine, gate}` plus the shared definitions `crate::{abi,
-//! channel, xdma, pci}` re-exported below.
+//! request, status, cache_policy, admission, pipeline, ram_owner, engine, gate, surface_life,
+//! surface_pin}` plus the shared definitions `crate::{abi, channel, xdma, pci}` re-exported below.
 //! Keeping the logic here, unit-tested on the host, is what makes a later 5.10 (C-glue) build of the same
 //! logic possible.
 #![no_std]
@@ -24,3 +24,5 @@ pub mod ram_owner;
 pub mod request;
 pub mod segments;
 pub mod status;
+pub mod surface_life;
+pub mod surface_pin;

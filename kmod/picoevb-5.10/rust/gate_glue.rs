@@ -8,6 +8,7 @@
 use crate::errno::Errno;
 use crate::gate::{self, Request, Services, Side, Work};
 use crate::request::{Host, OneWay, RoundTrip};
+use crate::res;
 use crate::surface::{PevbReq, PevbSide, OP_C2H, OP_H2C, OP_H2C2H};
 use crate::xdma::Dir;
 use core::ffi::{c_int, c_void};
@@ -33,14 +34,6 @@ extern "C" {
 /// One transfer of `file.c`, as the gate sees it.
 struct CTransfer {
     x: *mut c_void,
-}
-
-fn res(rc: c_int) -> Result<(), Errno> {
-    if rc < 0 {
-        Err(Errno(-rc))
-    } else {
-        Ok(())
-    }
 }
 
 // Every call below is sound for the `x` the glue passes to `pevb_gate_transfer`: a live `struct

@@ -61,11 +61,19 @@ mod segments;
 #[path = "../../logic/src/status.rs"]
 mod status;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/surface_life.rs"]
+mod surface_life;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/surface_pin.rs"]
+mod surface_pin;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/xdma.rs"]
 mod xdma;
 
 mod engine_glue;
 mod gate_glue;
+mod life_glue;
+mod pin_glue;
 mod surface;
 mod user_glue;
 
@@ -90,6 +98,15 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// Negative errno, the kernel's convention, of a logic error.
 fn neg(e: errno::Errno) -> c_int {
     -e.0
+}
+
+/// A C service's answer (0 or more, or a negative errno) as the logic's result.
+fn res(rc: c_int) -> Result<(), errno::Errno> {
+    if rc < 0 {
+        Err(errno::Errno(-rc))
+    } else {
+        Ok(())
+    }
 }
 
 /// `offset` as the C register accessors take it, if a 32-bit register there lies inside a BAR of

@@ -1,0 +1,259 @@
+//! Every interleaving of the threads that touch one surface, explored exhaustively: the provider's free
+//! callback, an unpin (UNPIN or close), DMAs taking uses, and card removal. Each step is one `Life` call
+//! under the surface's lock, as the glue makes it; waits are steps that cannot run until their condition
+//! holds. Checked in every reachable state and at every end: exactly one free, never while a use is held
+//! or before both callback and unpin are over; no use begins after the callback has; no unmap of a freed
+//! pin; no state where every unfinished thread waits (a hang), also where a use's end fails to wake the
+//! callback.
+
+extern crate std;
+use super::*;
+use std::collections::HashSet;
+use std::vec::Vec;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Actor {
+    /// The provider's free callback (always comes, once).
+    Callback,
+    /// UNPIN or close. The shim's unpin usually runs the callback inside it, but returns without it when an
+    /// invalidation has claimed it (`pevb_p2p_unpin`): so here it may return at any time.
+    Unpin,
+    /// A DMA's use.
+    Dma,
+    /// Card removal.
+    Detach,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct World {
+    life: Life,
+    /// Each actor's program counter; `DONE` when it finished.
+    pc: Vec<u8>,
+    /// Which actor's answer said "free" and has not freed yet.
+    frees: u32,
+    callback_over: bool,
+    unpin_started: bool,
+    unpin_over: bool,
+    /// A use's end said to wake the callback (`end_use`), which sleeps until then.
+    woken: bool,
+}
+
+const DONE: u8 = u8::MAX;
+
+/// A bug the exploration found, with the actors and the state where it happened.
+type Found = std::string::String;
+
+fn free(w: &mut World) -> Result<(), Found> {
+    if w.life.is_freed() {
+        return Err(std::format!("second free: {w:?}"));
+    }
+    if !w.callback_over || (w.unpin_started && !w.unpin_over) {
+        return Err(std::format!(
+            "freed before callback and unpin are over: {w:?}"
+        ));
+    }
+    if !w.life.idle() {
+        return Err(std::format!("freed while a use is held: {w:?}"));
+    }
+    w.life.set_freed();
+    w.frees += 1;
+    Ok(())
+}
+
+/// Runs actor `i`'s next step if it can run. `Ok(false)`: it waits.
+fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
+    let pc = w.pc[i];
+    let next = |w: &mut World, pc: u8| {
+        w.pc[i] = pc;
+        Ok(true)
+    };
+    match (actors[i], pc) {
+        (_, DONE) => Ok(false),
+        (Actor::Callback, 0) => {
+            w.life.begin_callback();
+            next(w, 1)
+        }
+        // The wait checks under the lock, then sleeps until a use's end wakes it, then checks again.
+        (Actor::Callback, 1) if !w.life.idle() => {
+            w.woken = false;
+            next(w, 3)
+        }
+        (Actor::Callback, 3) if !w.woken => Ok(false),
+        (Actor::Callback, 3) => next(w, 1),
+        (Actor::Callback, 1) => {
+            let frees = w.life.end_callback();
+            w.callback_over = true;
+            next(w, if frees { 2 } else { DONE })
+        }
+        (Actor::Callback, 2) => {
+            free(w)?;
+            next(w, DONE)
+        }
+        (Actor::Unpin, 0) => {
+            if w.life.begin_unpin() {
+                w.unpin_started = true;
+                next(w, 1)
+            } else {
+                next(w, DONE)
+            }
+        }
+        (Actor::Unpin, 1) => {
+            let frees = w.life.end_unpin();
+            w.unpin_over = true;
+            next(w, if frees { 2 } else { DONE })
+        }
+        (Actor::Unpin, 2) => {
+            free(w)?;
+            next(w, DONE)
+        }
+        (Actor::Dma, 0) => match w.life.begin_use() {
+            Ok(()) => {
+                if w.life.dying() {
+                    return Err(std::format!("a use began after the callback: {w:?}"));
+                }
+                next(w, 1)
+            }
+            Err(_) => next(w, DONE),
+        },
+        (Actor::Dma, 1) => {
+            if w.life.is_freed() {
+                return Err(std::format!("a DMA ran on a freed pin: {w:?}"));
+            }
+            next(w, 2)
+        }
+        (Actor::Dma, 2) => {
+            w.woken |= w.life.end_use();
+            next(w, DONE)
+        }
+        (Actor::Detach, 0) => match w.life.detach() {
+            Detach::Done => next(w, DONE),
+            Detach::Unmap => next(w, 1),
+            Detach::AwaitFree => next(w, 3),
+        },
+        (Actor::Detach, 1) => {
+            if w.life.is_freed() {
+                return Err(std::format!("unmapped a freed pin: {w:?}"));
+            }
+            next(w, 2)
+        }
+        (Actor::Detach, 2) => {
+            w.woken |= w.life.end_use();
+            next(w, DONE)
+        }
+        (Actor::Detach, 3) if !w.life.is_freed() => Ok(false),
+        (Actor::Detach, 3) => next(w, DONE),
+        (a, pc) => Err(std::format!("{a:?} has no step {pc}")),
+    }
+}
+
+/// Explores every interleaving of `actors` from a fresh surface; returns how many distinct states.
+fn explore(actors: &[Actor]) -> Result<usize, Found> {
+    let start = World {
+        life: Life::new(),
+        pc: std::vec![0; actors.len()],
+        frees: 0,
+        callback_over: false,
+        unpin_started: false,
+        unpin_over: false,
+        woken: false,
+    };
+    let mut seen = HashSet::new();
+    let mut todo = std::vec![start];
+    while let Some(w) = todo.pop() {
+        if !seen.insert(w.clone()) {
+            continue;
+        }
+        if w.pc.iter().all(|&p| p == DONE) {
+            if w.frees != 1 {
+                return Err(std::format!("{} frees at the end: {w:?}", w.frees));
+            }
+            continue;
+        }
+        let mut moved = false;
+        for i in 0..actors.len() {
+            let mut n = w.clone();
+            if step(actors, &mut n, i)? {
+                moved = true;
+                todo.push(n);
+            }
+        }
+        if !moved {
+            return Err(std::format!("every unfinished thread waits: {w:?}"));
+        }
+    }
+    Ok(seen.len())
+}
+
+const SHAPES: &[&[Actor]] = &[
+    &[Actor::Callback],
+    &[Actor::Callback, Actor::Unpin],
+    &[Actor::Callback, Actor::Dma],
+    &[Actor::Callback, Actor::Unpin, Actor::Dma],
+    &[Actor::Callback, Actor::Unpin, Actor::Dma, Actor::Dma],
+    &[Actor::Callback, Actor::Detach],
+    &[Actor::Callback, Actor::Unpin, Actor::Detach],
+    &[Actor::Callback, Actor::Unpin, Actor::Dma, Actor::Detach],
+    &[
+        Actor::Callback,
+        Actor::Unpin,
+        Actor::Unpin,
+        Actor::Dma,
+        Actor::Detach,
+    ],
+    &[
+        Actor::Callback,
+        Actor::Unpin,
+        Actor::Dma,
+        Actor::Dma,
+        Actor::Detach,
+    ],
+];
+
+#[test]
+fn every_interleaving_frees_once_and_never_under_a_use() {
+    for shape in SHAPES {
+        let states = explore(shape).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        assert!(states > shape.len(), "{shape:?}: only {states} states");
+    }
+}
+
+#[test]
+fn uses_are_refused_once_the_memory_or_the_card_goes() {
+    let mut l = Life::new();
+    l.begin_callback();
+    assert_eq!(l.begin_use(), Err(Errno::EINVAL));
+    assert!(!l.begin_unpin(), "no unpin once the callback has begun");
+    let mut l = Life::new();
+    assert_eq!(l.detach(), Detach::Unmap);
+    assert!(!l.end_use(), "no callback waits yet");
+    assert_eq!(l.begin_use(), Err(Errno::ENODEV));
+    assert_eq!(l.detach(), Detach::Done, "unmapped once");
+}
+
+#[test]
+fn the_last_use_wakes_the_callback() {
+    let mut l = Life::new();
+    l.begin_use().unwrap();
+    l.begin_use().unwrap();
+    l.begin_callback();
+    assert!(!l.end_use());
+    assert!(l.end_use());
+    assert!(l.end_callback(), "no unpin started: the callback frees");
+}
+
+#[test]
+fn the_view_shows_the_state() {
+    let mut l = Life::new();
+    l.begin_use().unwrap();
+    assert!(l.begin_unpin());
+    assert_eq!(
+        l.view(),
+        View {
+            users: 1,
+            dead: false,
+            unpinning: true,
+            detached: false,
+            freed: false
+        }
+    );
+}
