@@ -328,9 +328,14 @@ impl RegCache {
         // One long-lived mapping per page and card, whatever address or file maps the page: pages a
         // surface or another cached buffer holds (an alias of the memory) are pinned for the request only.
         // Looked up before pinning, so such a request never makes a long-lived pin it cannot keep.
+        // Memory that is not all writable struct pages (no frames: read-only, a device's BAR) cannot be a
+        // long-lived writable pin: not tried, as on 5.10.
         let Ok(frames) = user_frames(first, end) else {
             return Ok(None);
         };
+        if frames.is_empty() {
+            return Ok(None);
+        }
         if book.frames_in_use(&frames, self, want) {
             return Ok(None);
         }

@@ -37,6 +37,11 @@ pub const fn ioc_size(cmd: u32) -> usize {
 }
 
 /// `PICOEVB_IOC_PIN_CUDA` argument.
+///
+/// Alignment contract (as NVIDIA's reference driver): any `va` and `size` are taken; the driver pins and
+/// maps the GPU-page hull around them (4 KiB pages on Jetson, 64 KiB on dGPU nvidia_p2p, whose 560+ drivers
+/// refuse lengths that are not whole pages) and DMA through the handle starts at `va`. Two pins whose hulls
+/// share a page are one memory mapped twice: the second is EBUSY. A zero, wrapping or too large `size` (above the largest H2C2H) is EINVAL; beyond user space, EFAULT.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PinCuda {
