@@ -68,24 +68,27 @@ static void card_forget(struct pevb_card *card, struct pevb_surface *s)
 		surface_put(s);
 }
 
-static bool surface_live(struct pevb_surface *s)
+/* One of the lifecycle's questions (pevb_life_live, _idle, _is_freed) about @s, under its lock. */
+static bool life_is(struct pevb_surface *s, bool (*question)(struct pevb_life *))
 {
-	bool live;
+	bool yes;
 
 	spin_lock(&s->lock);
-	live = pevb_life_live(&s->life);
+	yes = question(&s->life);
 	spin_unlock(&s->lock);
-	return live;
+	return yes;
 }
 
-static bool surface_freed(struct pevb_surface *s)
+/* A use (a DMA's, or removal's unmap) ends; the last one after the callback began wakes it. */
+static void surface_end_use(struct pevb_surface *s)
 {
-	bool freed;
+	bool wake;
 
 	spin_lock(&s->lock);
-	freed = pevb_life_is_freed(&s->life);
+	wake = pevb_life_end_use(&s->life);
 	spin_unlock(&s->lock);
-	return freed;
+	if (wake)
+		wake_up_all(&s->idle);
 }
 
 /*
@@ -101,7 +104,7 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 	spin_lock(&card->slock);
 	list_for_each_entry(s, &card->surfaces, node) {
 		if (((s->mm == mm && s->first < end && first < s->end) ||
-		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && surface_live(s)) {
+		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_is(s, pevb_life_live)) {
 			hit = true;
 			break;
 		}
@@ -150,16 +153,6 @@ static void surface_free(struct pevb_surface *s)
 	wake_up_all(&s->idle);
 }
 
-static bool users_gone(struct pevb_surface *s)
-{
-	bool idle;
-
-	spin_lock(&s->lock);
-	idle = pevb_life_idle(&s->life);
-	spin_unlock(&s->lock);
-	return idle;
-}
-
 /* The provider's free callback; @data is the reference pin took for it. */
 static void surface_gone(void *data)
 {
@@ -170,7 +163,7 @@ static void surface_gone(void *data)
 	spin_lock(&s->lock);
 	pevb_life_begin_callback(&s->life);
 	spin_unlock(&s->lock);
-	wait_event(s->idle, users_gone(s));
+	wait_event(s->idle, life_is(s, pevb_life_idle));
 	spin_lock(&s->lock);
 	free = pevb_life_end_callback(&s->life);
 	spin_unlock(&s->lock);
@@ -202,7 +195,6 @@ static void surface_unpin(struct pevb_surface *s)
 static void surface_detach(struct pevb_surface *s)
 {
 	u32 todo;
-	bool wake;
 
 	spin_lock(&s->lock);
 	todo = pevb_life_detach(&s->life);
@@ -210,18 +202,14 @@ static void surface_detach(struct pevb_surface *s)
 	if (todo == PEVB_DETACH_AWAIT_FREE) {
 		/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
 		atomic_inc(&s->card->callbacks_awaited);
-		wait_event(s->idle, surface_freed(s));
+		wait_event(s->idle, life_is(s, pevb_life_is_freed));
 		atomic_dec(&s->card->callbacks_awaited);
 	}
 	if (todo != PEVB_DETACH_UNMAP)
 		return;
 	/* Held like a DMA (pevb_life_detach), so the callback cannot free the pin under us. */
 	pevb_p2p_unmap_device(pin_of(s));
-	spin_lock(&s->lock);
-	wake = pevb_life_end_use(&s->life);
-	spin_unlock(&s->lock);
-	if (wake)
-		wake_up_all(&s->idle);
+	surface_end_use(s);
 }
 
 void pevb_card_detach_surfaces(struct pevb_card *card)
@@ -370,7 +358,7 @@ void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames
 
 void pevb_cuda_pin_wait_freed(struct pevb_surface *dying)
 {
-	wait_event(dying->idle, surface_freed(dying));
+	wait_event(dying->idle, life_is(dying, pevb_life_is_freed));
 	surface_put(dying);
 }
 
@@ -457,7 +445,7 @@ int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle)
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	gone = !surface_live(s);
+	gone = !life_is(s, pevb_life_live);
 	surface_unpin(s);
 	surface_put(s);
 	return gone ? -EINVAL : 0;
@@ -536,16 +524,11 @@ const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n)
 void pevb_use_end(struct pevb_use *u)
 {
 	struct pevb_surface *s = u->s;
-	bool wake;
 
 	if (u->synced && !u->to_device)
 		pevb_p2p_sync(pin_of(s), u->synced, false, false);
 	u->s = NULL;
-	spin_lock(&s->lock);
-	wake = pevb_life_end_use(&s->life);
-	spin_unlock(&s->lock);
-	if (wake)
-		wake_up_all(&s->idle);
+	surface_end_use(s);
 	pevb_p2p_use_release();
 	surface_put(s);
 }

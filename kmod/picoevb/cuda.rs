@@ -100,9 +100,7 @@ impl Drop for InUse {
                 ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), self.synced, false, false)
             };
         }
-        if self.s.state.lock().end_use() {
-            self.s.idle.notify_all();
-        }
+        self.s.end_use();
         // SAFETY: plain lockdep annotation, paired with the acquire in `Surfaces::enter`.
         unsafe { ffi::pevb_p2p_use_release() };
     }
@@ -148,6 +146,13 @@ impl Surface {
         let free = self.state.lock().end_unpin();
         if free {
             self.free();
+        }
+    }
+
+    /// A use (a DMA's, or removal's unmap) ends; the last one after the callback began wakes it.
+    fn end_use(&self) {
+        if self.state.lock().end_use() {
+            self.idle.notify_all();
         }
     }
 
@@ -219,9 +224,7 @@ impl Surface {
         }
         // SAFETY: the pin is live: `detach` took a use, and the callback waits for it before freeing it.
         unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) };
-        if self.state.lock().end_use() {
-            self.idle.notify_all();
-        }
+        self.end_use();
         Detached::Unmapped
     }
 }

@@ -52,7 +52,9 @@ pub enum Detach {
     AwaitFree = 2,
 }
 
-/// The surface's state as the debugfs `state` file shows it.
+/// The surface's state as the debugfs `state` file shows it. `repr(C)`: the 5.10 glue reads it as
+/// `struct pevb_life_view`.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
     pub users: u32,

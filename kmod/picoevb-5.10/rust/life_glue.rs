@@ -5,8 +5,7 @@
 //! what each answer asks (unpin, unmap, free, wake, wait) without the lock. Kernel build only, as
 //! `engine_glue.rs`.
 
-use crate::surface::PevbLifeView;
-use crate::surface_life::{Detach, Life};
+use crate::surface_life::{Detach, Life, View};
 use core::ffi::c_int;
 
 /// The lifecycle at `l`.
@@ -84,19 +83,11 @@ pub unsafe extern "C" fn pevb_life_detach(l: *mut Life) -> u32 {
 /// # Safety
 /// As `life`; `out` is valid for writing a `struct pevb_life_view`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_life_view(l: *mut Life, out: *mut PevbLifeView) {
+pub unsafe extern "C" fn pevb_life_view(l: *mut Life, out: *mut View) {
     // SAFETY: caller's contract.
     let v = unsafe { life(l) }.view();
     // SAFETY: caller's contract.
-    unsafe {
-        out.write(PevbLifeView {
-            users: v.users,
-            dead: v.dead,
-            unpinning: v.unpinning,
-            detached: v.detached,
-            freed: v.freed,
-        })
-    };
+    unsafe { out.write(v) };
 }
 
 // `enum pevb_detach` in logic.h.

@@ -8,7 +8,7 @@
 use crate::cache_policy::{Lookup, Policy, Range, Removal};
 use crate::ram_owner::{Grant, Member, Op, RamOwner};
 use crate::segments::{self, Cursor, Segment};
-use crate::surface_life::Life;
+use crate::surface_life::{Life, View};
 use crate::xdma::{self, Descriptor, Dir};
 use crate::{
     abi, cache_policy, chain, channel, errno::Errno, ids, neg, pipeline, ram_owner, request, status,
@@ -95,16 +95,6 @@ pub struct PevbStep {
     pub c2h: PevbMove,
 }
 
-/// A GPU surface's lifecycle state (`surface_life::View`) for the debugfs `state` line (`life_glue.rs`).
-#[repr(C)]
-pub struct PevbLifeView {
-    pub users: u32,
-    pub dead: bool,
-    pub unpinning: bool,
-    pub detached: bool,
-    pub freed: bool,
-}
-
 /// Sizes of the structs above and of the shared ones the glue handles, as Rust lays them out.
 #[repr(C)]
 pub struct PevbLayout {
@@ -126,7 +116,7 @@ pub struct PevbLayout {
     pub owner_align: u32,
     /// `surface_life::Life`: `struct pevb_life`.
     pub life: u32,
-    /// `PevbLifeView`: `struct pevb_life_view`.
+    /// `surface_life::View`: `struct pevb_life_view`.
     pub life_view: u32,
 }
 
@@ -146,7 +136,7 @@ pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
     owner: size_of::<RamOwner>() as u32,
     owner_align: core::mem::align_of::<RamOwner>() as u32,
     life: size_of::<Life>() as u32,
-    life_view: size_of::<PevbLifeView>() as u32,
+    life_view: size_of::<View>() as u32,
 };
 
 /// The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
