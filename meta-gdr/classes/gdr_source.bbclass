@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "545ba34a2c4907118a061745cfff5490067a98ac"
+SRCREV = "c12ef5d8992eb2d83a32aa35515737679be35281"
 S = "${UNPACKDIR}/gdr"
