@@ -473,12 +473,14 @@ void pevb_surfaces_unpin_all(struct pevb_surfaces *t)
 }
 
 /*
- * Takes a use of surface @handle for a DMA of @len bytes into @u, the request's own (-EINVAL: unknown
- * handle, memory gone, @len beyond the pin; -ENODEV: card removed), and hands the bytes to the device.
+ * Takes a use of surface @handle for a DMA of @len bytes at offset @at into @u, the request's own (-EINVAL:
+ * unknown handle, memory gone, the bytes beyond the pin; -ENODEV: card removed), and hands the bytes to the
+ * device.
  * Nothing is allocated while a use is held (cuda.rs's InUse says why): the segments are the shim's, built
  * at PIN_CUDA, and only borrowed (pevb_use_segments).
  */
-int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use *u)
+int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 at, u64 len, bool to_device,
+			struct pevb_use *u)
 {
 	struct pevb_surface *s;
 	int ret = 0;
@@ -490,7 +492,7 @@ int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_de
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	if (len > s->len) {
+	if (len > s->len || at > s->len - len) {
 		ret = -EINVAL;
 	} else {
 		spin_lock(&s->lock);
@@ -503,9 +505,10 @@ int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_de
 	}
 	pevb_p2p_use_acquire();
 	/* The pin is live: we hold a use, so the callback has not freed it. */
-	pevb_p2p_sync(pin_of(s), len, to_device, true);
+	pevb_p2p_sync(pin_of(s), at, len, to_device, true);
 	u->s = s;
-	u->synced = len;
+	u->at = at;
+	u->len = len;
 	u->to_device = to_device;
 	return 0;
 }
@@ -525,8 +528,8 @@ void pevb_use_end(struct pevb_use *u)
 {
 	struct pevb_surface *s = u->s;
 
-	if (u->synced && !u->to_device)
-		pevb_p2p_sync(pin_of(s), u->synced, false, false);
+	if (!u->to_device)
+		pevb_p2p_sync(pin_of(s), u->at, u->len, false, false);
 	u->s = NULL;
 	surface_end_use(s);
 	pevb_p2p_use_release();

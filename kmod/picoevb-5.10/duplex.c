@@ -76,9 +76,12 @@ static int run_step(struct pevb_card *card, const struct pevb_seg *src, size_t n
 	return 0;
 }
 
-/* Copies @len bytes from @src through the card RAM to @dst. The caller holds both engines (H2C first). */
-int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, const struct pevb_seg *dst,
-		    size_t ndst, u64 len)
+/*
+ * Copies @len bytes from @src (from offset @src_at in its segments) through the card RAM to @dst (from
+ * @dst_at). The caller holds both engines (H2C first).
+ */
+int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, u64 src_at,
+		    const struct pevb_seg *dst, size_t ndst, u64 dst_at, u64 len)
 {
 	struct pevb_step st;
 	u64 s;
@@ -90,6 +93,8 @@ int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t n
 		ret = pevb_pipeline_step(len, card->facts.ram_size, CHUNK_ALIGN, s, &st);
 		if (ret)
 			return ret > 0 ? 0 : ret;
+		st.h2c.offset += src_at;
+		st.c2h.offset += dst_at;
 		ret = run_step(card, src, nsrc, dst, ndst, st.h2c, st.c2h);
 		if (ret)
 			return ret;

@@ -115,9 +115,9 @@ void pevb_gate_quarantine(struct pevb_xfer *x, u32 side)
 		pevb_card_quarantine(x->pf->card, x->side[side].pin);
 }
 
-int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 len)
+int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 at, u64 len)
 {
-	return pevb_surfaces_enter(&x->pf->surfaces, handle, len, side == 0, &x->side[side].use);
+	return pevb_surfaces_enter(&x->pf->surfaces, handle, at, len, side == 0, &x->side[side].use);
 }
 
 void pevb_gate_exit(struct pevb_xfer *x, u32 side)
@@ -130,10 +130,17 @@ bool pevb_gate_wedged(struct pevb_xfer *x)
 	return pevb_card_wedged(x->pf->card);
 }
 
-static const struct pevb_seg *segments(struct pevb_xfer *x, u32 side, size_t *n)
+/*
+ * The window at @at of the request: a host pin holds just the window, a surface use the whole surface, so
+ * *@off is where the window starts in the returned segments.
+ */
+static const struct pevb_seg *segments(struct pevb_xfer *x, u32 side, u64 at, size_t *n, u64 *off)
 {
-	if (x->side[side].use.s)
+	*off = 0;
+	if (x->side[side].use.s) {
+		*off = at;
 		return pevb_use_segments(&x->side[side].use, n);
+	}
 	if (x->side[side].cuse)
 		return pevb_cuse_segments(x->side[side].cuse, n);
 	return pevb_pin_segments(x->side[side].pin, n);
@@ -143,37 +150,37 @@ static const struct pevb_seg *segments(struct pevb_xfer *x, u32 side, size_t *n)
  * @dir 0: H2C from the source, 1: C2H into the destination, so @dir is also the side (gate.rs's Side::of).
  * Killable: the engine may be busy with another request for up to its timeout.
  */
-int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 len, u64 *ns)
+int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u64 *ns)
 {
 	struct pevb_card *card = x->pf->card;
 	struct pevb_engine *e = &card->eng[dir];
 	const struct pevb_seg *segs;
 	size_t n;
-	u64 t0;
+	u64 t0, off;
 	int ret;
 
-	segs = segments(x, dir, &n);
+	segs = segments(x, dir, at, &n, &off);
 	ret = mutex_lock_killable(&e->lock);
 	if (ret)
 		return ret;
 	t0 = ktime_get_ns();
-	ret = pevb_transfer(card, e, segs, n, 0, fpga, len);
+	ret = pevb_transfer(card, e, segs, n, off, fpga, len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&e->lock);
 	return ret;
 }
 
 /* Source -> FPGA RAM -> destination, pipelined (duplex.c), both engines locked H2C first. */
-int pevb_gate_round_trip(struct pevb_xfer *x, u64 len, u64 *ns)
+int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns)
 {
 	struct pevb_card *card = x->pf->card;
 	const struct pevb_seg *src, *dst;
 	size_t nsrc, ndst;
-	u64 t0;
+	u64 t0, src_at, dst_at;
 	int ret;
 
-	src = segments(x, 0, &nsrc);
-	dst = segments(x, 1, &ndst);
+	src = segments(x, 0, at, &nsrc, &src_at);
+	dst = segments(x, 1, at, &ndst, &dst_at);
 	ret = mutex_lock_killable(&card->eng[0].lock);
 	if (ret)
 		return ret;
@@ -183,7 +190,7 @@ int pevb_gate_round_trip(struct pevb_xfer *x, u64 len, u64 *ns)
 		return ret;
 	}
 	t0 = ktime_get_ns();
-	ret = pevb_round_trip(card, src, nsrc, dst, ndst, len);
+	ret = pevb_round_trip(card, src, nsrc, src_at, dst, ndst, dst_at, len);
 	*ns = ktime_get_ns() - t0;
 	mutex_unlock(&card->eng[1].lock);
 	mutex_unlock(&card->eng[0].lock);

@@ -141,8 +141,8 @@ static inline int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r)
 }
 
 /* duplex.c */
-int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, const struct pevb_seg *dst,
-		    size_t ndst, u64 len);
+int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, u64 src_at,
+		    const struct pevb_seg *dst, size_t ndst, u64 dst_at, u64 len);
 
 /* pin.c */
 struct pevb_pin;
@@ -180,14 +180,15 @@ struct pevb_surface;
 /* A DMA's use of a GPU surface (cuda.rs's InUse): the request's own, so taking one allocates nothing. */
 struct pevb_use {
 	struct pevb_surface *s;		/* NULL: none held */
-	u64 synced;			/* bytes handed to the device; back to the CPU after a C2H */
+	u64 at, len;			/* bytes handed to the device; back to the CPU after a C2H */
 	bool to_device;
 };
 void pevb_surfaces_init(struct pevb_surfaces *t);
 int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len);
 int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle);
 void pevb_surfaces_unpin_all(struct pevb_surfaces *t);
-int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 len, bool to_device, struct pevb_use *u);
+int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 at, u64 len, bool to_device,
+			struct pevb_use *u);
 const struct pevb_seg *pevb_use_segments(struct pevb_use *u, size_t *n);
 void pevb_use_end(struct pevb_use *u);
 void pevb_card_detach_surfaces(struct pevb_card *card);
@@ -215,7 +216,7 @@ void pevb_p2p_uses_awaited(void);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
-void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
+void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device);
 
 /* file.c */
 extern const struct file_operations pevb_fops;

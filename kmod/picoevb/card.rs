@@ -156,7 +156,8 @@ impl Card {
 
     /// The scrub's H2C of zeros (`ram.rs`).
     fn scrub(&self, segs: &[Segment], len: u64) -> Result {
-        self.one_way(Dir::H2c, segs, 0, len).map(|_| ())
+        self.one_way(Dir::H2c, &mut Cursor::new(segs), 0, len)
+            .map(|_| ())
     }
 
     pub(crate) fn dev(&self) -> &Device {
@@ -262,19 +263,29 @@ impl Card {
         Leds::new(&*self.user_regs()?).set(value)
     }
 
-    /// H2C or C2H between host memory (`segs`) and FPGA RAM. Returns the DMA time in ns.
-    pub(crate) fn one_way(&self, dir: Dir, segs: &[Segment], fpga: u64, len: u64) -> Result<u64> {
+    /// H2C or C2H between host memory (`host`) and FPGA RAM. Returns the DMA time in ns.
+    pub(crate) fn one_way(
+        &self,
+        dir: Dir,
+        host: &mut Cursor<'_>,
+        fpga: u64,
+        len: u64,
+    ) -> Result<u64> {
         let engine = self.engine(dir);
         let mut table = engine.lock()?;
         let t0 = Instant::<Monotonic>::now();
-        engine.transfer(&self.port, &mut table, &mut Cursor::new(segs), fpga, len)?;
+        engine.transfer(&self.port, &mut table, host, fpga, len)?;
         Ok(t0.elapsed().as_nanos() as u64)
     }
 
     /// Host memory -> FPGA RAM -> host memory, as a full-duplex pipeline (`duplex.rs`). Returns the DMA
     /// time in ns.
-    pub(crate) fn round_trip(&self, src: &[Segment], dst: &[Segment], len: u64) -> Result<u64> {
-        let (mut src_cur, mut dst_cur) = (Cursor::new(src), Cursor::new(dst));
+    pub(crate) fn round_trip(
+        &self,
+        src: &mut Cursor<'_>,
+        dst: &mut Cursor<'_>,
+        len: u64,
+    ) -> Result<u64> {
         // Both engines, always H2C first: the lock order every path uses.
         let mut h2c_table = self.h2c.lock()?;
         let mut c2h_table = self.c2h.lock()?;
@@ -288,8 +299,8 @@ impl Card {
             },
             &mut h2c_table,
             &mut c2h_table,
-            &mut src_cur,
-            &mut dst_cur,
+            src,
+            dst,
             len,
         )?;
         Ok(t0.elapsed().as_nanos() as u64)

@@ -87,18 +87,19 @@ pub(crate) struct Surface {
 /// segments are the shim's, built at PIN_CUDA, and only borrowed here).
 pub(crate) struct InUse {
     s: Arc<Surface>,
-    /// Bytes the request hands to the device and, after a C2H (`!to_device`), back to the CPU.
-    synced: u64,
+    /// The bytes (offset, length) the request hands to the device and, after a C2H (`!to_device`), back
+    /// to the CPU.
+    synced: (u64, u64),
     to_device: bool,
 }
 
 impl Drop for InUse {
     fn drop(&mut self) {
-        if self.synced > 0 && !self.to_device {
+        if !self.to_device {
+            let (at, len) = self.synced;
+            let p = self.s.p.load(Ordering::Acquire);
             // SAFETY: the pin is live: we still hold our use, the callback waits for it.
-            unsafe {
-                ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), self.synced, false, false)
-            };
+            unsafe { ffi::pevb_p2p_sync(p, at, len, false, false) };
         }
         self.s.end_use();
         // SAFETY: plain lockdep annotation, paired with the acquire in `Surfaces::enter`.
@@ -117,20 +118,6 @@ impl InUse {
         // `struct pevb_p2p_seg`), non-null (allocated for at least one), written before the pin went live
         // and never changed until the pin is freed, which waits for this use: `&self` bounds the borrow.
         unsafe { core::slice::from_raw_parts(p, n as usize) }
-    }
-
-    pub(crate) fn len(&self) -> u64 {
-        self.s.len
-    }
-
-    /// Hands the request's `len` bytes to the device now (and back to the CPU when the use ends, after a
-    /// C2H: `to_device` false).
-    pub(crate) fn sync_for_device(&mut self, len: u64, to_device: bool) {
-        let len = len.min(self.s.len);
-        // SAFETY: the pin is live (we hold a use); `len` is within the pinned length.
-        unsafe { ffi::pevb_p2p_sync(self.s.p.load(Ordering::Acquire), len, to_device, true) };
-        self.synced = len;
-        self.to_device = to_device;
     }
 }
 
@@ -469,15 +456,24 @@ impl Surfaces {
 
     /// Takes a use of the surface behind `handle` for a DMA: EINVAL if the handle is unknown or its
     /// memory is gone.
-    pub(crate) fn enter(&self, handle: u32) -> Result<InUse> {
+    /// A use of `len` bytes at offset `at` of surface `handle`, handed to the device now (and back to the
+    /// CPU when the use ends, after a C2H: `to_device` false).
+    pub(crate) fn enter(&self, handle: u32, at: u64, len: u64, to_device: bool) -> Result<InUse> {
         let s = self.table.lock().tree.get(&handle).cloned().ok_or(EINVAL)?;
+        if at.checked_add(len).is_none_or(|end| end > s.len) {
+            return Err(EINVAL);
+        }
         s.state.lock().begin_use().map_err(kerr)?;
         // SAFETY: plain lockdep annotation, released by `InUse`'s drop.
         unsafe { ffi::pevb_p2p_use_acquire() };
+        let p = s.p.load(Ordering::Acquire);
+        // SAFETY: the pin is live (we hold a use, the callback frees it only after the last use); the
+        // window is within the pinned length, checked above.
+        unsafe { ffi::pevb_p2p_sync(p, at, len, to_device, true) };
         Ok(InUse {
             s,
-            synced: 0,
-            to_device: true,
+            synced: (at, len),
+            to_device,
         })
     }
 

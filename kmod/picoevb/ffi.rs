@@ -82,7 +82,13 @@ extern "C" {
         to_device: bool,
         for_device: bool,
     );
-    pub(crate) fn pevb_p2p_sync(p: *mut PevbP2p, len: u64, to_device: bool, for_device: bool);
+    pub(crate) fn pevb_p2p_sync(
+        p: *mut PevbP2p,
+        at: u64,
+        len: u64,
+        to_device: bool,
+        for_device: bool,
+    );
     pub(crate) fn pevb_cpin_release_later(p: *mut PevbCpin, dirty: bool);
     pub(crate) fn pevb_cpin_npages(p: *mut PevbCpin) -> core::ffi::c_ulong;
     pub(crate) fn pevb_cpin_pfn(p: *mut PevbCpin, i: core::ffi::c_ulong) -> u64;

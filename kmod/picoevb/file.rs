@@ -15,7 +15,7 @@ use crate::ram::RamUse;
 use crate::ram_owner::{self, Member};
 use crate::regcache::{self, HostPin, RegCache};
 use crate::request;
-use crate::segments::Segment;
+use crate::segments::Cursor;
 use crate::xdma::Dir;
 use crate::PicoevbDriver;
 use kernel::{
@@ -64,15 +64,16 @@ enum Held {
 }
 
 impl Held {
-    /// The bus segments of the request's `len` bytes, handed to the device (host pins were when taken).
-    /// Borrowed, never built here: a surface use may be held, under which nothing may allocate (`InUse`).
-    fn segments(&mut self, len: u64, to_device: bool) -> Result<&[Segment]> {
+    /// The bus segments of the window at offset `at` of the request, handed to the device when taken: a
+    /// host pin holds just the window, a surface use the whole surface. Borrowed, never built here: a
+    /// surface use may be held, under which nothing may allocate (`InUse`).
+    fn cursor(&self, at: u64) -> Result<Cursor<'_>> {
         match self {
-            Held::User(p) => Ok(p.segments()),
-            Held::Gpu(u) if len > u.len() => Err(EINVAL),
+            Held::User(p) => Ok(Cursor::new(p.segments())),
             Held::Gpu(u) => {
-                u.sync_for_device(len, to_device);
-                Ok(u.segments())
+                let mut c = Cursor::new(u.segments());
+                c.skip(at).map_err(kerr)?;
+                Ok(c)
             }
         }
     }
@@ -104,25 +105,19 @@ impl<'a> Transfer<'a> {
         self.held[side as usize].take()
     }
 
-    fn segments(&mut self, side: Side, len: u64) -> Result<&[Segment]> {
-        self.held[side as usize]
-            .as_mut()
-            .ok_or(EINVAL)?
-            .segments(len, side.to_device())
+    fn cursor(&self, side: Side, at: u64) -> Result<Cursor<'_>> {
+        self.held[side as usize].as_ref().ok_or(EINVAL)?.cursor(at)
     }
 
-    fn run_engines(&mut self, work: Work, len: u64) -> Result<u64> {
+    fn run_engines(&self, work: Work, at: u64, len: u64) -> Result<u64> {
         let card = &self.file.card;
         match work {
             Work::OneWay { dir, fpga } => {
-                let segs = self.segments(Side::of(dir), len)?;
-                card.one_way(dir, segs, fpga, len)
+                card.one_way(dir, &mut self.cursor(Side::of(dir), at)?, fpga, len)
             }
             Work::RoundTrip => {
-                let [src, dst] = &mut self.held;
-                let s = src.as_mut().ok_or(EINVAL)?.segments(len, true)?;
-                let d = dst.as_mut().ok_or(EINVAL)?.segments(len, false)?;
-                card.round_trip(s, d, len)
+                let (mut s, mut d) = (self.cursor(Side::Src, at)?, self.cursor(Side::Dst, at)?);
+                card.round_trip(&mut s, &mut d, len)
             }
         }
     }
@@ -177,16 +172,17 @@ impl gate::Services for Transfer<'_> {
             (h, _) => drop(h),
         }
     }
-    fn enter_surface(&mut self, side: Side, handle: u32, _len: u64) -> Result<(), Errno> {
-        self.held[side as usize] =
-            Some(Held::Gpu(self.file.surfaces.enter(handle).map_err(errno)?));
+    fn enter_surface(&mut self, side: Side, handle: u32, at: u64, len: u64) -> Result<(), Errno> {
+        let to_device = side.to_device();
+        let u = self.file.surfaces.enter(handle, at, len, to_device);
+        self.held[side as usize] = Some(Held::Gpu(u.map_err(errno)?));
         Ok(())
     }
     fn exit_surface(&mut self, side: Side) {
         drop(self.take(side));
     }
-    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno> {
-        self.run_engines(work, len).map_err(errno)
+    fn run(&mut self, work: Work, at: u64, len: u64) -> Result<u64, Errno> {
+        self.run_engines(work, at, len).map_err(errno)
     }
     fn wedged(&self) -> bool {
         self.file.card.is_wedged()

@@ -121,7 +121,7 @@ void pevb_p2p_uses_awaited(void);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
-void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device);
+void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device);
 void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
 		      bool for_device);
 bool pevb_sync_needed(struct device *dev, dma_addr_t addr);
@@ -877,18 +877,22 @@ void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_dat
  * are the GPU's BAR, which the CPU does not cache: nothing to do. The caller holds off the callback (a
  * use), so the mapping is live.
  */
-void pevb_p2p_sync(struct pevb_p2p *p, u64 len, bool to_device, bool for_device)
+void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device)
 {
 #ifndef GDR_P2P_DGPU
 	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
 	u32 i;
 
 	for (i = 0; i < p->nseg && len; i++) {
-		u64 n = min(p->segs[i].len, len);
+		u64 skip = min(p->segs[i].len, at);
+		u64 n = min(p->segs[i].len - skip, len);
 
+		at -= skip;
+		if (!n)
+			continue;
 		/* Only where it does something: see pevb_pin_sync_window (pin.c) for why. */
-		if (pevb_sync_needed(p->dev, p->segs[i].addr))
-			pevb_sync_pieces(p->dev, p->segs[i].addr, n, dir, for_device);
+		if (pevb_sync_needed(p->dev, p->segs[i].addr + skip))
+			pevb_sync_pieces(p->dev, p->segs[i].addr + skip, n, dir, for_device);
 		len -= n;
 	}
 #endif

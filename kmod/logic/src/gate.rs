@@ -15,10 +15,20 @@
 //!    unbind, never unpinned; a surface use still ends, since its callback must not wait for unbind and
 //!    bus mastering is off.
 //! 6. The room, the RAM use, the device hold, in reverse.
+//!
+//! Steps 3 to 5 run once per window of at most [`WINDOW`] bytes of the request, in order, so a request
+//! never holds more than a window of host memory pinned per side, however long it is (the round trip
+//! takes up to 256 MiB); nothing is charged to `RLIMIT_MEMLOCK` for these transient pins, as for
+//! `O_DIRECT` I/O, because the window bounds them. A window that fails ends the request.
 
 use crate::errno::Errno;
 use crate::request::{Host, OneWay, RoundTrip};
 use crate::xdma::Dir;
+
+/// The most bytes of a request steps 3 to 5 hold at once: a multiple of the page size and of any card
+/// RAM, so a window's pipeline plans whole chunks; large enough that a window's pin and its pipeline's
+/// fill and drain cost little beside the DMA (4 MiB is about 10 ms at Gen2 x1).
+pub const WINDOW: u64 = 4 << 20;
 
 /// A side of a request: the memory the device reads (`Src`) or writes (`Dst`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,12 +150,14 @@ pub trait Services {
     fn unpin_user(&mut self, side: Side);
     /// Keeps `side`'s host pin until unbind: the device may still touch it.
     fn quarantine(&mut self, side: Side);
-    /// Enters `len` bytes of the GPU surface `handle` for `side` (a use its free callback waits for).
-    fn enter_surface(&mut self, side: Side, handle: u32, len: u64) -> Result<(), Errno>;
+    /// Enters `len` bytes at offset `at` of the GPU surface `handle` for `side` (a use its free callback
+    /// waits for), handing them to the device.
+    fn enter_surface(&mut self, side: Side, handle: u32, at: u64, len: u64) -> Result<(), Errno>;
     /// Ends `side`'s surface use.
     fn exit_surface(&mut self, side: Side);
-    /// Runs the engines over the held sides; returns the DMA time in nanoseconds.
-    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno>;
+    /// Runs the engines over `len` bytes of the held sides: from the start of a host pin (which holds just
+    /// this window), from offset `at` of a surface. Returns the DMA time in nanoseconds.
+    fn run(&mut self, work: Work, at: u64, len: u64) -> Result<u64, Errno>;
     /// Whether an engine of the card could not be shown idle.
     fn wedged(&self) -> bool;
 }
@@ -170,9 +182,20 @@ fn in_ram<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> 
 
 fn reserved<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
     s.reserve_quarantine(req.user_sides().count())?;
-    let r = held(s, req);
+    let r = windows(s, req);
     s.unreserve_quarantine();
     r
+}
+
+/// Steps 3 to 5 for each window in turn; the DMA time of them all.
+fn windows<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+    let (mut at, mut ns) = (0, 0);
+    while at < req.len {
+        let len = WINDOW.min(req.len - at);
+        ns += held(s, req, at, len)?;
+        at += len;
+    }
+    Ok(ns)
 }
 
 /// What the gate holds: which sides (indexed `Side as usize`; a side's kind is the request's), and
@@ -183,15 +206,16 @@ struct Holds {
     ran: bool,
 }
 
-fn held<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+/// One window: `len` bytes at offset `at` of the request.
+fn held<S: Services + ?Sized>(s: &mut S, req: &Request, at: u64, len: u64) -> Result<u64, Errno> {
     let mut h = Holds::default();
-    let r = take_and_run(s, req, &mut h);
+    let r = take_and_run(s, req, at, len, &mut h);
     for (side, _) in req.gpu_sides() {
         if h.taken[side as usize] {
             s.exit_surface(side);
         }
     }
-    // Asked only if the request ran: a card another request wedged meanwhile never saw these pages.
+    // Asked only if the window ran: a card another request wedged meanwhile never saw these pages.
     let keep = h.ran && r.is_err() && s.wedged();
     for (side, _) in req.user_sides() {
         if h.taken[side as usize] {
@@ -208,18 +232,27 @@ fn held<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
 fn take_and_run<S: Services + ?Sized>(
     s: &mut S,
     req: &Request,
+    at: u64,
+    len: u64,
     h: &mut Holds,
 ) -> Result<u64, Errno> {
     for (side, addr) in req.user_sides() {
-        s.pin_user(side, addr, req.len)?;
+        s.pin_user(side, addr + at, len)?;
         h.taken[side as usize] = true;
     }
     for (side, handle) in req.gpu_sides() {
-        s.enter_surface(side, handle, req.len)?;
+        s.enter_surface(side, handle, at, len)?;
         h.taken[side as usize] = true;
     }
     h.ran = true;
-    s.run(req.work, req.len)
+    let work = match req.work {
+        Work::OneWay { dir, fpga } => Work::OneWay {
+            dir,
+            fpga: fpga + at,
+        },
+        Work::RoundTrip => Work::RoundTrip,
+    };
+    s.run(work, at, len)
 }
 
 #[cfg(test)]

@@ -38,24 +38,65 @@ impl Ev {
     }
 }
 
-/// Services that log every call; the `fail_at`-th fallible call fails with ENOMEM (the run: EIO).
+/// Services that log every call; the `fail_at`-th fallible call fails with ENOMEM (the run: EIO). They
+/// also keep what is held now and assert the gate's rules as it goes: a side holds one window at a time,
+/// nothing is pinned or let go of while a surface use is held, and the engines run on the current window
+/// of every side.
 struct Fake {
     log: Vec<Ev>,
     fallible: usize,
     fail_at: Option<usize>,
     wedged: bool,
+    /// The request's length (what prefault is asked for).
+    len: u64,
+    /// Per side: the window (offset, length) pinned or entered now.
+    live: [Option<(u64, u64)>; 2],
+    /// Per side: whether that hold is a surface use.
+    uses: [bool; 2],
+    /// Windows run, in order.
+    runs: Vec<(u64, u64)>,
 }
 
 const DMA_NS: u64 = 1234;
 
 impl Fake {
     fn new(fail_at: Option<usize>, wedged: bool) -> Self {
+        Self::of_len(LEN, fail_at, wedged)
+    }
+
+    fn of_len(len: u64, fail_at: Option<usize>, wedged: bool) -> Self {
         Fake {
             log: Vec::new(),
             fallible: 0,
             fail_at,
             wedged,
+            len,
+            live: [None; 2],
+            uses: [false; 2],
+            runs: Vec::new(),
         }
+    }
+
+    /// Whether a surface use is held now.
+    fn in_use(&self) -> bool {
+        self.uses.contains(&true)
+    }
+
+    /// Takes `side`'s window `(at, len)`: one window at a time, each at most `WINDOW`.
+    fn hold(&mut self, side: Side, at: u64, len: u64) {
+        assert!(self.live[side as usize].is_none(), "{side:?} taken twice");
+        assert!(
+            len > 0 && len <= WINDOW && at + len <= self.len,
+            "window {at} {len}"
+        );
+        self.live[side as usize] = Some((at, len));
+    }
+
+    fn let_go(&mut self, side: Side) {
+        assert!(
+            self.live[side as usize].take().is_some(),
+            "{side:?} let go unheld"
+        );
     }
 
     fn take(&mut self, ev: Ev) -> Result<(), Errno> {
@@ -75,7 +116,7 @@ impl Fake {
 
 impl Services for Fake {
     fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno> {
-        assert_eq!(len, LEN);
+        assert_eq!(len, self.len);
         self.take(Ev::Prefault {
             addr,
             writes: device_writes,
@@ -100,24 +141,59 @@ impl Services for Fake {
         self.log.push(Ev::Unreserve);
     }
     fn pin_user(&mut self, side: Side, addr: u64, len: u64) -> Result<(), Errno> {
-        assert_eq!((addr, len), (addr_of(side), LEN));
-        self.take(Ev::Pin(side))
+        // Pinning may wait on a provider callback that waits for a surface use to end.
+        assert!(!self.in_use(), "pinned while a surface use is held");
+        let at = addr
+            .checked_sub(addr_of(side))
+            .expect("an address of the request");
+        self.take(Ev::Pin(side))?;
+        self.hold(side, at, len);
+        Ok(())
     }
     fn unpin_user(&mut self, side: Side) {
+        assert!(!self.in_use(), "unpinned while a surface use is held");
+        self.let_go(side);
         self.log.push(Ev::Unpin(side));
     }
     fn quarantine(&mut self, side: Side) {
+        assert!(!self.in_use(), "quarantined while a surface use is held");
+        self.let_go(side);
         self.log.push(Ev::Quarantine(side));
     }
-    fn enter_surface(&mut self, side: Side, handle: u32, len: u64) -> Result<(), Errno> {
-        assert_eq!((handle, len), (handle_of(side), LEN));
-        self.take(Ev::Enter(side))
+    fn enter_surface(&mut self, side: Side, handle: u32, at: u64, len: u64) -> Result<(), Errno> {
+        assert_eq!(handle, handle_of(side));
+        self.take(Ev::Enter(side))?;
+        self.hold(side, at, len);
+        self.uses[side as usize] = true;
+        Ok(())
     }
     fn exit_surface(&mut self, side: Side) {
+        assert!(self.uses[side as usize], "{side:?} exited unentered");
+        self.uses[side as usize] = false;
+        self.let_go(side);
         self.log.push(Ev::Exit(side));
     }
-    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno> {
-        assert_eq!(len, LEN);
+    fn run(&mut self, work: Work, at: u64, len: u64) -> Result<u64, Errno> {
+        // Every side the work touches holds exactly this window.
+        let sides: &[Side] = match work {
+            Work::OneWay { dir, .. } => &[Side::of(dir)],
+            Work::RoundTrip => &[Side::Src, Side::Dst],
+        };
+        for side in sides {
+            assert_eq!(
+                self.live[*side as usize],
+                Some((at, len)),
+                "run off {side:?}'s window"
+            );
+        }
+        self.runs.push((at, len));
+        let work = match work {
+            Work::OneWay { dir, fpga } => Work::OneWay {
+                dir,
+                fpga: fpga - at,
+            },
+            w => w,
+        };
         self.take(Ev::Run(work)).map(|()| DMA_NS)
     }
     fn wedged(&self) -> bool {
@@ -387,4 +463,87 @@ fn a_gpu_destination_that_fails_to_enter_unpins_the_source_unquarantined() {
     assert_eq!(run(&mut f, &req), Err(Errno::ENOMEM));
     assert_eq!(f.log[enter_dst], Ev::Enter(Side::Dst));
     assert_eq!(f.log[enter_dst + 1], Ev::Unpin(Side::Src));
+}
+
+/// H2C2H shapes long enough for three windows, the last one short.
+fn long_shapes() -> Vec<Request> {
+    let mut v = Vec::new();
+    for src_gpu in [false, true] {
+        for dst_gpu in [false, true] {
+            v.push(Request::round_trip(&RoundTrip {
+                src: host(Side::Src, src_gpu),
+                dst: host(Side::Dst, dst_gpu),
+                len: LONG,
+            }));
+        }
+    }
+    v
+}
+
+const LONG: u64 = 2 * WINDOW + 4096 + 100;
+
+#[test]
+fn a_long_request_holds_one_window_at_a_time_in_order() {
+    for req in long_shapes() {
+        let mut f = Fake::of_len(LONG, None, false);
+        assert_eq!(run(&mut f, &req), Ok(3 * DMA_NS));
+        let want = [(0, WINDOW), (WINDOW, WINDOW), (2 * WINDOW, 4096 + 100)];
+        assert_eq!(f.runs, want, "{req:?}");
+        assert_eq!(f.live, [None, None], "{req:?}: held after the request");
+        // Each window pins (or enters) every side afresh, and lets go of it before the next.
+        for side in [Side::Src, Side::Dst] {
+            let taken = count(&f.log, Ev::Pin(side)) + count(&f.log, Ev::Enter(side));
+            assert_eq!(taken, 3, "{req:?}: {:?}", f.log);
+        }
+        // Everything outside the windows happens once.
+        for ev in [
+            Ev::Begin,
+            Ev::RamBegin,
+            Ev::Reserve(req.user_sides().count()),
+        ] {
+            assert_eq!(count(&f.log, ev), 1, "{req:?}");
+        }
+    }
+}
+
+#[test]
+fn a_long_request_failing_anywhere_lets_go_of_everything_and_stops() {
+    let mut runs = 0;
+    for req in long_shapes() {
+        let steps = Fake::of_len(LONG, None, false).fallible_steps(&req);
+        for fail_at in 0..steps {
+            for wedged in [false, true] {
+                let mut f = Fake::of_len(LONG, Some(fail_at), wedged);
+                let r = run(&mut f, &req);
+                let ctx = || std::format!("{req:?} fail_at {fail_at} wedged {wedged}: {:?}", f.log);
+                let last = *f.log.iter().rev().find(|e| e.fallible()).unwrap();
+                assert_eq!(f.fallible, fail_at + 1, "took after a failure: {}", ctx());
+                let want = if matches!(last, Ev::Run(_)) {
+                    Errno::EIO
+                } else {
+                    Errno::ENOMEM
+                };
+                assert_eq!(r, Err(want), "{}", ctx());
+                assert_eq!(f.live, [None, None], "held after the request: {}", ctx());
+                // Quarantine only for the window that ran and failed on a wedged card.
+                let quarantined = f.log.iter().any(|e| matches!(e, Ev::Quarantine(_)));
+                assert_eq!(
+                    quarantined,
+                    wedged && matches!(last, Ev::Run(_)) && req.user_sides().count() > 0,
+                    "{}",
+                    ctx()
+                );
+                for (take, go) in [(Ev::Begin, Ev::End), (Ev::RamBegin, Ev::RamEnd)] {
+                    assert_eq!(
+                        count(&f.log, take) - usize::from(last == take),
+                        count(&f.log, go),
+                        "{}",
+                        ctx()
+                    );
+                }
+                runs += 1;
+            }
+        }
+    }
+    assert!(runs > 50, "{runs}");
 }

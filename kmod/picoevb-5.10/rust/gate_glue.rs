@@ -24,10 +24,17 @@ extern "C" {
     fn pevb_gate_pin(x: *mut c_void, side: u32, addr: u64, len: u64) -> c_int;
     fn pevb_gate_unpin(x: *mut c_void, side: u32);
     fn pevb_gate_quarantine(x: *mut c_void, side: u32);
-    fn pevb_gate_enter(x: *mut c_void, side: u32, handle: u32, len: u64) -> c_int;
+    fn pevb_gate_enter(x: *mut c_void, side: u32, handle: u32, at: u64, len: u64) -> c_int;
     fn pevb_gate_exit(x: *mut c_void, side: u32);
-    fn pevb_gate_one_way(x: *mut c_void, dir: u32, fpga: u64, len: u64, ns: *mut u64) -> c_int;
-    fn pevb_gate_round_trip(x: *mut c_void, len: u64, ns: *mut u64) -> c_int;
+    fn pevb_gate_one_way(
+        x: *mut c_void,
+        dir: u32,
+        fpga: u64,
+        at: u64,
+        len: u64,
+        ns: *mut u64,
+    ) -> c_int;
+    fn pevb_gate_round_trip(x: *mut c_void, at: u64, len: u64, ns: *mut u64) -> c_int;
     fn pevb_gate_wedged(x: *mut c_void) -> bool;
 }
 
@@ -76,23 +83,24 @@ impl Services for CTransfer {
         // SAFETY: as in unpin_user.
         unsafe { pevb_gate_quarantine(self.x, side as u32) }
     }
-    fn enter_surface(&mut self, side: Side, handle: u32, len: u64) -> Result<(), Errno> {
+    fn enter_surface(&mut self, side: Side, handle: u32, at: u64, len: u64) -> Result<(), Errno> {
         // SAFETY: see above.
-        res(unsafe { pevb_gate_enter(self.x, side as u32, handle, len) })
+        res(unsafe { pevb_gate_enter(self.x, side as u32, handle, at, len) })
     }
     fn exit_surface(&mut self, side: Side) {
         // SAFETY: see above; the gate ends only a use it entered.
         unsafe { pevb_gate_exit(self.x, side as u32) }
     }
-    fn run(&mut self, work: Work, len: u64) -> Result<u64, Errno> {
+    fn run(&mut self, work: Work, at: u64, len: u64) -> Result<u64, Errno> {
         let mut ns = 0;
         // SAFETY: see above; `ns` is a local the callee writes.
         res(unsafe {
             match work {
                 Work::OneWay { dir, fpga } => {
-                    pevb_gate_one_way(self.x, (dir == Dir::C2h) as u32, fpga, len, &mut ns)
+                    let dir = (dir == Dir::C2h) as u32;
+                    pevb_gate_one_way(self.x, dir, fpga, at, len, &mut ns)
                 }
-                Work::RoundTrip => pevb_gate_round_trip(self.x, len, &mut ns),
+                Work::RoundTrip => pevb_gate_round_trip(self.x, at, len, &mut ns),
             }
         })?;
         Ok(ns)

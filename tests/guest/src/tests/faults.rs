@@ -6,6 +6,7 @@ use super::{
     Ctx, Test, TestResult, ctx_err, ensure, extended, h2c2h_check, round_trip, sanity, test,
 };
 use crate::buf::{GuardedBuf, compare};
+use crate::kstat;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,10 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test(
         "faults::killed_while_waiting_for_the_engine_goes_at_once",
         |ctx| with_clean_model(ctx, killed_waiting),
+    ));
+    v.push(test(
+        "faults::a_long_round_trip_pins_a_window_at_a_time",
+        |ctx| with_clean_model(ctx, pins_a_window_at_a_time),
     ));
     v.push(extended("faults::hang_times_out_and_recovers", |ctx| {
         with_clean_model(ctx, |ctx| stall(ctx, "hang"))
@@ -227,6 +232,53 @@ fn killed_request(ctx: &mut Ctx) -> TestResult {
         "child status {status:#x}, want killed by SIGKILL"
     );
     h2c2h_check(ctx.dev, &mut ctx.rng, 65536, 0, 0)?;
+    sanity(ctx)
+}
+
+/// The driver's pinning window (`kmod/logic/src/gate.rs`, `WINDOW`), in pages.
+const WINDOW_PAGES: i64 = (4 << 20) / 4096;
+/// A round trip eight windows long.
+const LONG_LEN: usize = 32 << 20;
+
+/// A long round trip holds at most a window of each side pinned at a time (issue 24, defect 10: one-off
+/// pins were unbounded, 256 MiB per side for the longest H2C2H). A 32 MiB H2C2H with the cache off runs in
+/// a child on a card slow enough (each 32 KiB run held 100 ms) that it lasts; the pinned-page count is
+/// sampled meanwhile, then the child is killed (it may: every wait is killable). Fails on a driver that pins the whole request first: 16384
+/// pages held against a bound of 2 windows (2048).
+fn pins_a_window_at_a_time(ctx: &mut Ctx) -> TestResult {
+    let dev = super::regcache::open_uncached(ctx)?;
+    own_ram(&dev)?;
+    let mut src = GuardedBuf::new(LONG_LEN, 0);
+    ctx.rng.fill(src.as_mut_slice());
+    let mut dst = GuardedBuf::new(LONG_LEN, 0);
+    let before = kstat::pinned_pages()?;
+    ctx.rpc.get()?.inject_slow(0, 100)?;
+    let dev_ref = &dev;
+    let pid = fork_running(|| dev_ref.h2c2h(src.as_slice(), dst.as_mut_slice()).is_ok())?;
+    // Sampled for 2 s from the first pin seen (the child faults its 64 MiB in first), 30 s at most.
+    let (mut peak, mut seen, start) = (0, None, Instant::now());
+    while start.elapsed() < Duration::from_secs(30)
+        && seen.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(2))
+    {
+        thread::sleep(Duration::from_millis(50));
+        peak = peak.max(kstat::pinned_pages().unwrap_or(0) - before);
+        if peak > 0 && seen.is_none() {
+            seen = Some(Instant::now());
+        }
+    }
+    let k = kill_and_reap(pid, SLOW_WHOLE / 4);
+    ctx.rpc.get()?.clear()?;
+    k.status_after(|| {});
+    ensure!(
+        peak > 0,
+        "nothing pinned while the round trip ran: the check could not fail"
+    );
+    ensure!(
+        peak <= 2 * WINDOW_PAGES,
+        "a {} MiB round trip held {peak} pages pinned at once; a window per side is {} pages",
+        LONG_LEN >> 20,
+        2 * WINDOW_PAGES
+    );
     sanity(ctx)
 }
 
