@@ -68,13 +68,13 @@ static void card_forget(struct pevb_card *card, struct pevb_surface *s)
 		surface_put(s);
 }
 
-/* One of the lifecycle's questions (pevb_life_live, _idle, _is_freed) about @s, under its lock. */
-static bool life_is(struct pevb_surface *s, bool (*question)(struct pevb_life *))
+/* One of the lifecycle's questions (PEVB_LIFE_LIVE, _IDLE, _IS_FREED) about @s, under its lock. */
+static bool life_is(struct pevb_surface *s, u32 question)
 {
 	bool yes;
 
 	spin_lock(&s->lock);
-	yes = question(&s->life);
+	yes = pevb_life_step(&s->life, question);
 	spin_unlock(&s->lock);
 	return yes;
 }
@@ -85,7 +85,7 @@ static void surface_end_use(struct pevb_surface *s)
 	bool wake;
 
 	spin_lock(&s->lock);
-	wake = pevb_life_end_use(&s->life);
+	wake = pevb_life_step(&s->life, PEVB_LIFE_END_USE);
 	spin_unlock(&s->lock);
 	if (wake)
 		wake_up_all(&s->idle);
@@ -104,7 +104,7 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 	spin_lock(&card->slock);
 	list_for_each_entry(s, &card->surfaces, node) {
 		if (((s->mm == mm && s->first < end && first < s->end) ||
-		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_is(s, pevb_life_live)) {
+		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_is(s, PEVB_LIFE_LIVE)) {
 			hit = true;
 			break;
 		}
@@ -129,7 +129,7 @@ static struct pevb_surface *card_dying(struct pevb_card *card, unsigned long mm,
 		      pevb_share_page_frames(s->frames, s->nframes, frames, n)))
 			continue;
 		spin_lock(&s->lock);
-		dying = pevb_life_dying(&s->life);
+		dying = pevb_life_step(&s->life, PEVB_LIFE_DYING);
 		spin_unlock(&s->lock);
 		if (dying) {
 			kref_get(&s->ref);
@@ -148,7 +148,7 @@ static void surface_free(struct pevb_surface *s)
 	pevb_p2p_free_from_callback(pin_of(s));
 	card_forget(s->card, s);
 	spin_lock(&s->lock);
-	pevb_life_set_freed(&s->life);
+	pevb_life_step(&s->life, PEVB_LIFE_SET_FREED);
 	spin_unlock(&s->lock);
 	wake_up_all(&s->idle);
 }
@@ -161,11 +161,11 @@ static void surface_gone(void *data)
 
 	pevb_p2p_uses_awaited();	/* lockdep: this waits for every use (pevb_surfaces_enter) */
 	spin_lock(&s->lock);
-	pevb_life_begin_callback(&s->life);
+	pevb_life_step(&s->life, PEVB_LIFE_BEGIN_CALLBACK);
 	spin_unlock(&s->lock);
-	wait_event(s->idle, life_is(s, pevb_life_idle));
+	wait_event(s->idle, life_is(s, PEVB_LIFE_IDLE));
 	spin_lock(&s->lock);
-	free = pevb_life_end_callback(&s->life);
+	free = pevb_life_step(&s->life, PEVB_LIFE_END_CALLBACK);
 	spin_unlock(&s->lock);
 	if (free)
 		surface_free(s);
@@ -178,14 +178,14 @@ static void surface_unpin(struct pevb_surface *s)
 	bool go, free;
 
 	spin_lock(&s->lock);
-	go = pevb_life_begin_unpin(&s->life);
+	go = pevb_life_step(&s->life, PEVB_LIFE_BEGIN_UNPIN);
 	spin_unlock(&s->lock);
 	if (!go)
 		return;
-	/* The pin cannot be freed before pevb_life_end_unpin (surface_gone); this is its only unpin. */
+	/* The pin cannot be freed before PEVB_LIFE_END_UNPIN (surface_gone); this is its only unpin. */
 	pevb_p2p_unpin(pin_of(s));
 	spin_lock(&s->lock);
-	free = pevb_life_end_unpin(&s->life);
+	free = pevb_life_step(&s->life, PEVB_LIFE_END_UNPIN);
 	spin_unlock(&s->lock);
 	if (free)
 		surface_free(s);
@@ -202,7 +202,7 @@ static void surface_detach(struct pevb_surface *s)
 	if (todo == PEVB_DETACH_AWAIT_FREE) {
 		/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
 		atomic_inc(&s->card->callbacks_awaited);
-		wait_event(s->idle, life_is(s, pevb_life_is_freed));
+		wait_event(s->idle, life_is(s, PEVB_LIFE_IS_FREED));
 		atomic_dec(&s->card->callbacks_awaited);
 	}
 	if (todo != PEVB_DETACH_UNMAP)
@@ -358,7 +358,7 @@ void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames
 
 void pevb_cuda_pin_wait_freed(struct pevb_surface *dying)
 {
-	wait_event(dying->idle, life_is(dying, pevb_life_is_freed));
+	wait_event(dying->idle, life_is(dying, PEVB_LIFE_IS_FREED));
 	surface_put(dying);
 }
 
@@ -445,7 +445,7 @@ int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle)
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	gone = !life_is(s, pevb_life_live);
+	gone = !life_is(s, PEVB_LIFE_LIVE);
 	surface_unpin(s);
 	surface_put(s);
 	return gone ? -EINVAL : 0;

@@ -1,361 +1,879 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/*
- * The Rust logic's extern "C" surface (rust/surface.rs), as C sees it. Layouts here must match the
- * #[repr(C)] structs there; probe compares sizeof() of each with PEVB_LAYOUT and refuses the card on any
- * difference, so a drift fails loudly instead of corrupting memory.
- */
+
 #ifndef PEVB_LOGIC_H
 #define PEVB_LOGIC_H
 
+/*
+ * Generated from rust/picoevb_logic.rs by cbindgen (cbindgen.toml): do not edit. Probe also compares the
+ * structs' sizes with PEVB_LAYOUT (services.h's pevb_layout_ok) and refuses the card on any difference.
+ */
+
 #include <linux/types.h>
 
-enum pevb_op {
-	PEVB_OP_LED = 1,
-	PEVB_OP_CARD_INFO = 2,
-	PEVB_OP_ABI_INFO = 3,
-	PEVB_OP_H2C = 4,
-	PEVB_OP_C2H = 5,
-	PEVB_OP_H2C2H = 6,
-	PEVB_OP_PIN_CUDA = 7,
-	PEVB_OP_UNPIN_CUDA = 8,
-	PEVB_OP_REG_CACHE = 9,
-	PEVB_OP_RAM_OWNER = 10,
-};
-
-struct pevb_side {
-	u32 cuda;		/* 0: user memory at addr; 1: CUDA surface handle */
-	u32 handle;
-	u64 addr;
-};
-
-struct pevb_req {
-	u32 op;
-	u32 value;		/* LED value, UNPIN_CUDA handle, RAM_OWNER op (RAM_QUERY/CLAIM/RELEASE) */
-	struct pevb_side src;
-	struct pevb_side dst;
-	u64 fpga;
-	u64 len;
-};
-
-struct pevb_facts {
-	u32 card_index;
-	u32 msi;
-	u32 id_block;
-	u32 design_version;
-	u32 build_hash;
-	u32 provider;
-	u32 reg_cache;		/* the registration cache works here (CAP_REG_CACHE) */
-	u64 ram_size;
-};
-
-struct pevb_chain {
-	u64 first;
-	u32 first_adj;
-	u32 count;
-	u64 bytes;
-};
-
-/* segments::Segment */
-struct pevb_seg {
-	u64 addr;
-	u64 len;
-};
-
-struct pevb_engine_regs {
-	u32 channel;
-	u32 sgdma;
-	u32 irq_bit;
-	u32 halt_bit;
-};
-
-struct pevb_regs {
-	u32 bar_user;
-	u32 bar_user_size;
-	u32 bar_dma;
-	u32 bar_dma_size;
-	u64 ram_size;
-	u32 blocks[6];
-	u32 targets[6];
-	struct pevb_engine_regs engine[2];
-	u32 ch_control;
-	u32 ch_control_w1c;
-	u32 ch_status;
-	u32 ch_status_rc;
-	u32 ch_completed;
-	u32 ch_int_mask;
-	u32 sg_desc_lo;
-	u32 sg_desc_hi;
-	u32 sg_desc_adj;
-	u32 sgc_halt_w1s;
-	u32 sgc_halt_w1c;
-	u32 irq_chan_en_w1s;
-	u32 irq_chan_en_w1c;
-	u32 irq_user_en_w1c;
-	u32 irq_chan_vec;
-	u32 irq_chan_req;
-	u32 ctrl_run;
-	u32 ctrl_start;
-	u32 int_mask;
-	u32 stat_busy;
-	u32 desc_len_max;
-	u32 desc_size;
-};
-
-/* pipeline::Move of a step; len 0: that engine does not run in the step. */
-struct pevb_move {
-	u64 offset;
-	u64 len;
-	u64 ram;
-};
-
-struct pevb_step {
-	struct pevb_move h2c;
-	struct pevb_move c2h;
-};
-
-struct pevb_layout {
-	u32 req;
-	u32 facts;
-	u32 chain;
-	u32 segment;
-	u32 descriptor;
-	u32 regs;
-	u32 step;
-	u32 range;
-	u32 policy;		/* bytes of a cache_policy::Policy, opaque to C */
-	u32 policy_align;
-	u32 cache_slots;
-	u32 owner;		/* bytes of a ram_owner::RamOwner, opaque to C */
-	u32 owner_align;
-	u32 life;
-	u32 life_view;
-};
-
-/* cache_policy::Range: @len bytes at user address @addr of address space @mm (an identity only). */
-struct pevb_range {
-	u64 mm;
-	u64 addr;
-	u64 len;
-};
-
-/* A registration cache's bookkeeping (cache_policy::Policy): PEVB_LAYOUT.policy bytes, never read by C. */
-struct pevb_policy;
-
-/* The card RAM's ownership (ram_owner::RamOwner): PEVB_LAYOUT.owner bytes, never read by C. */
-#define PEVB_RAM_OWNER_WORDS 4
-struct pevb_ram_owner {
-	u64 opaque[PEVB_RAM_OWNER_WORDS];
-};
-
-enum {
-	PEVB_RAM_GO = 0,		/* pevb_ram_begin/claim: go ahead */
-	PEVB_RAM_SCRUB_FIRST = 1,	/* zero the whole RAM first, then pevb_ram_scrubbed (under ram_lock) */
-};
-
-/* Slots of a cache's table of pins (cache_policy::CAPACITY). */
+/**
+ * Slots per open file: the largest `max_entries`.
+ */
 #define PEVB_CACHE_SLOTS 64
 
-enum {
-	PEVB_LOOKUP_MISS = -1,		/* not cached: pevb_policy_miss says what to pin and whether to cache it */
-	PEVB_LOOKUP_BYPASS = -2,	/* not to be cached: pin for this request only */
-};
+/**
+ * Event kinds of `pevb_plat_log` (engine.c words them): what the protocol logs.
+ */
+#define PEVB_EV_VANISHED 0
 
-enum pevb_removal {
-	PEVB_EVICTED = 0,
-	PEVB_INVALIDATED = 1,
-	PEVB_FLUSHED = 2,
-};
+/**
+ * `a`: ms.
+ */
+#define PEVB_EV_TIMEOUT 1
 
-/* Told each slot pevb_policy_control/_flush removed from the policy: the glue drops that slot's pin. */
-typedef void (*pevb_dropped_fn)(void *ctx, u32 slot);
+/**
+ * `a`: status.
+ */
+#define PEVB_EV_FAILED 2
 
-/* XDMA descriptor: eight u32 (xdma::Descriptor); only its size matters to C. */
-#define PEVB_DESC_SIZE 32
+/**
+ * `a`: completed, `b`: descriptors.
+ */
+#define PEVB_EV_SHORT 3
 
-extern const struct pevb_layout PEVB_LAYOUT;
-extern const struct pevb_regs PEVB_REGS;
+#define PEVB_EV_STILL_BUSY 4
 
-int pevb_ioctl_op(u32 cmd);
-int pevb_ioctl_check(int op, unsigned long arg, const void *buf, size_t len, u64 ram,
-		     struct pevb_req *out);
-int pevb_ioctl_done(int op, void *buf, size_t len, u64 dma_time_ns, u32 handle);
-int pevb_ioctl_info(int op, void *buf, size_t len, const struct pevb_facts *facts);
-size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
-int pevb_pipeline_step(u64 len, u64 ram, u64 align, u64 s, struct pevb_step *out);
-u32 pevb_pipeline_polled(bool h2c, bool c2h);
-bool pevb_status_ended(u32 status);
-bool pevb_share_page_frames(const u64 *a, size_t na, const u64 *b, size_t nb);
-int pevb_chain_build(bool c2h, const struct pevb_seg *segs, size_t nsegs, u64 host_off, u64 fpga,
-		     u64 len, void *descs, size_t ndescs, u64 base, struct pevb_chain *out);
-int pevb_status_outcome(u32 status);
-const char *pevb_status_describe(u32 status, size_t *len);
-bool pevb_identifier_ok(u32 id, u32 target);
-long pevb_segments_window(const struct pevb_seg *segs, size_t n, u64 offset, u64 len, struct pevb_seg *out,
-			  size_t nout);
+/**
+ * `a`: errno.
+ */
+#define PEVB_EV_RELEASE_FAILED 5
 
-/* The registration cache's policy; every call but init under the cache's table lock. */
-void pevb_policy_init(struct pevb_policy *p, u64 page);
-int pevb_policy_lookup(struct pevb_policy *p, const struct pevb_range *r, u64 *offset);
-void pevb_policy_hit(struct pevb_policy *p, u32 slot);
-bool pevb_policy_miss(struct pevb_policy *p, const struct pevb_range *r, struct pevb_range *want);
-int pevb_policy_make_room(struct pevb_policy *p, const struct pevb_range *r);
-int pevb_policy_insert(struct pevb_policy *p, const struct pevb_range *r);
-void pevb_policy_remove(struct pevb_policy *p, u32 slot, u32 why);
-void pevb_policy_note_uncached(struct pevb_policy *p);
-int pevb_policy_sharing(struct pevb_policy *p, const struct pevb_range *r);
-bool pevb_policy_slot_shares_page(struct pevb_policy *p, u32 slot, const struct pevb_range *r);
-int pevb_policy_control(struct pevb_policy *p, void *buf, size_t len, pevb_dropped_fn dropped, void *ctx);
-void pevb_policy_flush(struct pevb_policy *p, pevb_dropped_fn dropped, void *ctx);
-u32 pevb_policy_entries(struct pevb_policy *p);
-bool pevb_ids_ok(u16 vendor, u16 device, u16 subvendor, u16 subdevice);
-
-/* The card RAM's ownership; every call under the card's ram_lock (ram.c). @m: a file's membership. */
-void pevb_ram_init(struct pevb_ram_owner *o);
-int pevb_ram_begin(struct pevb_ram_owner *o, u64 *m, u32 pid);
-void pevb_ram_end(struct pevb_ram_owner *o);
-int pevb_ram_claim(struct pevb_ram_owner *o, u64 *m, u32 pid);
-void pevb_ram_scrubbed(struct pevb_ram_owner *o, bool ok);
-int pevb_ram_release(struct pevb_ram_owner *o, u64 *m, u32 pid);
-void pevb_ram_close(struct pevb_ram_owner *o, u64 *m);
-u32 pevb_ram_state(struct pevb_ram_owner *o, u64 *m, u32 pid);
-
-/*
- * The engine protocol (kmod/logic/src/engine.rs, through rust/engine_glue.rs): @card is a struct pevb_card,
- * @idx the engine (0: H2C, 1: C2H). A run started by pevb_engine_start ends through pevb_engine_finish or
- * pevb_engine_cancel, which return once the engine was shown idle or the card is wedged.
+/**
+ * Words of a run's opaque state in C.
  */
 #define PEVB_RUN_WORDS 6
-struct pevb_run_state {
-	u64 bytes;			/* what the run's chain moves */
-	u64 opaque[PEVB_RUN_WORDS];	/* engine::Run, never read by C */
+
+/**
+ * `Life::end_use`: true: wake the callback.
+ */
+#define PEVB_LIFE_END_USE 0
+
+/**
+ * `Life::begin_callback`.
+ */
+#define PEVB_LIFE_BEGIN_CALLBACK 1
+
+/**
+ * `Life::idle`: what the callback waits for.
+ */
+#define PEVB_LIFE_IDLE 2
+
+/**
+ * `Life::end_callback`: true: the callback frees.
+ */
+#define PEVB_LIFE_END_CALLBACK 3
+
+/**
+ * `Life::begin_unpin`: true: unpin through the shim.
+ */
+#define PEVB_LIFE_BEGIN_UNPIN 4
+
+/**
+ * `Life::end_unpin`: true: the unpin frees.
+ */
+#define PEVB_LIFE_END_UNPIN 5
+
+/**
+ * `Life::set_freed`.
+ */
+#define PEVB_LIFE_SET_FREED 6
+
+/**
+ * `Life::is_freed`.
+ */
+#define PEVB_LIFE_IS_FREED 7
+
+/**
+ * `Life::live`.
+ */
+#define PEVB_LIFE_LIVE 8
+
+/**
+ * `Life::dying`.
+ */
+#define PEVB_LIFE_DYING 9
+
+/**
+ * What removal does with a surface (`pevb_life_detach`): unmapped before; unmap now, held like a DMA,
+ * then `PEVB_LIFE_END_USE`; or the callback has begun: wait for its free, which unmaps.
+ */
+#define PEVB_DETACH_DONE 0
+
+#define PEVB_DETACH_UNMAP 1
+
+#define PEVB_DETACH_AWAIT_FREE 2
+
+/**
+ * What an ioctl command asks for (`pevb_ioctl_op`).
+ */
+#define PEVB_OP_LED 1
+
+#define PEVB_OP_CARD_INFO 2
+
+#define PEVB_OP_ABI_INFO 3
+
+#define PEVB_OP_H2C 4
+
+#define PEVB_OP_C2H 5
+
+#define PEVB_OP_H2C2H 6
+
+#define PEVB_OP_PIN_CUDA 7
+
+#define PEVB_OP_UNPIN_CUDA 8
+
+#define PEVB_OP_REG_CACHE 9
+
+#define PEVB_OP_RAM_OWNER 10
+
+/**
+ * `pevb_policy_lookup`'s answers besides a hit's slot (`Lookup::Miss`, `Lookup::Bypass`).
+ */
+#define PEVB_LOOKUP_MISS -1
+
+#define PEVB_LOOKUP_BYPASS -2
+
+/**
+ * Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
+ */
+#define PEVB_DESC_SIZE 32
+
+/**
+ * Why the glue removes a slot (`pevb_policy_remove`'s `why`).
+ */
+#define PEVB_EVICTED 0
+
+#define PEVB_INVALIDATED 1
+
+#define PEVB_FLUSHED 2
+
+/**
+ * What `pevb_ram_begin`/`pevb_ram_claim` answer besides a negative errno.
+ */
+#define PEVB_RAM_GO 0
+
+#define PEVB_RAM_SCRUB_FIRST 1
+
+/**
+ * Words of `PevbRamOwner`.
+ */
+#define PEVB_RAM_OWNER_WORDS 4
+
+/**
+ * The bookkeeping of one file's cache.
+ */
+struct pevb_policy;
+
+/**
+ * One bus-contiguous range. `repr(C)`: the 5.10 module's C glue hands arrays of them to this logic.
+ */
+struct pevb_seg {
+        /**
+         * Bus (DMA) address.
+         */
+        uint64_t addr;
+        /**
+         * Length in bytes.
+         */
+        uint64_t len;
 };
-extern const u32 PEVB_RUN_STATE_SIZE;
-int pevb_engine_start(void *card, u32 idx, const struct pevb_seg *segs, size_t nsegs, u64 host_off, u64 fpga,
-		      u64 len, void *descs, size_t ndescs, u64 base, bool poll, struct pevb_run_state *out);
-void pevb_engine_wait(void *card, u32 idx, struct pevb_run_state *r);
-int pevb_engine_finish(void *card, u32 idx, struct pevb_run_state *r);
-int pevb_engine_cancel(void *card, u32 idx, struct pevb_run_state *r);
-bool pevb_engine_stop(void *card, u32 idx);
-int pevb_engine_transfer(void *card, u32 idx, const struct pevb_seg *segs, size_t nsegs, u64 host_off,
-			 u64 fpga, u64 len, void *descs, size_t ndescs, u64 base);
 
-/*
- * The request gate (kmod/logic/src/gate.rs, through rust/gate_glue.rs): runs the checked H2C, C2H or H2C2H
- * request @r on the transfer @x (file.c's struct pevb_xfer), taking and letting go of the card, its RAM,
- * pins and surface uses in the gate's order through the pevb_gate_* services file.c defines; 0 with the DMA
- * time in *@ns, or a negative errno. @side: 0 the source, 1 the destination; @dir: 0 H2C, 1 C2H.
+/**
+ * A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, and the protocol's
+ * [`Run`] as opaque words.
  */
-struct pevb_xfer;
-int pevb_gate_transfer(struct pevb_xfer *x, const struct pevb_req *r, u64 *ns);
-int pevb_gate_prefault(u64 addr, u64 len, bool device_writes);
-int pevb_gate_begin(struct pevb_xfer *x);
-void pevb_gate_end(struct pevb_xfer *x);
-int pevb_gate_ram_begin(struct pevb_xfer *x);
-void pevb_gate_ram_end(struct pevb_xfer *x);
-int pevb_gate_pin(struct pevb_xfer *x, u32 side, u64 addr, u64 len);
-void pevb_gate_unpin(struct pevb_xfer *x, u32 side);
-void pevb_gate_quarantine(struct pevb_xfer *x, u32 side);
-int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 at, u64 len);
-void pevb_gate_exit(struct pevb_xfer *x, u32 side);
-int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u64 *ns);
-int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns);
-bool pevb_gate_wedged(struct pevb_xfer *x);
+struct pevb_run_state {
+        uint64_t bytes;
+        uint64_t opaque[PEVB_RUN_WORDS];
+};
 
-/*
- * The user BAR (rust/user_glue.rs: crates/picoevb-regs' Leds and IdBlock, as 6.18 runs them) over
- * pevb_plat_user_rd/wr (card.c, declared in picoevb.h). @card: a struct pevb_card whose BARs are mapped.
+/**
+ * One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
  */
-int pevb_user_set_leds(void *card, u32 value);
-int pevb_user_identity(void *card, u32 *design_version, u32 *build_hash);
+struct pevb_side {
+        uint32_t cuda;
+        uint32_t handle;
+        uint64_t addr;
+};
 
-/*
- * A GPU surface's lifecycle (kmod/logic/src/surface_life.rs, through rust/life_glue.rs): who may use the
- * surface, when the callback may end, which of callback and unpin frees. Every call under the surface's
- * spinlock (cuda.c), which does what the answers ask without it.
+/**
+ * A checked request. H2C: `src` and `fpga`; C2H: `dst` and `fpga`; H2C2H: `src` and `dst`; PIN_CUDA:
+ * `src.addr` and `len`; UNPIN_CUDA: `value` (the handle); LED: `value`; RAM_OWNER: `value` (`RAM_QUERY`,
+ * `RAM_CLAIM` or `RAM_RELEASE`).
+ */
+struct pevb_req {
+        uint32_t op;
+        uint32_t value;
+        struct pevb_side src;
+        struct pevb_side dst;
+        uint64_t fpga;
+        uint64_t len;
+};
+
+/**
+ * One surface's lifecycle state. `repr(C)` and two words: the 5.10 glue stores it as `struct pevb_life`.
  */
 struct pevb_life {
-	u32 opaque[2];		/* surface_life::Life, never read by C */
+        /**
+         * DMAs using the surface now (and removal's unmap, held like one).
+         */
+        uint32_t users;
+        /**
+         * `DEAD`, `UNPINNING`, ...
+         */
+        uint32_t flags;
 };
-enum pevb_detach {
-	PEVB_DETACH_DONE = 0,		/* unmapped before */
-	PEVB_DETACH_UNMAP = 1,		/* unmap now, held like a DMA; then pevb_life_end_use */
-	PEVB_DETACH_AWAIT_FREE = 2,	/* the callback has begun: wait for its free, which unmaps */
-};
+
+/**
+ * The surface's state as the debugfs `state` file shows it. `repr(C)`: the 5.10 glue reads it as
+ * `struct pevb_life_view`.
+ */
 struct pevb_life_view {
-	u32 users;
-	bool dead, unpinning, detached, freed;
+        uint32_t users;
+        bool dead;
+        bool unpinning;
+        bool detached;
+        bool freed;
 };
+
+/**
+ * What the glue knows about a card, for CARD_INFO and ABI_INFO.
+ */
+struct pevb_facts {
+        uint32_t card_index;
+        uint32_t msi;
+        uint32_t id_block;
+        uint32_t design_version;
+        uint32_t build_hash;
+        /**
+         * A GPU-memory provider (nvidia_p2p, Jetson flavour) is loaded.
+         */
+        uint32_t provider;
+        /**
+         * The registration cache works on this kernel (it has mmu notifiers).
+         */
+        uint32_t reg_cache;
+        uint64_t ram_size;
+};
+
+/**
+ * One chain of a pipeline step (`pipeline::Move`); `len` 0: that engine does not run in the step.
+ */
+struct pevb_move {
+        /**
+         * Offset in the source (H2C) or destination (C2H) buffer.
+         */
+        uint64_t offset;
+        uint64_t len;
+        /**
+         * FPGA RAM address of the half it goes through.
+         */
+        uint64_t ram;
+};
+
+/**
+ * What runs at once in a step of the round trip (`pipeline::Step`).
+ */
+struct pevb_step {
+        struct pevb_move h2c;
+        struct pevb_move c2h;
+};
+
+/**
+ * Where a built chain starts and what it covers (`chain::Chain`).
+ */
+struct pevb_chain {
+        uint64_t first;
+        uint32_t first_adj;
+        uint32_t count;
+        uint64_t bytes;
+};
+
+/**
+ * A host range as C passes it (`cache_policy::Range`; `mm` is an identity, never dereferenced).
+ */
+struct pevb_range {
+        uint64_t mm;
+        uint64_t addr;
+        uint64_t len;
+};
+
+/**
+ * Told each slot the policy removed (`Policy::control`, `Policy::flush`): the glue drops that slot's pin.
+ */
+typedef void (*pevb_dropped_fn)(void *ctx, uint32_t slot);
+
+/**
+ * The card RAM's ownership as C stores it (`struct pevb_ram_owner`): a `ram_owner::RamOwner` in words C
+ * never reads.
+ */
+struct pevb_ram_owner {
+        uint64_t opaque[PEVB_RAM_OWNER_WORDS];
+};
+
+/**
+ * Sizes of the structs above and of the shared ones the glue handles, as Rust lays them out.
+ */
+struct pevb_layout {
+        uint32_t req;
+        uint32_t facts;
+        uint32_t chain;
+        uint32_t segment;
+        uint32_t descriptor;
+        uint32_t regs;
+        uint32_t step;
+        uint32_t range;
+        /**
+         * `cache_policy::Policy`: C allocates this many bytes, aligned to `policy_align`, and never looks inside.
+         */
+        uint32_t policy;
+        uint32_t policy_align;
+        /**
+         * `cache_policy::CAPACITY`: the slots of the glue's table of cached pins.
+         */
+        uint32_t cache_slots;
+        /**
+         * `struct pevb_ram_owner`.
+         */
+        uint32_t owner;
+        uint32_t owner_align;
+        /**
+         * `surface_life::Life`: `struct pevb_life`.
+         */
+        uint32_t life;
+        /**
+         * `surface_life::View`: `struct pevb_life_view`.
+         */
+        uint32_t life_view;
+};
+
+/**
+ * Per-engine register offsets and bits (`Dir`'s methods).
+ */
+struct pevb_engine_regs {
+        uint32_t channel;
+        uint32_t sgdma;
+        uint32_t irq_bit;
+        uint32_t halt_bit;
+};
+
+/**
+ * The register map the glue drives, from the one definition in `crates/picoevb-regs`: the C side names
+ * no offset or bit of its own.
+ */
+struct pevb_regs {
+        uint32_t bar_user;
+        uint32_t bar_user_size;
+        uint32_t bar_dma;
+        uint32_t bar_dma_size;
+        uint64_t ram_size;
+        /**
+         * XDMA block offsets of the six targets probe checks, in this order: H2C, C2H, IRQ, config, H2C
+         * SGDMA, C2H SGDMA; `targets` holds their target numbers.
+         */
+        uint32_t blocks[6];
+        uint32_t targets[6];
+        struct pevb_engine_regs engine[2];
+        uint32_t ch_control;
+        uint32_t ch_control_w1c;
+        uint32_t ch_status;
+        uint32_t ch_status_rc;
+        uint32_t ch_completed;
+        uint32_t ch_int_mask;
+        uint32_t sg_desc_lo;
+        uint32_t sg_desc_hi;
+        uint32_t sg_desc_adj;
+        uint32_t sgc_halt_w1s;
+        uint32_t sgc_halt_w1c;
+        uint32_t irq_chan_en_w1s;
+        uint32_t irq_chan_en_w1c;
+        uint32_t irq_user_en_w1c;
+        uint32_t irq_chan_vec;
+        uint32_t irq_chan_req;
+        uint32_t ctrl_run;
+        /**
+         * Control word that starts a chain: Run plus logging of every status bit.
+         */
+        uint32_t ctrl_start;
+        /**
+         * Interrupt sources a chain reports: its end and every error.
+         */
+        uint32_t int_mask;
+        uint32_t stat_busy;
+        uint32_t desc_len_max;
+        uint32_t desc_size;
+};
+
+/**
+ * `struct pevb_frames` (logic.h): the pages behind a range, a kvmalloc'd array owned by this value.
+ */
+struct pevb_frames {
+        uint64_t *f;
+        size_t n;
+};
+
+
+
+/**
+ * Sizes C checks at probe (`PEVB_RUN_LAYOUT`): the run state's.
+ */
+extern const uint32_t PEVB_RUN_STATE_SIZE;
+
+extern const struct pevb_layout PEVB_LAYOUT;
+
+extern const struct pevb_regs PEVB_REGS;
+
+/**
+ * Starts a chain of up to `len` bytes of `segs` (from byte `host_off`) to or from FPGA RAM at `fpga` on
+ * engine `idx`, its descriptors in the table `descs` at bus address `base`; polled (`poll`) or woken by
+ * its interrupt. On 0, `*out` is a run that must end through `pevb_engine_finish` or `_cancel`.
+ *
+ * # Safety
+ * `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
+ * reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
+ * engine now: every earlier run ended), `out` for writing.
+ */
+int pevb_engine_start(void *card,
+                      uint32_t idx,
+                      const struct pevb_seg *segs,
+                      size_t nsegs,
+                      uint64_t host_off,
+                      uint64_t fpga,
+                      uint64_t len,
+                      void *descs,
+                      size_t ndescs,
+                      uint64_t base,
+                      bool poll,
+                      struct pevb_run_state *out);
+
+/**
+ * Waits until the run ended, its timeout passed, removal woke the waiter or a fatal signal came.
+ *
+ * # Safety
+ * As `pevb_engine_start`'s `card`; `r` holds a run started on engine `idx` and not yet ended.
+ */
+void pevb_engine_wait(void *card, uint32_t idx, struct pevb_run_state *r);
+
+/**
+ * Judges the run and ends it: 0 (`r->bytes` moved) or a negative errno; the engine was shown idle or the
+ * card is wedged.
+ *
+ * # Safety
+ * As `pevb_engine_wait`; the run is ended afterwards (`r` must not be used again).
+ */
+int pevb_engine_finish(void *card, uint32_t idx, struct pevb_run_state *r);
+
+/**
+ * Stops a run nobody judges: 0 if shown idle, else the card is wedged and the errno says so.
+ *
+ * # Safety
+ * As `pevb_engine_finish`.
+ */
+int pevb_engine_cancel(void *card, uint32_t idx, struct pevb_run_state *r);
+
+/**
+ * Stops engine `idx` (PG195's stop); whether it was shown idle.
+ *
+ * # Safety
+ * `card` is a live `struct pevb_card` whose DMA BAR is mapped.
+ */
+bool pevb_engine_stop(void *card, uint32_t idx);
+
+/**
+ * Moves `len` bytes between `segs` (from byte `host_off`) and FPGA RAM at `fpga` on engine `idx`, as few
+ * chains as the table allows, each waited for by interrupt and ended before the next.
+ *
+ * # Safety
+ * As `pevb_engine_start`.
+ */
+int pevb_engine_transfer(void *card,
+                         uint32_t idx,
+                         const struct pevb_seg *segs,
+                         size_t nsegs,
+                         uint64_t host_off,
+                         uint64_t fpga,
+                         uint64_t len,
+                         void *descs,
+                         size_t ndescs,
+                         uint64_t base);
+
+/**
+ * Runs the checked transfer `r` (H2C, C2H or H2C2H from `pevb_ioctl_check`) through the gate on `x`;
+ * 0 with the DMA time in `*ns`, or a negative errno.
+ *
+ * # Safety
+ * `x` is a live `struct pevb_xfer` only this call uses, `r` a request `pevb_ioctl_check` produced, `ns`
+ * writable.
+ */
+int pevb_gate_transfer(void *x, const struct pevb_req *r, uint64_t *ns);
+
+/**
+ * `Life::new`.
+ *
+ * # Safety
+ * `l` is valid for writing a `struct pevb_life`.
+ */
 void pevb_life_init(struct pevb_life *l);
+
+/**
+ * `Life::begin_use`: 0, -EINVAL (the memory is going away) or -ENODEV (the card is gone).
+ *
+ * # Safety
+ * As `life`.
+ */
 int pevb_life_begin_use(struct pevb_life *l);
-bool pevb_life_end_use(struct pevb_life *l);		/* true: wake the callback */
-void pevb_life_begin_callback(struct pevb_life *l);
-bool pevb_life_idle(struct pevb_life *l);		/* what the callback waits for */
-bool pevb_life_end_callback(struct pevb_life *l);	/* true: the callback frees */
-bool pevb_life_begin_unpin(struct pevb_life *l);	/* true: unpin through the shim */
-bool pevb_life_end_unpin(struct pevb_life *l);		/* true: the unpin frees */
-void pevb_life_set_freed(struct pevb_life *l);
-bool pevb_life_is_freed(struct pevb_life *l);
-bool pevb_life_live(struct pevb_life *l);
-bool pevb_life_dying(struct pevb_life *l);
-u32 pevb_life_detach(struct pevb_life *l);
+
+/**
+ * Takes the lifecycle step `step` (`PEVB_LIFE_*`) and answers it. One entry point, not one per step:
+ * cbindgen declares it for C, as it could not a macro's functions.
+ *
+ * # Safety
+ * As `life`.
+ */
+bool pevb_life_step(struct pevb_life *l, uint32_t step);
+
+/**
+ * `Life::detach`: `PEVB_DETACH_*`.
+ *
+ * # Safety
+ * As `life`.
+ */
+uint32_t pevb_life_detach(struct pevb_life *l);
+
+/**
+ * `Life::view` into `out`.
+ *
+ * # Safety
+ * As `life`; `out` is valid for writing a `struct pevb_life_view`.
+ */
 void pevb_life_view(struct pevb_life *l, struct pevb_life_view *out);
 
-/*
- * PIN_CUDA's sequence (kmod/logic/src/surface_pin.rs, through rust/pin_glue.rs) over the pevb_cuda_pin_*
- * services cuda.c defines, for the struct pevb_cuda_pin_call @call of one PIN_CUDA: the new handle, or a
- * negative errno. The caller has faulted the range in, holds the device and a provider reference.
+/**
+ * Runs PIN_CUDA's sequence for `call`: the new handle, or a negative errno.
+ *
+ * # Safety
+ * `call` is a live `struct pevb_cuda_pin_call` (cuda.c) whose caller has faulted the range in, holds the
+ * device and a provider reference, and does not hold the card's pin lock.
  */
-struct pevb_cuda_pin_call;
-struct pevb_surface;
-struct pevb_frames {
-	u64 *f;		/* kvmalloc'd, sorted page frame numbers */
-	size_t n;
-};
-int pevb_cuda_pin(struct pevb_cuda_pin_call *call);
-void pevb_cuda_pin_lock(struct pevb_cuda_pin_call *c);
-void pevb_cuda_pin_unlock(struct pevb_cuda_pin_call *c);
-int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out);
-void pevb_cuda_pin_frames_free(struct pevb_frames *f);
-bool pevb_cuda_pin_overlaps(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
-void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
-void pevb_cuda_pin_wait_freed(struct pevb_surface *dying);
-void pevb_cuda_pin_evict(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
-int pevb_cuda_pin_pin(struct pevb_cuda_pin_call *c, struct pevb_frames *f, struct pevb_surface **out);
-bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
-void pevb_cuda_pin_unpin(struct pevb_surface *s);
-int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
+int pevb_cuda_pin(void *call);
 
-/* What the protocol logs (pevb_plat_log's @kind; engine.c words it). */
-enum pevb_event {
-	PEVB_EV_VANISHED = 0,
-	PEVB_EV_TIMEOUT = 1,		/* a: ms */
-	PEVB_EV_FAILED = 2,		/* a: status */
-	PEVB_EV_SHORT = 3,		/* a: completed, b: descriptors */
-	PEVB_EV_STILL_BUSY = 4,
-	PEVB_EV_RELEASE_FAILED = 5,	/* a: errno */
-};
+/**
+ * The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
+ */
+int pevb_ioctl_op(uint32_t cmd);
 
-/* The Rust panic handler's way out (main.c). */
-void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);
+/**
+ * Checks the arguments of operation `op`: `arg` is the ioctl's argument, `buf`/`len` the bytes copied in
+ * from it (if the command writes). Fills `out`; returns 0 or a negative errno.
+ *
+ * # Safety
+ * `buf` is valid for `len` bytes (or null with `len` 0); `out` is valid for writing.
+ */
+int pevb_ioctl_check(int op, size_t arg, const void *buf, size_t len, uint64_t ram, struct pevb_req *out);
 
-/* Whether this build's C view of the surface matches the Rust one. */
-static inline bool pevb_layout_ok(void)
-{
-	return PEVB_LAYOUT.req == sizeof(struct pevb_req) &&
-	       PEVB_LAYOUT.facts == sizeof(struct pevb_facts) &&
-	       PEVB_LAYOUT.chain == sizeof(struct pevb_chain) &&
-	       PEVB_LAYOUT.segment == sizeof(struct pevb_seg) &&
-	       PEVB_LAYOUT.descriptor == PEVB_DESC_SIZE &&
-	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs) &&
-	       PEVB_LAYOUT.step == sizeof(struct pevb_step) &&
-	       PEVB_LAYOUT.range == sizeof(struct pevb_range) &&
-	       PEVB_LAYOUT.policy_align <= sizeof(u64) &&	/* the C storage is u64-aligned */
-	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS &&
-	       PEVB_LAYOUT.owner <= sizeof(struct pevb_ram_owner) &&
-	       PEVB_LAYOUT.owner_align <= sizeof(u64) &&
-	       PEVB_LAYOUT.life == sizeof(struct pevb_life) &&
-	       PEVB_LAYOUT.life_view == sizeof(struct pevb_life_view) &&
-	       PEVB_RUN_STATE_SIZE == sizeof(struct pevb_run_state);
-}
+/**
+ * Writes a finished request's results into the copy-out buffer: the DMA time of a transfer, the handle of
+ * a PIN_CUDA, the state after a RAM_OWNER (in `handle`).
+ *
+ * # Safety
+ * `buf` is valid for reading and writing `len` bytes.
+ */
+int pevb_ioctl_done(int op, void *buf, size_t len, uint64_t dma_time_ns, uint32_t handle);
 
-#endif
+/**
+ * Fills CARD_INFO or ABI_INFO's answer from what the glue knows about the card.
+ *
+ * # Safety
+ * `buf` is valid for writing `len` bytes; `facts` is valid for reading.
+ */
+int pevb_ioctl_info(int op, void *buf, size_t len, const struct pevb_facts *facts);
+
+/**
+ * Merges bus-contiguous neighbours of `segs[..n]` in place; returns how many remain.
+ *
+ * # Safety
+ * `segs` is valid for reading and writing `n` segments.
+ */
+size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
+
+/**
+ * Step `s` of the full-duplex round trip of `len` bytes through `ram` bytes of card RAM in `align`-byte
+ * chunks (`pipeline::Pipeline`): 0 and `*out`, 1 when `s` is past the last step, or a negative errno.
+ *
+ * # Safety
+ * `out` is valid for writing.
+ */
+int pevb_pipeline_step(uint64_t len, uint64_t ram, uint64_t align, uint64_t s, struct pevb_step *out);
+
+/**
+ * How the H2C and C2H runs started together learn they ended (`pipeline::wakes`): bit 0 set if H2C is
+ * polled, bit 1 if C2H is; a clear bit means its interrupt is armed.
+ */
+uint32_t pevb_pipeline_polled(bool h2c, bool c2h);
+
+/**
+ * Whether a status read says the run is over (`channel::Status::ended`): idle, or an error bit.
+ */
+bool pevb_status_ended(uint32_t st);
+
+/**
+ * Whether the sorted page-frame lists `a[..na]` and `b[..nb]` share a frame (the overlap rule of GPU
+ * surfaces: one memory pinned under two addresses is one surface). Either may be empty.
+ *
+ * # Safety
+ * `a` is valid for reading `na` frames and `b` for `nb` (either may be null when its length is 0).
+ */
+bool pevb_share_page_frames(const uint64_t *a, size_t na, const uint64_t *b, size_t nb);
+
+/**
+ * Builds one chain into `descs[..ndescs]` (at bus address `base`) for up to `len` bytes of the host buffer
+ * `segs[..nsegs]` from its byte `host_off`, and FPGA RAM from `fpga`. `out.bytes` says how far it got (the
+ * table may fill first). Returns 0 or a negative errno.
+ *
+ * # Safety
+ * `segs` is valid for reading `nsegs` segments, `descs` for writing `ndescs` descriptors (not read by the
+ * device meanwhile), `out` for writing.
+ */
+int pevb_chain_build(bool c2h,
+                     const struct pevb_seg *segs,
+                     size_t nsegs,
+                     uint64_t host_off,
+                     uint64_t fpga,
+                     uint64_t len,
+                     void *descs,
+                     size_t ndescs,
+                     uint64_t base,
+                     struct pevb_chain *out);
+
+/**
+ * 0 if an engine's status word says its chain ended cleanly, else a negative errno.
+ */
+int pevb_status_outcome(uint32_t st);
+
+/**
+ * A short name of the first error bit of `st` (not NUL-terminated: `*len` bytes).
+ *
+ * # Safety
+ * `len` is valid for writing.
+ */
+const char *pevb_status_describe(uint32_t st, size_t *len);
+
+/**
+ * Whether the identifier register `id` of XDMA block `target` is an XDMA's.
+ */
+bool pevb_identifier_ok(uint32_t id, uint32_t target);
+
+/**
+ * Whether PCI IDs are the PicoEVB design's (10de:0001 is also NVIDIA's HTG-K800 design, which this driver
+ * does not support: the subsystem tells them apart).
+ */
+bool pevb_ids_ok(uint16_t vendor, uint16_t device, uint16_t subvendor, uint16_t subdevice);
+
+/**
+ * Makes `p` an empty cache with the default limits, for `page`-byte pages (a power of two).
+ *
+ * # Safety
+ * `p` is valid for writing `PEVB_LAYOUT.policy` bytes and aligned to `PEVB_LAYOUT.policy_align`. The
+ * policy owns nothing: C frees the bytes without a destructor.
+ */
+void pevb_policy_init(struct pevb_policy *p, uint64_t page);
+
+/**
+ * `Policy::lookup`: a hit's slot (and `*offset` into it), `PEVB_LOOKUP_MISS` or `PEVB_LOOKUP_BYPASS`.
+ *
+ * # Safety
+ * As for `policy`; `r` is valid for reading, `offset` for writing.
+ */
+int pevb_policy_lookup(struct pevb_policy *p, const struct pevb_range *r, uint64_t *offset);
+
+/**
+ * `Policy::hit`.
+ *
+ * # Safety
+ * As for `policy`.
+ */
+void pevb_policy_hit(struct pevb_policy *p, uint32_t slot);
+
+/**
+ * `Policy::merged` (what to pin on a miss of `r`) into `out`, then `Policy::admit`: whether to cache it.
+ *
+ * # Safety
+ * As for `policy`; `r` is valid for reading, `out` for writing.
+ */
+bool pevb_policy_miss(struct pevb_policy *p, const struct pevb_range *r, struct pevb_range *out);
+
+/**
+ * `Policy::make_room`: the next slot to evict before `r` goes in, or -1.
+ *
+ * # Safety
+ * As for `pevb_policy_lookup`.
+ */
+int pevb_policy_make_room(struct pevb_policy *p, const struct pevb_range *r);
+
+/**
+ * `Policy::insert`: the new buffer's slot, or -1 (then its pin serves this request only).
+ *
+ * # Safety
+ * As for `pevb_policy_lookup`.
+ */
+int pevb_policy_insert(struct pevb_policy *p, const struct pevb_range *r);
+
+/**
+ * `Policy::remove`; `why`: `PEVB_EVICTED`, `PEVB_INVALIDATED` or `PEVB_FLUSHED`.
+ *
+ * # Safety
+ * As for `policy`.
+ */
+void pevb_policy_remove(struct pevb_policy *p, uint32_t slot, uint32_t why);
+
+/**
+ * `Policy::note_uncached`.
+ *
+ * # Safety
+ * As for `policy`.
+ */
+void pevb_policy_note_uncached(struct pevb_policy *p);
+
+/**
+ * `Policy::sharing`: a slot whose buffer shares a page with `r` (PIN_CUDA evicts it), or -1.
+ *
+ * # Safety
+ * As for `pevb_policy_lookup`.
+ */
+int pevb_policy_sharing(struct pevb_policy *p, const struct pevb_range *r);
+
+/**
+ * `Policy::slot_shares_page`.
+ *
+ * # Safety
+ * As for `pevb_policy_lookup`.
+ */
+bool pevb_policy_slot_shares_page(struct pevb_policy *p, uint32_t slot, const struct pevb_range *r);
+
+/**
+ * REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): `Policy::control`,
+ * calling `dropped(ctx, slot)` for each slot it removes, then writes the answer back into `buf`. 0 or a
+ * negative errno (nothing done).
+ *
+ * # Safety
+ * As for `policy`; `buf` is valid for reading and writing `len` bytes; `dropped` may be called with `ctx`.
+ */
+int pevb_policy_control(struct pevb_policy *p, void *buf, size_t len, pevb_dropped_fn dropped, void *ctx);
+
+/**
+ * Close or card removal: `Policy::flush`, calling `dropped(ctx, slot)` for each slot it removes.
+ *
+ * # Safety
+ * As for `policy`; `dropped` may be called with `ctx`.
+ */
+void pevb_policy_flush(struct pevb_policy *p, pevb_dropped_fn dropped, void *ctx);
+
+/**
+ * Buffers cached now (the debugfs state file).
+ *
+ * # Safety
+ * As for `policy`.
+ */
+uint32_t pevb_policy_entries(struct pevb_policy *p);
+
+/**
+ * The segments of bytes `[offset, offset + len)` of the buffer `segs[..n]` (`segments::window`) into
+ * `out[..nout]`: how many, or a negative errno (-EINVAL past the buffer, or where `out` is short).
+ *
+ * # Safety
+ * `segs` is valid for reading `n` segments, `out` for writing `nout`.
+ */
+ptrdiff_t pevb_segments_window(const struct pevb_seg *segs,
+                               size_t n,
+                               uint64_t offset,
+                               uint64_t len,
+                               struct pevb_seg *out,
+                               size_t nout);
+
+/**
+ * Makes `o` free and dirty (`RamOwner::new`).
+ *
+ * # Safety
+ * `o` is valid for writing.
+ */
+void pevb_ram_init(struct pevb_ram_owner *o);
+
+/**
+ * `RamOwner::begin` by process `pid`: `PEVB_RAM_GO`, `PEVB_RAM_SCRUB_FIRST` or -EBUSY.
+ *
+ * # Safety
+ * As `owner`.
+ */
+int pevb_ram_begin(struct pevb_ram_owner *o, uint64_t *m, uint32_t pid);
+
+/**
+ * `RamOwner::end`.
+ *
+ * # Safety
+ * As `owner`.
+ */
+void pevb_ram_end(struct pevb_ram_owner *o);
+
+/**
+ * `RamOwner::claim`: as `pevb_ram_begin`, without a request to end.
+ *
+ * # Safety
+ * As `owner`.
+ */
+int pevb_ram_claim(struct pevb_ram_owner *o, uint64_t *m, uint32_t pid);
+
+/**
+ * `RamOwner::scrubbed`.
+ *
+ * # Safety
+ * As `owner`.
+ */
+void pevb_ram_scrubbed(struct pevb_ram_owner *o, bool ok);
+
+/**
+ * `RamOwner::release`: 0 or -EBUSY.
+ *
+ * # Safety
+ * As `owner`.
+ */
+int pevb_ram_release(struct pevb_ram_owner *o, uint64_t *m, uint32_t pid);
+
+/**
+ * `RamOwner::close`.
+ *
+ * # Safety
+ * As `owner`.
+ */
+void pevb_ram_close(struct pevb_ram_owner *o, uint64_t *m);
+
+/**
+ * `RamOwner::state`: `RAM_FREE`, `RAM_MINE` or `RAM_OTHER`.
+ *
+ * # Safety
+ * As `owner`.
+ */
+uint32_t pevb_ram_state(struct pevb_ram_owner *o, uint64_t *m, uint32_t pid);
+
+/**
+ * LED: writes `value` to the GPIO data register and reads it back (the write is posted); 0 or a negative
+ * errno.
+ *
+ * # Safety
+ * `card` is a live `struct pevb_card` with its BARs mapped.
+ */
+int pevb_user_set_leds(void *card, uint32_t value);
+
+/**
+ * Reads the gdr ID block: 1 with `*design_version` and `*build_hash` set, 0 where the bitstream has none
+ * (NVIDIA's reference design), or a negative errno.
+ *
+ * # Safety
+ * `card` as for `pevb_user_set_leds`; `design_version` and `build_hash` writable.
+ */
+int pevb_user_identity(void *card, uint32_t *design_version, uint32_t *build_hash);
+
+#endif  /* PEVB_LOGIC_H */

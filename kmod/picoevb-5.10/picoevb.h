@@ -11,7 +11,7 @@
 #include <linux/pci.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
-#include "logic.h"
+#include "services.h"
 
 /* One page of descriptors per engine: no adjacent block crosses 4 KiB; longer requests run as more chains. */
 #define PEVB_TABLE_LEN (PAGE_SIZE / PEVB_DESC_SIZE)

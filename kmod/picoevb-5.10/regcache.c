@@ -353,7 +353,7 @@ void pevb_cuse_release_all(struct list_head *q)
 /* ---- the table ---- */
 
 /* Forgets slot @slot and drops the table's hold on its pin. Under c->lock. */
-static void table_remove(struct pevb_cache *c, int slot, enum pevb_removal why)
+static void table_remove(struct pevb_cache *c, int slot, u32 why)
 {
 	struct pevb_cpin *p = c->pins[slot];
 

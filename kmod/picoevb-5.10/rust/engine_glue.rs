@@ -17,14 +17,21 @@ use crate::xdma::{self, Descriptor, Dir};
 use core::ffi::{c_int, c_void};
 use core::mem::{align_of, size_of};
 
-/// Event kinds of `pevb_plat_log` (`PEVB_EV_*` in logic.h).
-const EV_VANISHED: u32 = 0;
-const EV_TIMEOUT: u32 = 1;
-const EV_FAILED: u32 = 2;
-const EV_SHORT: u32 = 3;
-const EV_STILL_BUSY: u32 = 4;
-const EV_RELEASE_FAILED: u32 = 5;
+/// Event kinds of `pevb_plat_log` (engine.c words them): what the protocol logs.
+pub const PEVB_EV_VANISHED: u32 = 0;
+/// `a`: ms.
+pub const PEVB_EV_TIMEOUT: u32 = 1;
+/// `a`: status.
+pub const PEVB_EV_FAILED: u32 = 2;
+/// `a`: completed, `b`: descriptors.
+pub const PEVB_EV_SHORT: u32 = 3;
+pub const PEVB_EV_STILL_BUSY: u32 = 4;
+/// `a`: errno.
+pub const PEVB_EV_RELEASE_FAILED: u32 = 5;
 
+// C services, declared for C in `../services.h` (cbindgen skips this block).
+/// cbindgen:ignore
+#[allow(unused_doc_comments)]
 extern "C" {
     // engine.c and card.c: the kernel services of one engine (`idx` 0: H2C, 1: C2H) of a card.
     fn pevb_plat_rd(card: *mut c_void, off: u32) -> u32;
@@ -132,28 +139,28 @@ impl Platform for CEngine {
     }
     fn log(&self, event: Event) {
         let (kind, a, b) = match event {
-            Event::Vanished => (EV_VANISHED, 0, 0),
-            Event::Timeout { ms } => (EV_TIMEOUT, ms, 0),
-            Event::Failed { status } => (EV_FAILED, status, 0),
-            Event::Short { completed, count } => (EV_SHORT, completed, count),
-            Event::StillBusy => (EV_STILL_BUSY, 0, 0),
-            Event::ReleaseFailed(e) => (EV_RELEASE_FAILED, e.0 as u32, 0),
+            Event::Vanished => (PEVB_EV_VANISHED, 0, 0),
+            Event::Timeout { ms } => (PEVB_EV_TIMEOUT, ms, 0),
+            Event::Failed { status } => (PEVB_EV_FAILED, status, 0),
+            Event::Short { completed, count } => (PEVB_EV_SHORT, completed, count),
+            Event::StillBusy => (PEVB_EV_STILL_BUSY, 0, 0),
+            Event::ReleaseFailed(e) => (PEVB_EV_RELEASE_FAILED, e.0 as u32, 0),
         };
         // SAFETY: see the impl of Regs32.
         unsafe { pevb_plat_log(self.card, self.idx, kind, a, b) }
     }
 }
 
-/// Words of a run's opaque state in C (`PEVB_RUN_WORDS` in logic.h).
-pub const RUN_WORDS: usize = 6;
-const _: () = assert!(size_of::<Run>() <= RUN_WORDS * 8 && align_of::<Run>() <= 8);
+/// Words of a run's opaque state in C.
+pub const PEVB_RUN_WORDS: usize = 6;
+const _: () = assert!(size_of::<Run>() <= PEVB_RUN_WORDS * 8 && align_of::<Run>() <= 8);
 
 /// A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, and the protocol's
 /// [`Run`] as opaque words.
 #[repr(C)]
 pub struct PevbRunState {
     pub bytes: u64,
-    opaque: [u64; RUN_WORDS],
+    opaque: [u64; PEVB_RUN_WORDS],
 }
 
 fn engine(card: *mut c_void, idx: u32) -> CEngine {

@@ -9,10 +9,13 @@ use crate::errno::Errno;
 use crate::gate::{self, Request, Services, Side, Work};
 use crate::request::{Host, OneWay, RoundTrip};
 use crate::res;
-use crate::surface::{PevbReq, PevbSide, OP_C2H, OP_H2C, OP_H2C2H};
+use crate::surface::{PevbReq, PevbSide, PEVB_OP_C2H, PEVB_OP_H2C, PEVB_OP_H2C2H};
 use crate::xdma::Dir;
 use core::ffi::{c_int, c_void};
 
+// C services, declared for C in `../services.h` (cbindgen skips this block).
+/// cbindgen:ignore
+#[allow(unused_doc_comments)]
 extern "C" {
     // file.c: the services of one transfer `x` (a `struct pevb_xfer`); `side` 0 is the source, 1 the
     // destination; `dir` 0 is H2C, 1 C2H.
@@ -142,9 +145,9 @@ pub unsafe extern "C" fn pevb_gate_transfer(
         Request::one_way(dir, &x)
     };
     let req = match r.op as c_int {
-        OP_H2C => one_way(Dir::H2c, &r.src),
-        OP_C2H => one_way(Dir::C2h, &r.dst),
-        OP_H2C2H => Request::round_trip(&RoundTrip {
+        PEVB_OP_H2C => one_way(Dir::H2c, &r.src),
+        PEVB_OP_C2H => one_way(Dir::C2h, &r.dst),
+        PEVB_OP_H2C2H => Request::round_trip(&RoundTrip {
             src: host(&r.src),
             dst: host(&r.dst),
             len: r.len,

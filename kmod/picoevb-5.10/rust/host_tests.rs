@@ -18,7 +18,7 @@ fn check(cmd: u32, arg: usize, buf: &[u8]) -> Result<PevbReq, i32> {
     }
     let mut out = PevbReq::default();
     // SAFETY: `buf` is valid for its length, `out` for writing.
-    let r = unsafe { pevb_ioctl_check(op, arg, buf.as_ptr(), buf.len(), 65536, &mut out) };
+    let r = unsafe { pevb_ioctl_check(op, arg, buf.as_ptr().cast(), buf.len(), 65536, &mut out) };
     if r == 0 {
         Ok(out)
     } else {
@@ -99,7 +99,7 @@ fn done_writes_the_dma_time_only() {
     let mut buf = bytes(&req);
     let op = pevb_ioctl_op(abi::IOC_H2C2H_DMA);
     // SAFETY: `buf` is valid for its length.
-    let r = unsafe { pevb_ioctl_done(op, buf.as_mut_ptr(), buf.len(), 77, 0) };
+    let r = unsafe { pevb_ioctl_done(op, buf.as_mut_ptr().cast(), buf.len(), 77, 0) };
     assert_eq!(r, 0);
     // SAFETY: `buf` holds an `H2c2hDma`.
     let back: abi::H2c2hDma = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
@@ -127,7 +127,7 @@ fn abi_info_reports_the_facts() {
     let mut buf = vec![0u8; size_of::<abi::AbiInfo>()];
     let op = pevb_ioctl_op(abi::IOC_ABI_INFO);
     // SAFETY: `buf` is valid for its length, `facts` for reading.
-    let r = unsafe { pevb_ioctl_info(op, buf.as_mut_ptr(), buf.len(), &facts) };
+    let r = unsafe { pevb_ioctl_info(op, buf.as_mut_ptr().cast(), buf.len(), &facts) };
     assert_eq!(r, 0);
     // SAFETY: `buf` holds an `AbiInfo`.
     let info: abi::AbiInfo = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
@@ -145,7 +145,7 @@ fn abi_info_reports_the_facts() {
     };
     assert_eq!(
         // SAFETY: as above.
-        unsafe { pevb_ioctl_info(op, buf.as_mut_ptr(), buf.len(), &cached) },
+        unsafe { pevb_ioctl_info(op, buf.as_mut_ptr().cast(), buf.len(), &cached) },
         0
     );
     // SAFETY: as above.
@@ -307,7 +307,9 @@ impl CPolicy {
         let mut buf = bytes(&req);
         let ctx = core::ptr::from_mut(gone).cast::<c_void>();
         // SAFETY: an initialised policy; `buf` holds a `RegCache`; `record` takes this `ctx`.
-        let r = unsafe { pevb_policy_control(self.p(), buf.as_mut_ptr(), buf.len(), record, ctx) };
+        let r = unsafe {
+            pevb_policy_control(self.p(), buf.as_mut_ptr().cast(), buf.len(), record, ctx)
+        };
         if r < 0 {
             return Err(r);
         }
@@ -326,7 +328,7 @@ fn the_cache_glue_walks_the_policy() {
     let x = range(0x10_0010, 0x100);
     let mut want = PevbRange::default();
     // First use: a miss that is not admitted (pinned for once); second: admitted, pins the page-merged range.
-    assert_eq!(c.lookup(x).0, LOOKUP_MISS);
+    assert_eq!(c.lookup(x).0, PEVB_LOOKUP_MISS);
     // SAFETY: an initialised policy; the ranges are valid.
     assert!(!unsafe { pevb_policy_miss(c.p(), &x, &mut want) });
     // SAFETY: as above.
@@ -361,7 +363,7 @@ fn the_cache_glue_walks_the_policy() {
     let q = c.reg_cache(set, &mut gone).unwrap();
     assert_eq!(gone, [slot as u32]);
     assert_eq!((q.entries, q.evictions, q.max_entries), (0, 1, 0));
-    assert_eq!(c.lookup(x).0, LOOKUP_BYPASS);
+    assert_eq!(c.lookup(x).0, PEVB_LOOKUP_BYPASS);
     // The ABI's EINVAL rules are the logic's, both in the ioctl check and in the control.
     set.max_entries = 65;
     assert_eq!(check(abi::IOC_REG_CACHE, 0, &bytes(&set)).err(), Some(-22));
@@ -433,13 +435,13 @@ fn ram_owner_goes_through_the_logic() {
     assert_eq!(check(abi::IOC_RAM_OWNER, 0, &bytes(&bad)).err(), Some(-22));
     // The C glue's storage: a u64 array of PEVB_LAYOUT.owner bytes.
     assert!(PEVB_LAYOUT.owner as usize <= 4 * 8 && PEVB_LAYOUT.owner_align <= 8);
-    let mut o = core::mem::MaybeUninit::<super::ram_owner::RamOwner>::uninit();
+    let mut o = core::mem::MaybeUninit::<PevbRamOwner>::uninit();
     let (mut a, mut b) = (0u64, 0u64);
     // SAFETY: `o` is initialised by pevb_ram_init before any other call; `a`/`b` are memberships.
     unsafe {
         pevb_ram_init(o.as_mut_ptr());
         let o = o.as_mut_ptr();
-        assert_eq!(pevb_ram_begin(o, &mut a, 1), RAM_SCRUB_FIRST);
+        assert_eq!(pevb_ram_begin(o, &mut a, 1), PEVB_RAM_SCRUB_FIRST);
         pevb_ram_scrubbed(o, true);
         pevb_ram_end(o);
         assert_eq!(pevb_ram_begin(o, &mut b, 2), -16);
@@ -448,6 +450,6 @@ fn ram_owner_goes_through_the_logic() {
         assert_eq!(pevb_ram_release(o, &mut b, 2), -16);
         pevb_ram_close(o, &mut a);
         assert_eq!(pevb_ram_state(o, &mut b, 2), abi::RAM_FREE);
-        assert_eq!(pevb_ram_claim(o, &mut b, 2), RAM_SCRUB_FIRST);
+        assert_eq!(pevb_ram_claim(o, &mut b, 2), PEVB_RAM_SCRUB_FIRST);
     }
 }

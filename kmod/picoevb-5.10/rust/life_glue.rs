@@ -40,42 +40,79 @@ pub unsafe extern "C" fn pevb_life_begin_use(l: *mut Life) -> c_int {
         .map_or_else(crate::neg, |()| 0)
 }
 
-/// One `pevb_life_*` function per `Life` step that takes nothing and answers a `bool` or nothing.
-macro_rules! steps {
-    ($($c:ident => $m:ident -> $t:ty;)*) => {$(
-        #[doc = concat!("`Life::", stringify!($m), "`.")]
-        ///
-        /// # Safety
-        /// As `life`.
-        #[no_mangle]
-        pub unsafe extern "C" fn $c(l: *mut Life) -> $t {
-            // SAFETY: caller's contract.
-            unsafe { life(l) }.$m()
+// The steps of `pevb_life_step`: the `Life` methods that take nothing and answer a `bool` (or nothing:
+// false).
+
+/// `Life::end_use`: true: wake the callback.
+pub const PEVB_LIFE_END_USE: u32 = 0;
+/// `Life::begin_callback`.
+pub const PEVB_LIFE_BEGIN_CALLBACK: u32 = 1;
+/// `Life::idle`: what the callback waits for.
+pub const PEVB_LIFE_IDLE: u32 = 2;
+/// `Life::end_callback`: true: the callback frees.
+pub const PEVB_LIFE_END_CALLBACK: u32 = 3;
+/// `Life::begin_unpin`: true: unpin through the shim.
+pub const PEVB_LIFE_BEGIN_UNPIN: u32 = 4;
+/// `Life::end_unpin`: true: the unpin frees.
+pub const PEVB_LIFE_END_UNPIN: u32 = 5;
+/// `Life::set_freed`.
+pub const PEVB_LIFE_SET_FREED: u32 = 6;
+/// `Life::is_freed`.
+pub const PEVB_LIFE_IS_FREED: u32 = 7;
+/// `Life::live`.
+pub const PEVB_LIFE_LIVE: u32 = 8;
+/// `Life::dying`.
+pub const PEVB_LIFE_DYING: u32 = 9;
+
+/// Takes the lifecycle step `step` (`PEVB_LIFE_*`) and answers it. One entry point, not one per step:
+/// cbindgen declares it for C, as it could not a macro's functions.
+///
+/// # Safety
+/// As `life`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_life_step(l: *mut Life, step: u32) -> bool {
+    // SAFETY: caller's contract.
+    let l = unsafe { life(l) };
+    match step {
+        PEVB_LIFE_END_USE => l.end_use(),
+        PEVB_LIFE_BEGIN_CALLBACK => {
+            l.begin_callback();
+            false
         }
-    )*};
+        PEVB_LIFE_IDLE => l.idle(),
+        PEVB_LIFE_END_CALLBACK => l.end_callback(),
+        PEVB_LIFE_BEGIN_UNPIN => l.begin_unpin(),
+        PEVB_LIFE_END_UNPIN => l.end_unpin(),
+        PEVB_LIFE_SET_FREED => {
+            l.set_freed();
+            false
+        }
+        PEVB_LIFE_IS_FREED => l.is_freed(),
+        PEVB_LIFE_LIVE => l.live(),
+        PEVB_LIFE_DYING => l.dying(),
+        // Only the glue's own constants come here: another is a glue bug, a BUG() as any panic.
+        _ => panic!("unknown surface lifecycle step"),
+    }
 }
 
-steps! {
-    pevb_life_end_use => end_use -> bool;
-    pevb_life_begin_callback => begin_callback -> ();
-    pevb_life_idle => idle -> bool;
-    pevb_life_end_callback => end_callback -> bool;
-    pevb_life_begin_unpin => begin_unpin -> bool;
-    pevb_life_end_unpin => end_unpin -> bool;
-    pevb_life_set_freed => set_freed -> ();
-    pevb_life_is_freed => is_freed -> bool;
-    pevb_life_live => live -> bool;
-    pevb_life_dying => dying -> bool;
-}
+/// What removal does with a surface (`pevb_life_detach`): unmapped before; unmap now, held like a DMA,
+/// then `PEVB_LIFE_END_USE`; or the callback has begun: wait for its free, which unmaps.
+pub const PEVB_DETACH_DONE: u32 = 0;
+pub const PEVB_DETACH_UNMAP: u32 = 1;
+pub const PEVB_DETACH_AWAIT_FREE: u32 = 2;
 
-/// `Life::detach`, as `enum pevb_detach` (logic.h).
+/// `Life::detach`: `PEVB_DETACH_*`.
 ///
 /// # Safety
 /// As `life`.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_life_detach(l: *mut Life) -> u32 {
     // SAFETY: caller's contract.
-    unsafe { life(l) }.detach() as u32
+    match unsafe { life(l) }.detach() {
+        Detach::Done => PEVB_DETACH_DONE,
+        Detach::Unmap => PEVB_DETACH_UNMAP,
+        Detach::AwaitFree => PEVB_DETACH_AWAIT_FREE,
+    }
 }
 
 /// `Life::view` into `out`.
@@ -89,7 +126,3 @@ pub unsafe extern "C" fn pevb_life_view(l: *mut Life, out: *mut View) {
     // SAFETY: caller's contract.
     unsafe { out.write(v) };
 }
-
-// `enum pevb_detach` in logic.h.
-const _: () =
-    assert!(Detach::Done as u32 == 0 && Detach::Unmap as u32 == 1 && Detach::AwaitFree as u32 == 2);

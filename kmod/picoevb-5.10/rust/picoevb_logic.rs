@@ -12,60 +12,76 @@
 use core::ffi::{c_char, c_int};
 
 // ---- Shared definitions and logic, the very files the 6.18 module and the host crates compile ----
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-abi/src/abi.rs"]
 mod abi;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/admission.rs"]
 mod admission;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/cache_policy.rs"]
 mod cache_policy;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/chain.rs"]
 mod chain;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/channel.rs"]
 mod channel;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/engine.rs"]
 mod engine;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/errno.rs"]
 mod errno;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/gate.rs"]
 mod gate;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/gpio.rs"]
 mod gpio;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/idblock.rs"]
 mod idblock;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/pci.rs"]
 mod ids;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/pipeline.rs"]
 mod pipeline;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/ram_owner.rs"]
 mod ram_owner;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/request.rs"]
 mod request;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/segments.rs"]
 mod segments;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/status.rs"]
 mod status;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/surface_life.rs"]
 mod surface_life;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/surface_pin.rs"]
 mod surface_pin;
+/// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/picoevb-regs/src/xdma.rs"]
 mod xdma;
@@ -80,6 +96,8 @@ mod user_glue;
 #[cfg(target_endian = "big")]
 compile_error!("XDMA descriptors are little-endian and are written in native byte order");
 
+/// cbindgen:ignore
+#[allow(unused_doc_comments)]
 extern "C" {
     /// `main.c`: logs the location and ends in the kernel's BUG(); never returns.
     fn pevb_rust_panic(file: *const c_char, file_len: usize, line: u32) -> !;

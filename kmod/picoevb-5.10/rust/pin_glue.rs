@@ -27,6 +27,9 @@ impl Drop for Frames {
 /// A reference to a `struct pevb_surface`, handed back to C exactly once (wait, unpin or publish).
 pub struct Surface(*mut c_void);
 
+// C services, declared for C in `../services.h` (cbindgen skips this block).
+/// cbindgen:ignore
+#[allow(unused_doc_comments)]
 extern "C" {
     // cuda.c. `call` is the `struct pevb_cuda_pin_call` of the running PIN_CUDA.
     fn pevb_cuda_pin_lock(call: *mut c_void);

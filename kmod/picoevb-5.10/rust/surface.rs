@@ -2,8 +2,8 @@
 
 //! The `extern "C"` surface the 5.10 glue calls: ioctl decoding and argument checks, descriptor chains,
 //! segment coalescing, engine-status decoding and the register map, each a thin adapter over the shared
-//! logic. `../logic.h` declares the same items for C; `PEVB_LAYOUT` lets the glue check at load time that
-//! both sides agree on the structs' sizes.
+//! logic. cbindgen declares them for C in `../logic.h` (`../cbindgen.toml`, checked by `tests/header.rs`);
+//! `PEVB_LAYOUT` also lets the glue check at load time that both sides agree on the structs' sizes.
 
 use crate::cache_policy::{Lookup, Policy, Range, Removal};
 use crate::ram_owner::{Grant, Member, Op, RamOwner};
@@ -17,17 +17,17 @@ use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
 use core::ptr;
 
-/// What an ioctl command asks for (`PEVB_OP_*` in logic.h).
-const OP_LED: c_int = 1;
-const OP_CARD_INFO: c_int = 2;
-const OP_ABI_INFO: c_int = 3;
-pub(crate) const OP_H2C: c_int = 4;
-pub(crate) const OP_C2H: c_int = 5;
-pub(crate) const OP_H2C2H: c_int = 6;
-const OP_PIN_CUDA: c_int = 7;
-const OP_UNPIN_CUDA: c_int = 8;
-const OP_REG_CACHE: c_int = 9;
-const OP_RAM_OWNER: c_int = 10;
+/// What an ioctl command asks for (`pevb_ioctl_op`).
+pub const PEVB_OP_LED: c_int = 1;
+pub const PEVB_OP_CARD_INFO: c_int = 2;
+pub const PEVB_OP_ABI_INFO: c_int = 3;
+pub const PEVB_OP_H2C: c_int = 4;
+pub const PEVB_OP_C2H: c_int = 5;
+pub const PEVB_OP_H2C2H: c_int = 6;
+pub const PEVB_OP_PIN_CUDA: c_int = 7;
+pub const PEVB_OP_UNPIN_CUDA: c_int = 8;
+pub const PEVB_OP_REG_CACHE: c_int = 9;
+pub const PEVB_OP_RAM_OWNER: c_int = 10;
 
 /// One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
 #[repr(C)]
@@ -111,7 +111,7 @@ pub struct PevbLayout {
     pub policy_align: u32,
     /// `cache_policy::CAPACITY`: the slots of the glue's table of cached pins.
     pub cache_slots: u32,
-    /// `ram_owner::RamOwner`: C keeps this many bytes, aligned to `owner_align`, and never looks inside.
+    /// `struct pevb_ram_owner`.
     pub owner: u32,
     pub owner_align: u32,
     /// `surface_life::Life`: `struct pevb_life`.
@@ -126,15 +126,15 @@ pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
     facts: size_of::<PevbFacts>() as u32,
     chain: size_of::<PevbChain>() as u32,
     segment: size_of::<Segment>() as u32,
-    descriptor: size_of::<Descriptor>() as u32,
+    descriptor: PEVB_DESC_SIZE as u32,
     regs: size_of::<PevbRegs>() as u32,
     step: size_of::<PevbStep>() as u32,
     range: size_of::<PevbRange>() as u32,
     policy: size_of::<cache_policy::Policy>() as u32,
     policy_align: core::mem::align_of::<cache_policy::Policy>() as u32,
     cache_slots: cache_policy::CAPACITY as u32,
-    owner: size_of::<RamOwner>() as u32,
-    owner_align: core::mem::align_of::<RamOwner>() as u32,
+    owner: size_of::<PevbRamOwner>() as u32,
+    owner_align: core::mem::align_of::<PevbRamOwner>() as u32,
     life: size_of::<Life>() as u32,
     life_view: size_of::<View>() as u32,
 };
@@ -143,16 +143,16 @@ pub static PEVB_LAYOUT: PevbLayout = PevbLayout {
 #[no_mangle]
 pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
     match cmd {
-        abi::IOC_LED => OP_LED,
-        abi::IOC_CARD_INFO => OP_CARD_INFO,
-        abi::IOC_ABI_INFO => OP_ABI_INFO,
-        abi::IOC_H2C_DMA => OP_H2C,
-        abi::IOC_C2H_DMA => OP_C2H,
-        abi::IOC_H2C2H_DMA => OP_H2C2H,
-        abi::IOC_PIN_CUDA => OP_PIN_CUDA,
-        abi::IOC_UNPIN_CUDA => OP_UNPIN_CUDA,
-        abi::IOC_REG_CACHE => OP_REG_CACHE,
-        abi::IOC_RAM_OWNER => OP_RAM_OWNER,
+        abi::IOC_LED => PEVB_OP_LED,
+        abi::IOC_CARD_INFO => PEVB_OP_CARD_INFO,
+        abi::IOC_ABI_INFO => PEVB_OP_ABI_INFO,
+        abi::IOC_H2C_DMA => PEVB_OP_H2C,
+        abi::IOC_C2H_DMA => PEVB_OP_C2H,
+        abi::IOC_H2C2H_DMA => PEVB_OP_H2C2H,
+        abi::IOC_PIN_CUDA => PEVB_OP_PIN_CUDA,
+        abi::IOC_UNPIN_CUDA => PEVB_OP_UNPIN_CUDA,
+        abi::IOC_REG_CACHE => PEVB_OP_REG_CACHE,
+        abi::IOC_RAM_OWNER => PEVB_OP_RAM_OWNER,
         _ => neg(Errno::ENOTTY),
     }
 }
@@ -161,7 +161,7 @@ pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
 ///
 /// # Safety
 /// `buf` is valid for reading `len` bytes.
-unsafe fn read_arg<T: Copy>(buf: *const u8, len: usize) -> Result<T, Errno> {
+unsafe fn read_arg<T: Copy>(buf: *const c_void, len: usize) -> Result<T, Errno> {
     if buf.is_null() || len != size_of::<T>() {
         return Err(Errno::EINVAL);
     }
@@ -174,7 +174,7 @@ unsafe fn read_arg<T: Copy>(buf: *const u8, len: usize) -> Result<T, Errno> {
 ///
 /// # Safety
 /// `buf` is valid for writing `len` bytes.
-unsafe fn put<T: Copy>(buf: *mut u8, len: usize, v: T) -> c_int {
+unsafe fn put<T: Copy>(buf: *mut c_void, len: usize, v: T) -> c_int {
     if buf.is_null() || len != size_of::<T>() {
         return neg(Errno::EINVAL);
     }
@@ -205,7 +205,7 @@ fn one_way(op: c_int, x: request::OneWay) -> PevbReq {
         len: x.len,
         ..PevbReq::default()
     };
-    if op == OP_H2C {
+    if op == PEVB_OP_H2C {
         r.src = side(x.host);
     } else {
         r.dst = side(x.host);
@@ -222,7 +222,7 @@ fn one_way(op: c_int, x: request::OneWay) -> PevbReq {
 pub unsafe extern "C" fn pevb_ioctl_check(
     op: c_int,
     arg: usize,
-    buf: *const u8,
+    buf: *const c_void,
     len: usize,
     ram: u64,
     out: *mut PevbReq,
@@ -230,18 +230,18 @@ pub unsafe extern "C" fn pevb_ioctl_check(
     // SAFETY: the caller's contract, for every `read_arg` call below.
     let r = unsafe {
         match op {
-            OP_LED => request::led_value(arg).map(|value| PevbReq {
+            PEVB_OP_LED => request::led_value(arg).map(|value| PevbReq {
                 op: op as u32,
                 value,
                 ..PevbReq::default()
             }),
-            OP_H2C => read_arg::<abi::H2cDma>(buf, len)
+            PEVB_OP_H2C => read_arg::<abi::H2cDma>(buf, len)
                 .and_then(|a| request::h2c(&a, ram))
                 .map(|x| one_way(op, x)),
-            OP_C2H => read_arg::<abi::C2hDma>(buf, len)
+            PEVB_OP_C2H => read_arg::<abi::C2hDma>(buf, len)
                 .and_then(|a| request::c2h(&a, ram))
                 .map(|x| one_way(op, x)),
-            OP_H2C2H => read_arg::<abi::H2c2hDma>(buf, len)
+            PEVB_OP_H2C2H => read_arg::<abi::H2c2hDma>(buf, len)
                 .and_then(|a| request::h2c2h(&a))
                 .map(|x| PevbReq {
                     op: op as u32,
@@ -250,7 +250,7 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                     len: x.len,
                     ..PevbReq::default()
                 }),
-            OP_PIN_CUDA => read_arg::<abi::PinCuda>(buf, len)
+            PEVB_OP_PIN_CUDA => read_arg::<abi::PinCuda>(buf, len)
                 .and_then(|a| request::pin_cuda(&a))
                 .map(|(va, size)| PevbReq {
                     op: op as u32,
@@ -261,18 +261,18 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                     len: size,
                     ..PevbReq::default()
                 }),
-            OP_UNPIN_CUDA => read_arg::<abi::UnpinCuda>(buf, len).map(|a| PevbReq {
+            PEVB_OP_UNPIN_CUDA => read_arg::<abi::UnpinCuda>(buf, len).map(|a| PevbReq {
                 op: op as u32,
                 value: a.handle,
                 ..PevbReq::default()
             }),
-            OP_REG_CACHE => read_arg::<abi::RegCache>(buf, len)
+            PEVB_OP_REG_CACHE => read_arg::<abi::RegCache>(buf, len)
                 .and_then(|a| cache_policy::parse(&a))
                 .map(|_| PevbReq {
                     op: op as u32,
                     ..PevbReq::default()
                 }),
-            OP_RAM_OWNER => read_arg::<abi::RamOwner>(buf, len)
+            PEVB_OP_RAM_OWNER => read_arg::<abi::RamOwner>(buf, len)
                 .and_then(|a| ram_owner::parse(&a))
                 .map(|o| PevbReq {
                     op: op as u32,
@@ -283,7 +283,7 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                     },
                     ..PevbReq::default()
                 }),
-            OP_CARD_INFO | OP_ABI_INFO => Ok(PevbReq {
+            PEVB_OP_CARD_INFO | PEVB_OP_ABI_INFO => Ok(PevbReq {
                 op: op as u32,
                 ..PevbReq::default()
             }),
@@ -308,7 +308,7 @@ pub unsafe extern "C" fn pevb_ioctl_check(
 #[no_mangle]
 pub unsafe extern "C" fn pevb_ioctl_done(
     op: c_int,
-    buf: *mut u8,
+    buf: *mut c_void,
     len: usize,
     dma_time_ns: u64,
     handle: u32,
@@ -316,23 +316,23 @@ pub unsafe extern "C" fn pevb_ioctl_done(
     // SAFETY: caller's contract, for every `read_arg`/`put` below.
     unsafe {
         match op {
-            OP_H2C => match read_arg::<abi::H2cDma>(buf, len) {
+            PEVB_OP_H2C => match read_arg::<abi::H2cDma>(buf, len) {
                 Ok(a) => put(buf, len, abi::H2cDma { dma_time_ns, ..a }),
                 Err(e) => neg(e),
             },
-            OP_C2H => match read_arg::<abi::C2hDma>(buf, len) {
+            PEVB_OP_C2H => match read_arg::<abi::C2hDma>(buf, len) {
                 Ok(a) => put(buf, len, abi::C2hDma { dma_time_ns, ..a }),
                 Err(e) => neg(e),
             },
-            OP_H2C2H => match read_arg::<abi::H2c2hDma>(buf, len) {
+            PEVB_OP_H2C2H => match read_arg::<abi::H2c2hDma>(buf, len) {
                 Ok(a) => put(buf, len, abi::H2c2hDma { dma_time_ns, ..a }),
                 Err(e) => neg(e),
             },
-            OP_PIN_CUDA => match read_arg::<abi::PinCuda>(buf, len) {
+            PEVB_OP_PIN_CUDA => match read_arg::<abi::PinCuda>(buf, len) {
                 Ok(a) => put(buf, len, abi::PinCuda { handle, ..a }),
                 Err(e) => neg(e),
             },
-            OP_RAM_OWNER => match read_arg::<abi::RamOwner>(buf, len) {
+            PEVB_OP_RAM_OWNER => match read_arg::<abi::RamOwner>(buf, len) {
                 Ok(a) => put(buf, len, abi::RamOwner { state: handle, ..a }),
                 Err(e) => neg(e),
             },
@@ -348,7 +348,7 @@ pub unsafe extern "C" fn pevb_ioctl_done(
 #[no_mangle]
 pub unsafe extern "C" fn pevb_ioctl_info(
     op: c_int,
-    buf: *mut u8,
+    buf: *mut c_void,
     len: usize,
     facts: *const PevbFacts,
 ) -> c_int {
@@ -356,7 +356,7 @@ pub unsafe extern "C" fn pevb_ioctl_info(
     let f = unsafe { &*facts };
     match op {
         // SAFETY: caller's contract.
-        OP_CARD_INFO => unsafe {
+        PEVB_OP_CARD_INFO => unsafe {
             put(
                 buf,
                 len,
@@ -365,7 +365,7 @@ pub unsafe extern "C" fn pevb_ioctl_info(
                 },
             )
         },
-        OP_ABI_INFO => {
+        PEVB_OP_ABI_INFO => {
             let mut caps = 0;
             if f.msi != 0 {
                 caps |= abi::CAP_MSI;
@@ -716,10 +716,14 @@ impl PevbRange {
 }
 
 /// `pevb_policy_lookup`'s answers besides a hit's slot (`Lookup::Miss`, `Lookup::Bypass`).
-pub const LOOKUP_MISS: c_int = -1;
-pub const LOOKUP_BYPASS: c_int = -2;
+pub const PEVB_LOOKUP_MISS: c_int = -1;
+pub const PEVB_LOOKUP_BYPASS: c_int = -2;
 /// Told each slot the policy removed (`Policy::control`, `Policy::flush`): the glue drops that slot's pin.
 pub type PevbDropped = unsafe extern "C" fn(ctx: *mut c_void, slot: u32);
+
+/// Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
+pub const PEVB_DESC_SIZE: usize = 32;
+const _: () = assert!(size_of::<Descriptor>() == PEVB_DESC_SIZE);
 
 /// A slot or `none`, as C sees it.
 fn slot_or(s: Option<usize>, none: c_int) -> c_int {
@@ -747,7 +751,7 @@ pub unsafe extern "C" fn pevb_policy_init(p: *mut Policy, page: u64) {
     unsafe { p.write(Policy::new(page)) };
 }
 
-/// `Policy::lookup`: a hit's slot (and `*offset` into it), `LOOKUP_MISS` or `LOOKUP_BYPASS`.
+/// `Policy::lookup`: a hit's slot (and `*offset` into it), `PEVB_LOOKUP_MISS` or `PEVB_LOOKUP_BYPASS`.
 ///
 /// # Safety
 /// As for `policy`; `r` is valid for reading, `offset` for writing.
@@ -765,8 +769,8 @@ pub unsafe extern "C" fn pevb_policy_lookup(
             unsafe { offset.write(o) };
             slot as c_int
         }
-        Lookup::Miss => LOOKUP_MISS,
-        Lookup::Bypass => LOOKUP_BYPASS,
+        Lookup::Miss => PEVB_LOOKUP_MISS,
+        Lookup::Bypass => PEVB_LOOKUP_BYPASS,
     }
 }
 
@@ -826,15 +830,22 @@ pub unsafe extern "C" fn pevb_policy_insert(p: *mut Policy, r: *const PevbRange)
     slot_or(p.insert(r), -1)
 }
 
-/// `Policy::remove`; `why`: 0 evicted, 1 invalidated, 2 flushed.
+/// Why the glue removes a slot (`pevb_policy_remove`'s `why`).
+pub const PEVB_EVICTED: u32 = 0;
+pub const PEVB_INVALIDATED: u32 = 1;
+pub const PEVB_FLUSHED: u32 = 2;
+
+/// `Policy::remove`; `why`: `PEVB_EVICTED`, `PEVB_INVALIDATED` or `PEVB_FLUSHED`.
 ///
 /// # Safety
 /// As for `policy`.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_policy_remove(p: *mut Policy, slot: u32, why: u32) {
     let why = match why {
-        0 => Removal::Evicted,
-        1 => Removal::Invalidated,
+        PEVB_EVICTED => Removal::Evicted,
+        PEVB_INVALIDATED => Removal::Invalidated,
+        PEVB_FLUSHED => Removal::Flushed,
+        // Not a value the glue passes: the harmless answer.
         _ => Removal::Flushed,
     };
     // SAFETY: caller's contract.
@@ -886,7 +897,7 @@ pub unsafe extern "C" fn pevb_policy_slot_shares_page(
 #[no_mangle]
 pub unsafe extern "C" fn pevb_policy_control(
     p: *mut Policy,
-    buf: *mut u8,
+    buf: *mut c_void,
     len: usize,
     dropped: PevbDropped,
     ctx: *mut c_void,
@@ -965,13 +976,27 @@ pub unsafe extern "C" fn pevb_segments_window(
 // ---- The card RAM's ownership (`ram_owner`); every call under the card's `ram_lock` (ram.c) ----
 
 /// What `pevb_ram_begin`/`pevb_ram_claim` answer besides a negative errno.
-pub const RAM_GO: c_int = 0;
-pub const RAM_SCRUB_FIRST: c_int = 1;
+pub const PEVB_RAM_GO: c_int = 0;
+pub const PEVB_RAM_SCRUB_FIRST: c_int = 1;
+
+/// The card RAM's ownership as C stores it (`struct pevb_ram_owner`): a `ram_owner::RamOwner` in words C
+/// never reads.
+#[repr(C)]
+pub struct PevbRamOwner {
+    opaque: [u64; PEVB_RAM_OWNER_WORDS],
+}
+
+/// Words of `PevbRamOwner`.
+pub const PEVB_RAM_OWNER_WORDS: usize = 4;
+const _: () = assert!(
+    size_of::<RamOwner>() <= size_of::<PevbRamOwner>()
+        && core::mem::align_of::<RamOwner>() <= core::mem::align_of::<PevbRamOwner>()
+);
 
 fn grant(g: Result<Grant, Errno>) -> c_int {
     match g {
-        Ok(Grant::Go) => RAM_GO,
-        Ok(Grant::ScrubFirst) => RAM_SCRUB_FIRST,
+        Ok(Grant::Go) => PEVB_RAM_GO,
+        Ok(Grant::ScrubFirst) => PEVB_RAM_SCRUB_FIRST,
         Err(e) => neg(e),
     }
 }
@@ -979,29 +1004,39 @@ fn grant(g: Result<Grant, Errno>) -> c_int {
 /// The ownership at `o` and the membership at `m`.
 ///
 /// # Safety
-/// `o` was initialised by `pevb_ram_init` and is aligned to `PEVB_LAYOUT.owner_align`; `m` is a file's
-/// `u64` membership (zero when opened); the glue holds the card's `ram_lock`, so nothing else uses them.
-unsafe fn owner<'a>(o: *mut RamOwner, m: *mut u64) -> (&'a mut RamOwner, &'a mut Member) {
-    // SAFETY: caller's contract; `Member` is a transparent `u64`, for which every value is valid.
-    unsafe { (&mut *o, &mut *m.cast::<Member>()) }
+/// `o` was initialised by `pevb_ram_init`; `m` is a file's `u64` membership (zero when opened); the glue
+/// holds the card's `ram_lock`, so nothing else uses them.
+unsafe fn owner<'a>(o: *mut PevbRamOwner, m: *mut u64) -> (&'a mut RamOwner, &'a mut Member) {
+    // SAFETY: caller's contract (the storage fits a `RamOwner`, asserted above); `Member` is a
+    // transparent `u64`, for which every value is valid.
+    unsafe { (&mut *o.cast::<RamOwner>(), &mut *m.cast::<Member>()) }
+}
+
+/// The ownership at `o`.
+///
+/// # Safety
+/// As for `owner`.
+unsafe fn owner_only<'a>(o: *mut PevbRamOwner) -> &'a mut RamOwner {
+    // SAFETY: caller's contract.
+    unsafe { &mut *o.cast::<RamOwner>() }
 }
 
 /// Makes `o` free and dirty (`RamOwner::new`).
 ///
 /// # Safety
-/// `o` is valid for writing `PEVB_LAYOUT.owner` bytes and aligned to `PEVB_LAYOUT.owner_align`.
+/// `o` is valid for writing.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_init(o: *mut RamOwner) {
-    // SAFETY: caller's contract.
-    unsafe { o.write(RamOwner::new()) };
+pub unsafe extern "C" fn pevb_ram_init(o: *mut PevbRamOwner) {
+    // SAFETY: caller's contract; the storage fits a `RamOwner` (asserted above).
+    unsafe { o.cast::<RamOwner>().write(RamOwner::new()) };
 }
 
-/// `RamOwner::begin` by process `pid`: `RAM_GO`, `RAM_SCRUB_FIRST` or -EBUSY.
+/// `RamOwner::begin` by process `pid`: `PEVB_RAM_GO`, `PEVB_RAM_SCRUB_FIRST` or -EBUSY.
 ///
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_begin(o: *mut RamOwner, m: *mut u64, pid: u32) -> c_int {
+pub unsafe extern "C" fn pevb_ram_begin(o: *mut PevbRamOwner, m: *mut u64, pid: u32) -> c_int {
     // SAFETY: caller's contract.
     let (o, m) = unsafe { owner(o, m) };
     grant(o.begin(m, pid))
@@ -1012,9 +1047,9 @@ pub unsafe extern "C" fn pevb_ram_begin(o: *mut RamOwner, m: *mut u64, pid: u32)
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_end(o: *mut RamOwner) {
+pub unsafe extern "C" fn pevb_ram_end(o: *mut PevbRamOwner) {
     // SAFETY: caller's contract.
-    unsafe { &mut *o }.end();
+    unsafe { owner_only(o) }.end();
 }
 
 /// `RamOwner::claim`: as `pevb_ram_begin`, without a request to end.
@@ -1022,7 +1057,7 @@ pub unsafe extern "C" fn pevb_ram_end(o: *mut RamOwner) {
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_claim(o: *mut RamOwner, m: *mut u64, pid: u32) -> c_int {
+pub unsafe extern "C" fn pevb_ram_claim(o: *mut PevbRamOwner, m: *mut u64, pid: u32) -> c_int {
     // SAFETY: caller's contract.
     let (o, m) = unsafe { owner(o, m) };
     grant(o.claim(m, pid))
@@ -1033,9 +1068,9 @@ pub unsafe extern "C" fn pevb_ram_claim(o: *mut RamOwner, m: *mut u64, pid: u32)
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_scrubbed(o: *mut RamOwner, ok: bool) {
+pub unsafe extern "C" fn pevb_ram_scrubbed(o: *mut PevbRamOwner, ok: bool) {
     // SAFETY: caller's contract.
-    unsafe { &mut *o }.scrubbed(ok);
+    unsafe { owner_only(o) }.scrubbed(ok);
 }
 
 /// `RamOwner::release`: 0 or -EBUSY.
@@ -1043,7 +1078,7 @@ pub unsafe extern "C" fn pevb_ram_scrubbed(o: *mut RamOwner, ok: bool) {
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_release(o: *mut RamOwner, m: *mut u64, pid: u32) -> c_int {
+pub unsafe extern "C" fn pevb_ram_release(o: *mut PevbRamOwner, m: *mut u64, pid: u32) -> c_int {
     // SAFETY: caller's contract.
     let (o, m) = unsafe { owner(o, m) };
     o.release(m, pid).map_or_else(neg, |()| 0)
@@ -1054,7 +1089,7 @@ pub unsafe extern "C" fn pevb_ram_release(o: *mut RamOwner, m: *mut u64, pid: u3
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_close(o: *mut RamOwner, m: *mut u64) {
+pub unsafe extern "C" fn pevb_ram_close(o: *mut PevbRamOwner, m: *mut u64) {
     // SAFETY: caller's contract.
     let (o, m) = unsafe { owner(o, m) };
     o.close(m);
@@ -1065,7 +1100,7 @@ pub unsafe extern "C" fn pevb_ram_close(o: *mut RamOwner, m: *mut u64) {
 /// # Safety
 /// As `owner`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_ram_state(o: *mut RamOwner, m: *mut u64, pid: u32) -> u32 {
+pub unsafe extern "C" fn pevb_ram_state(o: *mut PevbRamOwner, m: *mut u64, pid: u32) -> u32 {
     // SAFETY: caller's contract.
     let (o, m) = unsafe { owner(o, m) };
     o.state(m, pid)

@@ -11,6 +11,9 @@ use crate::idblock::IdBlock;
 use crate::ids;
 use core::ffi::{c_int, c_void};
 
+// C services, declared for C in `../services.h` (cbindgen skips this block).
+/// cbindgen:ignore
+#[allow(unused_doc_comments)]
 extern "C" {
     // card.c: a 32-bit read or write of the mapped user BAR of a `struct pevb_card`.
     fn pevb_plat_user_rd(card: *mut c_void, off: u32) -> u32;

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the C glue defines for the Rust half (the glue files in rust/ declare the same in their extern "C" blocks),
+ * and probe's check that this build's C view of the Rust structs (logic.h, generated) matches the Rust one.
+ */
+#ifndef PEVB_SERVICES_H
+#define PEVB_SERVICES_H
+
+#include "logic.h"
+
+/*
+ * The request gate's services (file.c), for rust/gate_glue.rs: the transfer @x's holds, taken and let go
+ * of in the gate's order (kmod/logic/src/gate.rs). @side: 0 the source, 1 the destination; @dir: 0 H2C,
+ * 1 C2H; @at: the window's offset in the request.
+ */
+struct pevb_xfer;
+int pevb_gate_prefault(u64 addr, u64 len, bool device_writes);
+int pevb_gate_begin(struct pevb_xfer *x);
+void pevb_gate_end(struct pevb_xfer *x);
+int pevb_gate_ram_begin(struct pevb_xfer *x);
+void pevb_gate_ram_end(struct pevb_xfer *x);
+int pevb_gate_pin(struct pevb_xfer *x, u32 side, u64 addr, u64 len);
+void pevb_gate_unpin(struct pevb_xfer *x, u32 side);
+void pevb_gate_quarantine(struct pevb_xfer *x, u32 side);
+int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 at, u64 len);
+void pevb_gate_exit(struct pevb_xfer *x, u32 side);
+int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u64 *ns);
+int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns);
+bool pevb_gate_wedged(struct pevb_xfer *x);
+
+/*
+ * PIN_CUDA's services (cuda.c), for rust/pin_glue.rs (pevb_cuda_pin runs kmod/logic/src/surface_pin.rs
+ * over them) for the struct pevb_cuda_pin_call @c of one PIN_CUDA.
+ */
+struct pevb_cuda_pin_call;
+struct pevb_surface;
+void pevb_cuda_pin_lock(struct pevb_cuda_pin_call *c);
+void pevb_cuda_pin_unlock(struct pevb_cuda_pin_call *c);
+int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out);
+void pevb_cuda_pin_frames_free(struct pevb_frames *f);
+bool pevb_cuda_pin_overlaps(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
+void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
+void pevb_cuda_pin_wait_freed(struct pevb_surface *dying);
+void pevb_cuda_pin_evict(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
+int pevb_cuda_pin_pin(struct pevb_cuda_pin_call *c, struct pevb_frames *f, struct pevb_surface **out);
+bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
+void pevb_cuda_pin_unpin(struct pevb_surface *s);
+int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
+
+/* The Rust panic handler's way out (main.c). */
+void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);
+
+/* Whether this build's C view of the Rust structs matches the Rust one. */
+static inline bool pevb_layout_ok(void)
+{
+	return PEVB_LAYOUT.req == sizeof(struct pevb_req) &&
+	       PEVB_LAYOUT.facts == sizeof(struct pevb_facts) &&
+	       PEVB_LAYOUT.chain == sizeof(struct pevb_chain) &&
+	       PEVB_LAYOUT.segment == sizeof(struct pevb_seg) &&
+	       PEVB_LAYOUT.descriptor == PEVB_DESC_SIZE &&
+	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs) &&
+	       PEVB_LAYOUT.step == sizeof(struct pevb_step) &&
+	       PEVB_LAYOUT.range == sizeof(struct pevb_range) &&
+	       PEVB_LAYOUT.policy_align <= sizeof(u64) &&	/* the C storage is u64-aligned */
+	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS &&
+	       PEVB_LAYOUT.owner == sizeof(struct pevb_ram_owner) &&
+	       PEVB_LAYOUT.owner_align <= sizeof(u64) &&
+	       PEVB_LAYOUT.life == sizeof(struct pevb_life) &&
+	       PEVB_LAYOUT.life_view == sizeof(struct pevb_life_view) &&
+	       PEVB_RUN_STATE_SIZE == sizeof(struct pevb_run_state);
+}
+
+#endif
