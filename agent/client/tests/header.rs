@@ -8,31 +8,16 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn generated() -> String {
-    let dir = crate_dir();
-    let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
-    let mut out = Vec::new();
-    cbindgen::Builder::new()
-        .with_crate(&dir)
-        .with_config(config)
-        .generate()
-        .expect("cbindgen reads src/capi.rs")
-        .write(&mut out);
-    String::from_utf8(out).expect("the header is UTF-8")
-}
-
 #[test]
 fn the_committed_header_is_generated_from_the_rust() {
-    let path = crate_dir().join("include/gdrpico.h");
-    let want = generated();
-    if std::env::var_os("GDR_BLESS").is_some() {
-        std::fs::write(&path, &want).expect("write the header");
-        return;
-    }
-    let have = std::fs::read_to_string(&path).expect("include/gdrpico.h");
-    assert!(
-        have == want,
-        "include/gdrpico.h is stale: run GDR_BLESS=1 cargo test -p gdr-client --test header\n--- generated:\n{want}"
+    let dir = crate_dir();
+    let builder = gdr_header_check::cbindgen::Builder::new()
+        .with_crate(&dir)
+        .with_config(gdr_header_check::config(&dir.join("cbindgen.toml")));
+    gdr_header_check::committed_header_is_generated(
+        builder,
+        &dir.join("include/gdrpico.h"),
+        "GDR_BLESS=1 cargo test -p gdr-client --test header",
     );
 }
 
