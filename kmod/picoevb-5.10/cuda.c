@@ -5,9 +5,9 @@
  *
  * A surface's lifecycle (its uses, the provider's free callback, the unpin, removal's unmap, and which of
  * callback and unpin frees) is kmod/logic/src/surface_life.rs, as in 6.18: s->life under s->lock, one
- * pevb_life_* call per step; this file does what each answer asks without the lock. The callback's wait for
- * the DMAs using the surface is hand-made (lockdep cannot see it); each DMA is bounded by the engine timeout
- * and holds no lock the callback needs, so the wait is bounded too.
+ * life_step (pevb_life_step) per step; this file does what each answer asks without the lock. The
+ * callback's wait for the DMAs using the surface is hand-made (lockdep cannot see it); each DMA is bounded
+ * by the engine timeout and holds no lock the callback needs, so the wait is bounded too.
  */
 #include <linux/idr.h>
 #include <linux/mm.h>
@@ -68,26 +68,21 @@ static void card_forget(struct pevb_card *card, struct pevb_surface *s)
 		surface_put(s);
 }
 
-/* One of the lifecycle's questions (PEVB_LIFE_LIVE, _IDLE, _IS_FREED) about @s, under its lock. */
-static bool life_is(struct pevb_surface *s, u32 question)
+/* Takes the lifecycle step @step (PEVB_LIFE_*) of @s under its lock and answers it. */
+static bool life_step(struct pevb_surface *s, u32 step)
 {
-	bool yes;
+	bool answer;
 
 	spin_lock(&s->lock);
-	yes = pevb_life_step(&s->life, question);
+	answer = pevb_life_step(&s->life, step);
 	spin_unlock(&s->lock);
-	return yes;
+	return answer;
 }
 
 /* A use (a DMA's, or removal's unmap) ends; the last one after the callback began wakes it. */
 static void surface_end_use(struct pevb_surface *s)
 {
-	bool wake;
-
-	spin_lock(&s->lock);
-	wake = pevb_life_step(&s->life, PEVB_LIFE_END_USE);
-	spin_unlock(&s->lock);
-	if (wake)
+	if (life_step(s, PEVB_LIFE_END_USE))
 		wake_up_all(&s->idle);
 }
 
@@ -104,7 +99,7 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 	spin_lock(&card->slock);
 	list_for_each_entry(s, &card->surfaces, node) {
 		if (((s->mm == mm && s->first < end && first < s->end) ||
-		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_is(s, PEVB_LIFE_LIVE)) {
+		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_step(s, PEVB_LIFE_LIVE)) {
 			hit = true;
 			break;
 		}
@@ -121,17 +116,13 @@ static struct pevb_surface *card_dying(struct pevb_card *card, unsigned long mm,
 				       const u64 *frames, size_t n)
 {
 	struct pevb_surface *s, *hit = NULL;
-	bool dying;
 
 	spin_lock(&card->slock);
 	list_for_each_entry(s, &card->surfaces, node) {
 		if (!((s->mm == mm && s->first < end && first < s->end) ||
 		      pevb_share_page_frames(s->frames, s->nframes, frames, n)))
 			continue;
-		spin_lock(&s->lock);
-		dying = pevb_life_step(&s->life, PEVB_LIFE_DYING);
-		spin_unlock(&s->lock);
-		if (dying) {
+		if (life_step(s, PEVB_LIFE_DYING)) {
 			kref_get(&s->ref);
 			hit = s;
 			break;
@@ -147,9 +138,7 @@ static void surface_free(struct pevb_surface *s)
 {
 	pevb_p2p_free_from_callback(pin_of(s));
 	card_forget(s->card, s);
-	spin_lock(&s->lock);
-	pevb_life_step(&s->life, PEVB_LIFE_SET_FREED);
-	spin_unlock(&s->lock);
+	life_step(s, PEVB_LIFE_SET_FREED);
 	wake_up_all(&s->idle);
 }
 
@@ -157,17 +146,11 @@ static void surface_free(struct pevb_surface *s)
 static void surface_gone(void *data)
 {
 	struct pevb_surface *s = data;
-	bool free;
 
 	pevb_p2p_uses_awaited();	/* lockdep: this waits for every use (pevb_surfaces_enter) */
-	spin_lock(&s->lock);
-	pevb_life_step(&s->life, PEVB_LIFE_BEGIN_CALLBACK);
-	spin_unlock(&s->lock);
-	wait_event(s->idle, life_is(s, PEVB_LIFE_IDLE));
-	spin_lock(&s->lock);
-	free = pevb_life_step(&s->life, PEVB_LIFE_END_CALLBACK);
-	spin_unlock(&s->lock);
-	if (free)
+	life_step(s, PEVB_LIFE_BEGIN_CALLBACK);
+	wait_event(s->idle, life_step(s, PEVB_LIFE_IDLE));
+	if (life_step(s, PEVB_LIFE_END_CALLBACK))
 		surface_free(s);
 	surface_put(s);
 }
@@ -175,19 +158,11 @@ static void surface_gone(void *data)
 /* UNPIN or close: ends the pin unless its memory already went away. */
 static void surface_unpin(struct pevb_surface *s)
 {
-	bool go, free;
-
-	spin_lock(&s->lock);
-	go = pevb_life_step(&s->life, PEVB_LIFE_BEGIN_UNPIN);
-	spin_unlock(&s->lock);
-	if (!go)
+	if (!life_step(s, PEVB_LIFE_BEGIN_UNPIN))
 		return;
 	/* The pin cannot be freed before PEVB_LIFE_END_UNPIN (surface_gone); this is its only unpin. */
 	pevb_p2p_unpin(pin_of(s));
-	spin_lock(&s->lock);
-	free = pevb_life_step(&s->life, PEVB_LIFE_END_UNPIN);
-	spin_unlock(&s->lock);
-	if (free)
+	if (life_step(s, PEVB_LIFE_END_UNPIN))
 		surface_free(s);
 }
 
@@ -202,7 +177,7 @@ static void surface_detach(struct pevb_surface *s)
 	if (todo == PEVB_DETACH_AWAIT_FREE) {
 		/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
 		atomic_inc(&s->card->callbacks_awaited);
-		wait_event(s->idle, life_is(s, PEVB_LIFE_IS_FREED));
+		wait_event(s->idle, life_step(s, PEVB_LIFE_IS_FREED));
 		atomic_dec(&s->card->callbacks_awaited);
 	}
 	if (todo != PEVB_DETACH_UNMAP)
@@ -358,7 +333,7 @@ void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames
 
 void pevb_cuda_pin_wait_freed(struct pevb_surface *dying)
 {
-	wait_event(dying->idle, life_is(dying, PEVB_LIFE_IS_FREED));
+	wait_event(dying->idle, life_step(dying, PEVB_LIFE_IS_FREED));
 	surface_put(dying);
 }
 
@@ -445,7 +420,7 @@ int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle)
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	gone = !life_is(s, PEVB_LIFE_LIVE);
+	gone = !life_step(s, PEVB_LIFE_LIVE);
 	surface_unpin(s);
 	surface_put(s);
 	return gone ? -EINVAL : 0;

@@ -454,10 +454,9 @@ impl Surfaces {
         }
     }
 
-    /// Takes a use of the surface behind `handle` for a DMA: EINVAL if the handle is unknown or its
-    /// memory is gone.
-    /// A use of `len` bytes at offset `at` of surface `handle`, handed to the device now (and back to the
-    /// CPU when the use ends, after a C2H: `to_device` false).
+    /// Takes a use of `len` bytes at offset `at` of the surface behind `handle` for a DMA, and hands them
+    /// to the device now (and back to the CPU when the use ends, after a C2H: `to_device` false). EINVAL
+    /// if the handle is unknown, its memory is gone or the bytes lie beyond the pin.
     pub(crate) fn enter(&self, handle: u32, at: u64, len: u64, to_device: bool) -> Result<InUse> {
         let s = self.table.lock().tree.get(&handle).cloned().ok_or(EINVAL)?;
         if at.checked_add(len).is_none_or(|end| end > s.len) {

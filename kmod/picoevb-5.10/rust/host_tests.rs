@@ -433,7 +433,7 @@ fn ram_owner_goes_through_the_logic() {
     assert_eq!(r.value, abi::RAM_CLAIM);
     let bad = abi::RamOwner { op: 7, ..claim };
     assert_eq!(check(abi::IOC_RAM_OWNER, 0, &bytes(&bad)).err(), Some(-22));
-    // The C glue's storage: a u64 array of PEVB_LAYOUT.owner bytes.
+    // The C glue's storage, `struct pevb_ram_owner` (PevbRamOwner): PEVB_LAYOUT.owner bytes.
     assert!(PEVB_LAYOUT.owner as usize <= 4 * 8 && PEVB_LAYOUT.owner_align <= 8);
     let mut o = core::mem::MaybeUninit::<PevbRamOwner>::uninit();
     let (mut a, mut b) = (0u64, 0u64);

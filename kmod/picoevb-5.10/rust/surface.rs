@@ -1007,9 +1007,8 @@ fn grant(g: Result<Grant, Errno>) -> c_int {
 /// `o` was initialised by `pevb_ram_init`; `m` is a file's `u64` membership (zero when opened); the glue
 /// holds the card's `ram_lock`, so nothing else uses them.
 unsafe fn owner<'a>(o: *mut PevbRamOwner, m: *mut u64) -> (&'a mut RamOwner, &'a mut Member) {
-    // SAFETY: caller's contract (the storage fits a `RamOwner`, asserted above); `Member` is a
-    // transparent `u64`, for which every value is valid.
-    unsafe { (&mut *o.cast::<RamOwner>(), &mut *m.cast::<Member>()) }
+    // SAFETY: caller's contract; `Member` is a transparent `u64`, for which every value is valid.
+    unsafe { (owner_only(o), &mut *m.cast::<Member>()) }
 }
 
 /// The ownership at `o`.
@@ -1017,7 +1016,7 @@ unsafe fn owner<'a>(o: *mut PevbRamOwner, m: *mut u64) -> (&'a mut RamOwner, &'a
 /// # Safety
 /// As for `owner`.
 unsafe fn owner_only<'a>(o: *mut PevbRamOwner) -> &'a mut RamOwner {
-    // SAFETY: caller's contract.
+    // SAFETY: caller's contract; the storage fits a `RamOwner` (asserted above).
     unsafe { &mut *o.cast::<RamOwner>() }
 }
 

@@ -9,6 +9,7 @@ use std::fs;
 use std::path::Path;
 
 use picoevb_abi as abi;
+use picoevb_logic::gate;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
@@ -457,16 +458,13 @@ fn h2c2h_size(ctx: &mut Ctx, len: usize) -> TestResult {
     unpin(&dev, hb)
 }
 
-/// The driver's pinning window (`kmod/logic/src/gate.rs`, `WINDOW`).
-const PIN_WINDOW: usize = 4 << 20;
-
 /// A round trip longer than the driver's pinning window, between a surface and host memory both ways: the
 /// second window starts 4 MiB into the surface (its segments and syncs from there), the host side is
 /// pinned a window at a time, and the tail is odd.
 fn h2c2h_across_windows(ctx: &mut Ctx) -> TestResult {
     let f = flavour(ctx.dev)?;
     let dev = open(ctx)?;
-    let size = PIN_WINDOW + (64 << 10);
+    let size = gate::WINDOW as usize + (64 << 10);
     let len = size - 100;
     let mut a = surface(f, size)?;
     let ha = pin(&dev, &a)?;

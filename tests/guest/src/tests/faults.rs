@@ -7,6 +7,7 @@ use super::{
 };
 use crate::buf::{GuardedBuf, compare};
 use crate::kstat;
+use picoevb_logic::gate;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -235,16 +236,16 @@ fn killed_request(ctx: &mut Ctx) -> TestResult {
     sanity(ctx)
 }
 
-/// The driver's pinning window (`kmod/logic/src/gate.rs`, `WINDOW`), in pages.
-const WINDOW_PAGES: i64 = (4 << 20) / 4096;
+/// The driver's pinning window (`gate::WINDOW`), in pages.
+const WINDOW_PAGES: i64 = (gate::WINDOW / 4096) as i64;
 /// A round trip eight windows long.
 const LONG_LEN: usize = 32 << 20;
 
 /// A long round trip holds at most a window of each side pinned at a time (issue 24, defect 10: one-off
 /// pins were unbounded, 256 MiB per side for the longest H2C2H). A 32 MiB H2C2H with the cache off runs in
 /// a child on a card slow enough (each 32 KiB run held 100 ms) that it lasts; the pinned-page count is
-/// sampled meanwhile, then the child is killed (it may: every wait is killable). Fails on a driver that pins the whole request first: 16384
-/// pages held against a bound of 2 windows (2048).
+/// sampled meanwhile, then the child is killed (it may: every wait is killable). Fails on a driver that
+/// pins the whole request first: 16384 pages held against a bound of 2 windows (2048).
 fn pins_a_window_at_a_time(ctx: &mut Ctx) -> TestResult {
     let dev = super::regcache::open_uncached(ctx)?;
     own_ram(&dev)?;
