@@ -316,7 +316,7 @@ int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out)
 	return pevb_user_frames(c->first, c->end, &out->f, &out->n);
 }
 
-void pevb_cuda_pin_frames_free(struct pevb_frames *f)
+void pevb_frames_free(struct pevb_frames *f)
 {
 	kvfree(f->f);
 }

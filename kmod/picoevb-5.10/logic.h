@@ -131,25 +131,9 @@
 #define PEVB_OP_RAM_OWNER 10
 
 /**
- * `pevb_policy_lookup`'s answers besides a hit's slot (`Lookup::Miss`, `Lookup::Bypass`).
- */
-#define PEVB_LOOKUP_MISS -1
-
-#define PEVB_LOOKUP_BYPASS -2
-
-/**
  * Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
  */
 #define PEVB_DESC_SIZE 32
-
-/**
- * Why the glue removes a slot (`pevb_policy_remove`'s `why`).
- */
-#define PEVB_EVICTED 0
-
-#define PEVB_INVALIDATED 1
-
-#define PEVB_FLUSHED 2
 
 /**
  * What `pevb_ram_begin`/`pevb_ram_claim` answer besides a negative errno.
@@ -167,6 +151,15 @@
  * The bookkeeping of one file's cache.
  */
 struct pevb_policy;
+
+/**
+ * A host range as C passes it (`cache_policy::Range`; `mm` is an identity, never dereferenced).
+ */
+struct pevb_range {
+        uint64_t mm;
+        uint64_t addr;
+        uint64_t len;
+};
 
 /**
  * One bus-contiguous range. `repr(C)`: the 5.10 module's C glue hands arrays of them to this logic.
@@ -294,20 +287,6 @@ struct pevb_chain {
 };
 
 /**
- * A host range as C passes it (`cache_policy::Range`; `mm` is an identity, never dereferenced).
- */
-struct pevb_range {
-        uint64_t mm;
-        uint64_t addr;
-        uint64_t len;
-};
-
-/**
- * Told each slot the policy removed (`Policy::control`, `Policy::flush`): the glue drops that slot's pin.
- */
-typedef void (*pevb_dropped_fn)(void *ctx, uint32_t slot);
-
-/**
  * The card RAM's ownership as C stores it (`struct pevb_ram_owner`): a `ram_owner::RamOwner` in words C
  * never reads.
  */
@@ -426,6 +405,62 @@ extern const uint32_t PEVB_RUN_STATE_SIZE;
 extern const struct pevb_layout PEVB_LAYOUT;
 
 extern const struct pevb_regs PEVB_REGS;
+
+/**
+ * Pins the request range of `call` (regcache.c's `pevb_cache_get`): a use of a cached buffer or a pin
+ * for this request only, in the call; 0 or a negative errno.
+ *
+ * # Safety
+ * `call` is a live `struct pevb_cache_call` whose cache and card are live, and whose caller holds no
+ * table lock and not the card's pin lock; `r` is the request's range in the caller's address space.
+ */
+int pevb_cache_pin(void *call, const struct pevb_range *r);
+
+/**
+ * The work item's sweep of cache `c`: drops its buffers whose memory changed.
+ *
+ * # Safety
+ * As for `locked`.
+ */
+void pevb_cache_sweep(void *c);
+
+/**
+ * PIN_CUDA of pages `*r`, frames `frames[..n]` (sorted): drops cache `c`'s buffers on them.
+ *
+ * # Safety
+ * As for `locked`; `r` is readable, `frames` readable for `n` values.
+ */
+void pevb_cache_evict(void *c, const struct pevb_range *r, const uint64_t *frames, size_t n);
+
+/**
+ * Whether a buffer of cache `c` holds any of pages `frames[..n]`, not counting, when `own`, the buffers
+ * `*replacing` takes the place of.
+ *
+ * # Safety
+ * As for `pevb_cache_evict`.
+ */
+bool pevb_cache_holds(void *c,
+                      const uint64_t *frames,
+                      size_t n,
+                      bool own,
+                      const struct pevb_range *replacing);
+
+/**
+ * REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): does the operation
+ * and writes the cache's state back into `buf`. 0 or a negative errno (nothing done).
+ *
+ * # Safety
+ * As for `locked`; `buf` is valid for reading and writing `len` bytes.
+ */
+int pevb_cache_control(void *c, void *buf, size_t len);
+
+/**
+ * Close or card removal: drops every buffer of cache `c`, which caches nothing more.
+ *
+ * # Safety
+ * As for `locked`.
+ */
+void pevb_cache_shut(void *c);
 
 /**
  * Starts a chain of up to `len` bytes of `segs` (from byte `host_off`) to or from FPGA RAM at `fpga` on
@@ -681,96 +716,6 @@ bool pevb_ids_ok(uint16_t vendor, uint16_t device, uint16_t subvendor, uint16_t 
  * policy owns nothing: C frees the bytes without a destructor.
  */
 void pevb_policy_init(struct pevb_policy *p, uint64_t page);
-
-/**
- * `Policy::lookup`: a hit's slot (and `*offset` into it), `PEVB_LOOKUP_MISS` or `PEVB_LOOKUP_BYPASS`.
- *
- * # Safety
- * As for `policy`; `r` is valid for reading, `offset` for writing.
- */
-int pevb_policy_lookup(struct pevb_policy *p, const struct pevb_range *r, uint64_t *offset);
-
-/**
- * `Policy::hit`.
- *
- * # Safety
- * As for `policy`.
- */
-void pevb_policy_hit(struct pevb_policy *p, uint32_t slot);
-
-/**
- * `Policy::merged` (what to pin on a miss of `r`) into `out`, then `Policy::admit`: whether to cache it.
- *
- * # Safety
- * As for `policy`; `r` is valid for reading, `out` for writing.
- */
-bool pevb_policy_miss(struct pevb_policy *p, const struct pevb_range *r, struct pevb_range *out);
-
-/**
- * `Policy::make_room`: the next slot to evict before `r` goes in, or -1.
- *
- * # Safety
- * As for `pevb_policy_lookup`.
- */
-int pevb_policy_make_room(struct pevb_policy *p, const struct pevb_range *r);
-
-/**
- * `Policy::insert`: the new buffer's slot, or -1 (then its pin serves this request only).
- *
- * # Safety
- * As for `pevb_policy_lookup`.
- */
-int pevb_policy_insert(struct pevb_policy *p, const struct pevb_range *r);
-
-/**
- * `Policy::remove`; `why`: `PEVB_EVICTED`, `PEVB_INVALIDATED` or `PEVB_FLUSHED`.
- *
- * # Safety
- * As for `policy`.
- */
-void pevb_policy_remove(struct pevb_policy *p, uint32_t slot, uint32_t why);
-
-/**
- * `Policy::note_uncached`.
- *
- * # Safety
- * As for `policy`.
- */
-void pevb_policy_note_uncached(struct pevb_policy *p);
-
-/**
- * `Policy::sharing`: a slot whose buffer shares a page with `r` (PIN_CUDA evicts it), or -1.
- *
- * # Safety
- * As for `pevb_policy_lookup`.
- */
-int pevb_policy_sharing(struct pevb_policy *p, const struct pevb_range *r);
-
-/**
- * `Policy::slot_shares_page`.
- *
- * # Safety
- * As for `pevb_policy_lookup`.
- */
-bool pevb_policy_slot_shares_page(struct pevb_policy *p, uint32_t slot, const struct pevb_range *r);
-
-/**
- * REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): `Policy::control`,
- * calling `dropped(ctx, slot)` for each slot it removes, then writes the answer back into `buf`. 0 or a
- * negative errno (nothing done).
- *
- * # Safety
- * As for `policy`; `buf` is valid for reading and writing `len` bytes; `dropped` may be called with `ctx`.
- */
-int pevb_policy_control(struct pevb_policy *p, void *buf, size_t len, pevb_dropped_fn dropped, void *ctx);
-
-/**
- * Close or card removal: `Policy::flush`, calling `dropped(ctx, slot)` for each slot it removes.
- *
- * # Safety
- * As for `policy`; `dropped` may be called with `ctx`.
- */
-void pevb_policy_flush(struct pevb_policy *p, pevb_dropped_fn dropped, void *ctx);
 
 /**
  * Buffers cached now (the debugfs state file).

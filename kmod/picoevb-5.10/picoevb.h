@@ -164,7 +164,6 @@ int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out);
 void pevb_cache_release(struct pevb_card *card, struct pevb_cache *c);
 int pevb_cache_get(struct pevb_cache *c, struct pevb_card *card, u64 addr, u64 len, bool to_device,
 		   struct pevb_cuse **cuse, struct pevb_pin **pin);
-int pevb_cache_control(struct pevb_cache *c, void *buf, size_t size);
 const struct pevb_seg *pevb_cuse_segments(struct pevb_cuse *u, size_t *n);
 void pevb_cuse_end(struct pevb_cuse *u);
 void pevb_cuse_park(struct list_head *q, struct pevb_cuse *u);

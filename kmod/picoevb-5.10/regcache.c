@@ -2,8 +2,10 @@
 /*
  * The registration cache of one open file ("lazy unpinning"), as kmod/picoevb/regcache.rs and helpers.c's
  * cached pins: host buffers stay pinned and DMA-mapped between requests. What hits, what merges, what is
- * evicted, the limits and the counters are cache_policy.rs's (pevb_policy_*); this file holds the pins in a
- * table with the policy's slot numbers and does what its answers say.
+ * evicted, the limits and the counters are cache_policy.rs's; what the cache does with its pins (a hit, a
+ * miss, an eviction, a sweep, close) is cache_table.rs's, run by rust/cache_glue.rs (pevb_cache_*) over the
+ * services below (pevb_ct_*, pevb_cpin_*, pevb_cache_call_*). This file holds the pins in a table with the
+ * policy's slot numbers, their lifetimes and the card's list of caches.
  *
  * A cached pin is pinned FOLL_LONGTERM and writable, mapped bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each
  * request syncs exactly its bytes), charged to RLIMIT_MEMLOCK, and watched by an mmu interval notifier
@@ -88,6 +90,46 @@ struct pevb_cuse {
 static struct pevb_policy *policy(struct pevb_cache *c)
 {
 	return (struct pevb_policy *)c->policy;
+}
+
+/* ---- the table, for cache_table.rs (under c->lock but for lock and unlock) ---- */
+
+void pevb_ct_lock(struct pevb_cache *c)
+{
+	mutex_lock(&c->lock);
+}
+
+void pevb_ct_unlock(struct pevb_cache *c)
+{
+	mutex_unlock(&c->lock);
+}
+
+struct pevb_policy *pevb_ct_policy(struct pevb_cache *c)
+{
+	return policy(c);
+}
+
+bool pevb_ct_closed(struct pevb_cache *c)
+{
+	return c->closed;
+}
+
+void pevb_ct_close(struct pevb_cache *c)
+{
+	c->closed = true;
+}
+
+/* The pin in @slot (the table's reference, not a new one), or NULL. */
+struct pevb_cpin *pevb_ct_slot(struct pevb_cache *c, u32 slot)
+{
+	return slot < PEVB_CACHE_SLOTS ? c->pins[slot] : NULL;
+}
+
+/* Puts @p (a reference the caller hands over, or NULL) in @slot; the old one is the caller's. */
+void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cpin *p)
+{
+	if (!WARN_ON_ONCE(slot >= PEVB_CACHE_SLOTS))
+		c->pins[slot] = p;
 }
 
 /* ---- one cached pin ---- */
@@ -202,9 +244,27 @@ static const struct mmu_interval_notifier_ops cpin_ops = {
 };
 
 /* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */
-static bool cpin_stale(struct pevb_cpin *p)
+bool pevb_cpin_stale(struct pevb_cpin *p)
 {
 	return mmu_interval_check_retry(&p->mn, p->seq);
+}
+
+void pevb_cpin_get(struct pevb_cpin *p)
+{
+	kref_get(&p->ref);
+}
+
+/* The last put hands the pin to its cache's work item: never released on the caller's thread. */
+void pevb_cpin_put(struct pevb_cpin *p)
+{
+	cpin_put(p);
+}
+
+/* The pages @p pinned, sorted; fixed while it lives. */
+const u64 *pevb_cpin_frames(struct pevb_cpin *p, size_t *n)
+{
+	*n = p->nframes;
+	return p->frames;
 }
 
 /*
@@ -350,64 +410,14 @@ void pevb_cuse_release_all(struct list_head *q)
 	}
 }
 
-/* ---- the table ---- */
-
-/* Forgets slot @slot and drops the table's hold on its pin. Under c->lock. */
-static void table_remove(struct pevb_cache *c, int slot, u32 why)
-{
-	struct pevb_cpin *p = c->pins[slot];
-
-	pevb_policy_remove(policy(c), slot, why);
-	c->pins[slot] = NULL;
-	if (p)
-		cpin_put(p);
-}
-
-/* The policy removed @slot (pevb_policy_control, pevb_policy_flush): drops the table's hold on its pin. */
-static void dropped(void *ctx, u32 slot)
-{
-	struct pevb_cache *c = ctx;
-	struct pevb_cpin *p = c->pins[slot];
-
-	c->pins[slot] = NULL;
-	if (p)
-		cpin_put(p);
-}
-
 /* The work item: releases what was handed over, drops the stale buffers, releases what that dropped. */
 static void cache_work(struct work_struct *work)
 {
 	struct pevb_cache *c = container_of(work, struct pevb_cache, work);
-	int slot;
 
 	release_dead(c);
-	mutex_lock(&c->lock);
-	for (slot = 0; slot < PEVB_CACHE_SLOTS; slot++)
-		if (c->pins[slot] && cpin_stale(c->pins[slot]))
-			table_remove(c, slot, PEVB_INVALIDATED);
-	mutex_unlock(&c->lock);
+	pevb_cache_sweep(c);
 	release_dead(c);
-}
-
-/*
- * Whether a buffer cached in @c holds any of @frames, not counting (if @c is @own, the cache asking) the
- * buffers that @replacing takes the place of. Under card->cachelock.
- */
-static bool holds_frames(struct pevb_cache *c, const u64 *frames, size_t n, struct pevb_cache *own,
-			 const struct pevb_range *replacing)
-{
-	bool hit = false;
-	int slot;
-
-	mutex_lock(&c->lock);
-	for (slot = 0; slot < PEVB_CACHE_SLOTS && !hit; slot++) {
-		struct pevb_cpin *p = c->pins[slot];
-
-		hit = p && !(c == own && pevb_policy_slot_shares_page(policy(c), slot, replacing)) &&
-		      pevb_share_page_frames(p->frames, p->nframes, frames, n);
-	}
-	mutex_unlock(&c->lock);
-	return hit;
 }
 
 /*
@@ -425,7 +435,7 @@ static bool frames_in_use(struct pevb_card *card, const u64 *frames, size_t n, s
 	hit = false;
 	mutex_lock(&card->cachelock);
 	list_for_each_entry(c, &card->caches, card_link) {
-		hit = holds_frames(c, frames, n, own, replacing);
+		hit = pevb_cache_holds(c, frames, n, c == own, replacing);
 		if (hit)
 			break;
 	}
@@ -433,100 +443,72 @@ static bool frames_in_use(struct pevb_card *card, const u64 *frames, size_t n, s
 	return hit;
 }
 
-/*
- * The cached way of pevb_cache_get (regcache.rs's cached): 0 with *out a use, or 0 with *out NULL (pin
- * for once only), or a negative errno.
- */
-static int cached(struct pevb_cache *c, struct pevb_card *card, const struct pevb_range *r, bool to_device,
-		  struct pevb_cuse **out)
+/* ---- one request's pin, for cache_table.rs's get ---- */
+
+/* One request's pin of [r.addr, r.addr + r.len) on @card through cache @c. */
+struct pevb_cache_call {
+	struct pevb_cache *c;
+	struct pevb_card *card;
+	u64 addr, len;
+	bool to_device;
+	struct pevb_cuse *cuse;		/* out: a use of a cached buffer, or */
+	struct pevb_pin *pin;		/* out: a pin for this request only */
+};
+
+struct pevb_cache *pevb_cache_call_cache(struct pevb_cache_call *k)
 {
-	u64 first, end, offset, *frames;
-	struct pevb_range want;
+	return k->c;
+}
+
+/* The lock PIN_CUDA takes to evict cached buffers and map a surface. */
+void pevb_cache_call_pin_lock(struct pevb_cache_call *k)
+{
+	mutex_lock(&k->card->pinlock);
+}
+
+void pevb_cache_call_pin_unlock(struct pevb_cache_call *k)
+{
+	mutex_unlock(&k->card->pinlock);
+}
+
+bool pevb_cache_call_overlaps(struct pevb_cache_call *k, u64 mm, u64 first, u64 end)
+{
+	return pevb_card_overlaps(k->card, mm, first, end, NULL, 0);
+}
+
+int pevb_cache_call_frames(u64 first, u64 end, struct pevb_frames *out)
+{
+	return pevb_user_frames(first, end, &out->f, &out->n);
+}
+
+bool pevb_cache_call_in_use(struct pevb_cache_call *k, const u64 *frames, size_t n,
+			    const struct pevb_range *replacing)
+{
+	return frames_in_use(k->card, frames, n, k->c, replacing);
+}
+
+/*
+ * A new cached pin of @want, or NULL where it cannot be cached: read-only memory the device only reads,
+ * memory that kept changing, a shared file mapping that needs writeback (pin.c's pevb_long_pin_allowed
+ * refuses it: 5.10's FOLL_LONGTERM does not), over RLIMIT_MEMLOCK. The one-off pin then serves the
+ * request, or gives its real error (a bad address).
+ */
+struct pevb_cpin *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pevb_range *want)
+{
 	struct pevb_cpin *p;
-	bool shared;
-	size_t n;
-	int slot;
 
-	*out = NULL;
-	mutex_lock(&c->lock);
-	for (;;) {
-		if (c->closed)
-			goto bypass;
-		slot = pevb_policy_lookup(policy(c), r, &offset);
-		if (slot == PEVB_LOOKUP_BYPASS)
-			goto bypass;
-		if (slot >= 0) {
-			p = c->pins[slot];
-			if (p && !cpin_stale(p)) {
-				pevb_policy_hit(policy(c), slot);
-				kref_get(&p->ref);
-				mutex_unlock(&c->lock);
-				return use_new(p, offset, r->len, to_device, out);
-			}
-			table_remove(c, slot, PEVB_INVALIDATED);
-			continue;
-		}
-		/* A buffer is cached only on its second use: the first is the uncached path, no eviction. */
-		if (!pevb_policy_miss(policy(c), r, &want))
-			goto bypass;
-		break;
-	}
-	mutex_unlock(&c->lock);
+	return cpin_new(&k->card->pdev->dev, want, k->c, &p) ? NULL : p;
+}
 
-	/*
-	 * Memory pinned as a GPU surface keeps that one mapping: the DMA API does not support a second,
-	 * long-lived one. Checked, pinned and cached under the lock PIN_CUDA takes to evict cached buffers.
-	 */
-	mutex_lock(&card->pinlock);
-	first = want.addr & PAGE_MASK;
-	end = PAGE_ALIGN(want.addr + want.len);
-	if (pevb_card_overlaps(card, want.mm, first, end, NULL, 0))
-		goto unlock_pins;
-	/*
-	 * One long-lived mapping per page and card, whatever address or file maps the page: pages a surface
-	 * or another cached buffer holds (an alias) are pinned for the request only. Looked up before pinning,
-	 * so such a request never makes a long-lived pin it cannot keep.
-	 */
-	if (pevb_user_frames(first, end, &frames, &n) || !n)
-		goto unlock_pins;
-	if (frames_in_use(card, frames, n, c, &want))
-		goto free_frames;
-	/*
-	 * Not cacheable: read-only memory the device only reads, memory that kept changing, a shared file
-	 * mapping that needs writeback (pin.c's pevb_long_pin_allowed refuses it: 5.10's FOLL_LONGTERM does not),
-	 * over RLIMIT_MEMLOCK. The one-off pin then serves
-	 * it, or gives the request's real error (a bad address).
-	 */
-	if (cpin_new(&card->pdev->dev, &want, c, &p))
-		goto free_frames;
-	/* Remapped meanwhile: the pages pinned serve the request only if they are held elsewhere. */
-	shared = (p->nframes != n || memcmp(p->frames, frames, n * sizeof(*frames))) &&
-		 frames_in_use(card, p->frames, p->nframes, c, &want);
-	kvfree(frames);
-	mutex_lock(&c->lock);
-	if (shared) {
-		pevb_policy_note_uncached(policy(c));
-	} else if (!c->closed) {
-		while ((slot = pevb_policy_make_room(policy(c), &want)) >= 0)
-			table_remove(c, slot, PEVB_EVICTED);
-		slot = pevb_policy_insert(policy(c), &want);
-		if (slot >= 0) {
-			kref_get(&p->ref);
-			c->pins[slot] = p;
-		}
-	}
-	mutex_unlock(&c->lock);
-	mutex_unlock(&card->pinlock);
-	return use_new(p, r->addr - want.addr, r->len, to_device, out);
+int pevb_cache_call_once(struct pevb_cache_call *k)
+{
+	return pevb_pin_user(&k->card->pdev->dev, k->addr, k->len, k->to_device, &k->pin);
+}
 
-free_frames:
-	kvfree(frames);
-unlock_pins:
-	mutex_unlock(&card->pinlock);
-	return 0;
-bypass:
-	mutex_unlock(&c->lock);
-	return 0;
+/* Takes over the reference to @p, also on failure. */
+int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cpin *p, u64 offset)
+{
+	return use_new(p, offset, k->len, k->to_device, &k->cuse);
 }
 
 /*
@@ -538,20 +520,12 @@ int pevb_cache_get(struct pevb_cache *c, struct pevb_card *card, u64 addr, u64 l
 		   struct pevb_cuse **cuse, struct pevb_pin **pin)
 {
 	struct pevb_range r = { .mm = (unsigned long)current->mm, .addr = addr, .len = len };
-	int ret;
+	struct pevb_cache_call k = { .c = c, .card = card, .addr = addr, .len = len, .to_device = to_device };
+	int ret = pevb_cache_pin(&k, &r);
 
-	*cuse = NULL;
-	*pin = NULL;
-	ret = cached(c, card, &r, to_device, cuse);
-	if (ret || *cuse)
-		return ret;
-	ret = pevb_pin_user(&card->pdev->dev, addr, len, to_device, pin);
-	if (ret)
-		return ret;
-	mutex_lock(&c->lock);
-	pevb_policy_note_uncached(policy(c));
-	mutex_unlock(&c->lock);
-	return 0;
+	*cuse = k.cuse;
+	*pin = k.pin;
+	return ret;
 }
 
 /* ---- the file's cache, the card's list ---- */
@@ -586,10 +560,7 @@ int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out)
  */
 static void cache_close(struct pevb_cache *c)
 {
-	mutex_lock(&c->lock);
-	c->closed = true;
-	pevb_policy_flush(policy(c), dropped, c);
-	mutex_unlock(&c->lock);
+	pevb_cache_shut(c);
 	release_dead(c);
 	flush_work(&c->work);
 }
@@ -641,20 +612,10 @@ void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first,
 	struct pevb_range r = { .mm = mm, .addr = first, .len = end - first };
 	struct pevb_cache *c, *next;
 	LIST_HEAD(caches);
-	int slot;
 
 	mutex_lock(&card->cachelock);
 	list_for_each_entry(c, &card->caches, card_link) {
-		mutex_lock(&c->lock);
-		while ((slot = pevb_policy_sharing(policy(c), &r)) >= 0)
-			table_remove(c, slot, PEVB_EVICTED);
-		for (slot = 0; slot < PEVB_CACHE_SLOTS; slot++) {
-			struct pevb_cpin *p = c->pins[slot];
-
-			if (p && pevb_share_page_frames(p->frames, p->nframes, frames, n))
-				table_remove(c, slot, PEVB_EVICTED);
-		}
-		mutex_unlock(&c->lock);
+		pevb_cache_evict(c, &r, frames, n);
 		kref_get(&c->ref);
 		list_add_tail(&c->evict_link, &caches);	/* evict_link: ours, under pinlock */
 	}
@@ -666,20 +627,6 @@ void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first,
 		list_del(&c->evict_link);
 		cache_put(c);
 	}
-}
-
-/*
- * REG_CACHE on the bytes the glue copied in (checked by pevb_ioctl_check): does the operation, writes the
- * cache's state back into @buf.
- */
-int pevb_cache_control(struct pevb_cache *c, void *buf, size_t size)
-{
-	int ret;
-
-	mutex_lock(&c->lock);
-	ret = pevb_policy_control(policy(c), buf, size, dropped, c);
-	mutex_unlock(&c->lock);
-	return ret;
 }
 
 /* debugfs state: "caches N cached_buffers M", as 6.18's. */

@@ -37,7 +37,7 @@ struct pevb_surface;
 void pevb_cuda_pin_lock(struct pevb_cuda_pin_call *c);
 void pevb_cuda_pin_unlock(struct pevb_cuda_pin_call *c);
 int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out);
-void pevb_cuda_pin_frames_free(struct pevb_frames *f);
+void pevb_frames_free(struct pevb_frames *f);
 bool pevb_cuda_pin_overlaps(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
 void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames *f);
 void pevb_cuda_pin_wait_freed(struct pevb_surface *dying);
@@ -46,6 +46,36 @@ int pevb_cuda_pin_pin(struct pevb_cuda_pin_call *c, struct pevb_frames *f, struc
 bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
 void pevb_cuda_pin_unpin(struct pevb_surface *s);
 int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
+
+/*
+ * The registration cache's services (regcache.c), for rust/cache_glue.rs (pevb_cache_* run
+ * kmod/logic/src/cache_table.rs over them): cache @c's table (pevb_ct_*: under c->lock but for lock and
+ * unlock), its pins (pevb_cpin_*), and the struct pevb_cache_call @k of one request's pin.
+ */
+struct pevb_cache;
+struct pevb_cpin;
+struct pevb_cache_call;
+void pevb_ct_lock(struct pevb_cache *c);
+void pevb_ct_unlock(struct pevb_cache *c);
+struct pevb_policy *pevb_ct_policy(struct pevb_cache *c);
+bool pevb_ct_closed(struct pevb_cache *c);
+void pevb_ct_close(struct pevb_cache *c);
+struct pevb_cpin *pevb_ct_slot(struct pevb_cache *c, u32 slot);
+void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cpin *p);
+bool pevb_cpin_stale(struct pevb_cpin *p);
+void pevb_cpin_get(struct pevb_cpin *p);
+void pevb_cpin_put(struct pevb_cpin *p);
+const u64 *pevb_cpin_frames(struct pevb_cpin *p, size_t *n);
+struct pevb_cache *pevb_cache_call_cache(struct pevb_cache_call *k);
+void pevb_cache_call_pin_lock(struct pevb_cache_call *k);
+void pevb_cache_call_pin_unlock(struct pevb_cache_call *k);
+bool pevb_cache_call_overlaps(struct pevb_cache_call *k, u64 mm, u64 first, u64 end);
+int pevb_cache_call_frames(u64 first, u64 end, struct pevb_frames *out);
+bool pevb_cache_call_in_use(struct pevb_cache_call *k, const u64 *frames, size_t n,
+			    const struct pevb_range *replacing);
+struct pevb_cpin *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pevb_range *want);
+int pevb_cache_call_once(struct pevb_cache_call *k);
+int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cpin *p, u64 offset);
 
 /* The Rust panic handler's way out (main.c). */
 void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);

@@ -36,6 +36,9 @@ mod admission;
 #[path = "../logic/src/cache_policy.rs"]
 mod cache_policy;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/cache_table.rs"]
+mod cache_table;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/chain.rs"]
 mod chain;
 #[allow(dead_code, unreachable_pub)]

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The registration cache of one open file ("lazy unpinning"): host buffers stay pinned and DMA-mapped
-//! between requests. What hits and what is evicted is `cache_policy`'s business; this file holds the pins.
+//! between requests. What hits and what is evicted is `cache_policy`'s business, and what the cache does
+//! with its pins (a hit, a miss, an eviction, a sweep, close) is `cache_table`'s, shared with the 5.10
+//! module; this file holds the pins and gives `cache_table` its kernel services.
 //!
 //! A cached buffer is pinned writable, mapped bidirectionally and watched by an mmu interval notifier
 //! (`helpers.c`). When its memory changes the notifier marks it stale and queues `sweep`, which drops it;
@@ -12,7 +14,8 @@
 //! takes no lock of ours.
 
 use crate::abi;
-use crate::cache_policy::{share_page_frames, Lookup, Op, Policy, Range, Removal, CAPACITY};
+use crate::cache_policy::{share_page_frames, Op, Policy, Range, CAPACITY};
+use crate::cache_table::{self, Held, Services};
 use crate::ffi;
 use crate::pin::{pin_segments, user_frames, Frames, UserPin};
 use crate::segments::{self, Segment};
@@ -177,15 +180,73 @@ struct Table {
     closed: bool,
 }
 
-impl Table {
-    fn remove(&mut self, slot: usize, why: Removal) {
-        self.policy.remove(slot, why);
+impl cache_table::Table for Table {
+    type Pin = Arc<CachedPin>;
+    fn policy(&mut self) -> &mut Policy {
+        &mut self.policy
+    }
+    fn closed(&self) -> bool {
+        self.closed
+    }
+    fn close(&mut self) {
+        self.closed = true;
+    }
+    fn fresh(&self, slot: usize) -> Option<Arc<CachedPin>> {
+        self.pins[slot].clone().filter(|p| !p.stale())
+    }
+    fn stale(&self, slot: usize) -> bool {
+        self.pins[slot].as_ref().is_some_and(|p| p.stale())
+    }
+    fn holds_frames(&self, slot: usize, frames: &[u64]) -> bool {
+        self.pins[slot]
+            .as_ref()
+            .is_some_and(|p| share_page_frames(&p.frames, frames))
+    }
+    fn keep(&mut self, slot: usize, pin: &Arc<CachedPin>) {
+        self.pins[slot] = Some(pin.clone());
+    }
+    /// The pin's last holder hands it to the cache's work item (`CachedPin::drop`): never released here.
+    fn drop_pin(&mut self, slot: usize) {
         self.pins[slot] = None;
     }
+}
 
-    fn clear(&mut self) {
-        let Table { policy, pins, .. } = self;
-        policy.flush(|slot| pins[slot] = None);
+/// One request's view of its file's cache and card: the services `cache_table` runs over.
+struct OnCard<'a> {
+    cache: &'a Arc<RegCache>,
+    book: &'a dyn PinBook,
+    dev: &'a Device,
+}
+
+impl Services for OnCard<'_> {
+    type Pin = Arc<CachedPin>;
+    type Table = Table;
+    type Frames = Frames;
+    fn with_table<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
+        f(&mut self.cache.table.lock())
+    }
+    fn with_pin_lock<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _pins = self.book.lock_pins();
+        f()
+    }
+    fn overlaps_surface(&self, mm: usize, first: u64, end: u64) -> bool {
+        self.book.overlaps(mm, first, end)
+    }
+    fn frames(&self, first: u64, end: u64) -> Option<Frames> {
+        user_frames(first, end).ok()
+    }
+    fn frames_in_use(&self, frames: &[u64], replacing: Range) -> bool {
+        self.book.frames_in_use(frames, self.cache, replacing)
+    }
+    fn pin(&self, want: Range) -> Option<Arc<CachedPin>> {
+        let work = self.cache.work.load(Ordering::Acquire);
+        if work.is_null() {
+            return None;
+        }
+        CachedPin::new(self.dev, want.addr, want.len, self.cache, work).ok()
+    }
+    fn pin_frames<'a>(&self, pin: &'a Arc<CachedPin>) -> &'a [u64] {
+        &pin.frames
     }
 }
 
@@ -205,12 +266,7 @@ unsafe extern "C" fn sweep(data: *mut c_void) {
     // drop frees the work item, waiting for this call, before the table's box is freed (fields drop after
     // `PinnedDrop::drop`); the table is only ever borrowed shared, so this borrow aliases no `&mut`.
     let table = unsafe { &*data.cast::<Mutex<Table>>() };
-    let mut t = table.lock();
-    for slot in 0..CAPACITY {
-        if t.pins[slot].as_ref().is_some_and(|p| p.stale()) {
-            t.remove(slot, Removal::Invalidated);
-        }
-    }
+    cache_table::sweep(&mut *table.lock());
 }
 
 /// Whether this kernel can cache pins (it has mmu notifiers).
@@ -225,7 +281,8 @@ impl RegCache {
             new_mutex!(Table {
                 policy: Policy::new(PAGE_SIZE as u64),
                 pins: [const { None }; CAPACITY],
-                closed: false,
+                // A kernel without mmu notifiers caches nothing.
+                closed: !supported(),
             }),
             GFP_KERNEL,
         )?;
@@ -267,100 +324,17 @@ impl RegCache {
             addr,
             len,
         };
-        let work = this.work.load(Ordering::Acquire);
-        if !work.is_null() {
-            if let Some(u) = this.cached(this, book, dev, r, to_device, work)? {
-                return Ok(HostPin::Cached(u));
-            }
-        }
-        let once = UserPin::new(dev, addr, len, to_device)?;
-        this.table.lock().policy.note_uncached();
-        Ok(HostPin::Once(once))
-    }
-
-    /// The cached way of `get`; `None`: pin for once only.
-    fn cached(
-        &self,
-        this: &Arc<Self>,
-        book: &dyn PinBook,
-        dev: &Device,
-        r: Range,
-        to_device: bool,
-        work: *mut ffi::PevbWork,
-    ) -> Result<Option<CacheUse>> {
-        let want = {
-            let mut t = self.table.lock();
-            loop {
-                if t.closed {
-                    return Ok(None);
-                }
-                match t.policy.lookup(r) {
-                    Lookup::Hit { slot, offset } => match t.pins[slot].clone() {
-                        Some(p) if !p.stale() => {
-                            t.policy.hit(slot);
-                            drop(t);
-                            return CacheUse::new(p, offset, r.len, to_device).map(Some);
-                        }
-                        _ => t.remove(slot, Removal::Invalidated),
-                    },
-                    Lookup::Miss => {
-                        let want = t.policy.merged(r);
-                        // A buffer is cached only on its second use (`cache_policy`): the first
-                        // is the uncached path, with no registration and no eviction.
-                        if !t.policy.admit(r) {
-                            return Ok(None);
-                        }
-                        break want;
-                    }
-                    Lookup::Bypass => return Ok(None),
-                }
-            }
+        let on = OnCard {
+            cache: this,
+            book,
+            dev,
         };
-        // Memory pinned as a GPU surface keeps that one mapping: the DMA API does not support a second,
-        // long-lived one. Checked, pinned and cached under the lock PIN_CUDA takes to evict cached buffers.
-        let _pins = book.lock_pins();
-        let page = PAGE_SIZE as u64;
-        let end = (want.addr + want.len).div_ceil(page) * page;
-        let first = want.addr & !(page - 1);
-        if book.overlaps(want.mm, first, end) {
-            return Ok(None);
-        }
-        // One long-lived mapping per page and card, whatever address or file maps the page: pages a
-        // surface or another cached buffer holds (an alias of the memory) are pinned for the request only.
-        // Looked up before pinning, so such a request never makes a long-lived pin it cannot keep.
-        // Memory that is not all writable struct pages (no frames: read-only, a device's BAR) cannot be a
-        // long-lived writable pin: not tried, as on 5.10.
-        let Ok(frames) = user_frames(first, end) else {
-            return Ok(None);
-        };
-        if frames.is_empty() {
-            return Ok(None);
-        }
-        if book.frames_in_use(&frames, self, want) {
-            return Ok(None);
-        }
-        // Not cacheable: read-only memory the device only reads, memory that kept changing, a file mapping
-        // that needs writeback (FOLL_LONGTERM refuses it). The one-off pin then serves it, or gives the
-        // request's real error (a bad address).
-        let Ok(pin) = CachedPin::new(dev, want.addr, want.len, this, work) else {
-            return Ok(None);
-        };
-        // The pages pinned are not those looked up when the memory was remapped meanwhile: then this pin
-        // serves the request only if its pages are held elsewhere.
-        let shared = *pin.frames != *frames && book.frames_in_use(&pin.frames, self, want);
-        let mut t = self.table.lock();
-        if shared {
-            t.policy.note_uncached();
-        } else if !t.closed {
-            while let Some(v) = t.policy.make_room(want) {
-                t.remove(v, Removal::Evicted);
+        match cache_table::get(&on, r, || UserPin::new(dev, addr, len, to_device))? {
+            Held::Cached { pin, offset } => {
+                CacheUse::new(pin, offset, len, to_device).map(HostPin::Cached)
             }
-            if let Some(slot) = t.policy.insert(want) {
-                t.pins[slot] = Some(pin.clone());
-            }
+            Held::Once(p) => Ok(HostPin::Once(p)),
         }
-        drop(t);
-        CacheUse::new(pin, r.addr - want.addr, r.len, to_device).map(Some)
     }
 
     /// PIN_CUDA of `[first, end)` in address space `mm`, pages `frames` (under the card's pin lock): drops
@@ -372,18 +346,7 @@ impl RegCache {
             addr: first,
             len: end - first,
         };
-        let mut t = self.table.lock();
-        while let Some(slot) = t.policy.sharing(r) {
-            t.remove(slot, Removal::Evicted);
-        }
-        for slot in 0..CAPACITY {
-            if t.pins[slot]
-                .as_ref()
-                .is_some_and(|p| share_page_frames(&p.frames, frames))
-            {
-                t.remove(slot, Removal::Evicted);
-            }
-        }
+        cache_table::evict(&mut *self.table.lock(), r, frames);
     }
 
     /// Waits until no buffer this cache dropped, now or earlier (an eviction, FLUSH, SET_LIMITS, a sweep,
@@ -409,30 +372,18 @@ impl RegCache {
     /// asking) the buffers that `replacing` takes the place of.
     pub(crate) fn holds_frames(&self, frames: &[u64], own: &RegCache, replacing: Range) -> bool {
         let mine = core::ptr::eq(self, own);
-        let t = self.table.lock();
-        (0..CAPACITY).any(|slot| {
-            t.pins[slot].as_ref().is_some_and(|p| {
-                !(mine && t.policy.slot_shares_page(slot, replacing))
-                    && share_page_frames(&p.frames, frames)
-            })
-        })
+        cache_table::holds_frames(&mut *self.table.lock(), frames, mine, replacing)
     }
 
     /// IOC_REG_CACHE: does `op`, returns the cache's state.
     pub(crate) fn control(&self, op: Op) -> abi::RegCache {
-        let mut t = self.table.lock();
-        let Table { policy, pins, .. } = &mut *t;
-        policy.control(op, |slot| pins[slot] = None)
+        cache_table::control(&mut *self.table.lock(), op)
     }
 
     /// Close or card removal: drops (unmaps and, unless a request still holds it, unpins) every buffer and
     /// caches nothing more.
     pub(crate) fn close(&self) {
-        {
-            let mut t = self.table.lock();
-            t.closed = true;
-            t.clear();
-        }
+        cache_table::close(&mut *self.table.lock());
         // Release (close) and unbind call this, never a request: the dropped buffers are unmapped by the
         // time it returns, so nothing stays mapped past unbind.
         // SAFETY: `work` is null or our live work item (freed only by the cache's drop).

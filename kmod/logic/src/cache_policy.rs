@@ -391,6 +391,11 @@ impl Policy {
             .filter_map(|(i, s)| s.map(|_| i))
     }
 
+    /// The kernel's page size it was made for.
+    pub fn page(&self) -> u64 {
+        self.page
+    }
+
     /// Buffers cached now.
     pub fn entries(&self) -> u32 {
         self.entries

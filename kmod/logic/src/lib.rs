@@ -1,10 +1,10 @@
 //! The PicoEVB driver's logic, in plain `core` Rust: descriptor chains, segment coalescing, ioctl argument
-//! checks, engine-status decoding, the registration cache's policy and the full-duplex round trip's schedule.
+//! checks, engine-status decoding, the registration cache's policy and sequences and the full-duplex round trip's schedule.
 //!
 //! The kernel module (`kmod/picoevb`) compiles these very files with `#[path]` as modules of its own crate
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
-//! request, status, cache_policy, admission, pipeline, ram_owner, engine, gate, surface_life,
+//! request, status, cache_policy, cache_table, admission, pipeline, ram_owner, engine, gate, surface_life,
 //! surface_pin}` plus the shared definitions `crate::{abi, channel, xdma, pci}` re-exported below.
 //! Keeping the logic here, unit-tested on the host, is what makes a later 5.10 (C-glue) build of the same
 //! logic possible.
@@ -15,6 +15,7 @@ pub use picoevb_regs::{channel, pci, xdma};
 
 pub mod admission;
 pub mod cache_policy;
+pub mod cache_table;
 pub mod chain;
 pub mod engine;
 pub mod errno;

@@ -25,6 +25,10 @@ mod admission;
 mod cache_policy;
 /// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/cache_table.rs"]
+mod cache_table;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/chain.rs"]
 mod chain;
 /// cbindgen:ignore
@@ -86,6 +90,7 @@ mod surface_pin;
 #[path = "../../../crates/picoevb-regs/src/xdma.rs"]
 mod xdma;
 
+mod cache_glue;
 mod engine_glue;
 mod gate_glue;
 mod life_glue;

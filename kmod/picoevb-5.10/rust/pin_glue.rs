@@ -16,11 +16,33 @@ pub struct Frames {
     n: usize,
 }
 
+impl Frames {
+    /// None yet: what a service fills.
+    pub fn empty() -> Self {
+        Self {
+            f: core::ptr::null_mut(),
+            n: 0,
+        }
+    }
+}
+
+impl core::ops::Deref for Frames {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        if self.f.is_null() {
+            return &[];
+        }
+        // SAFETY: a filled `Frames` owns a kvmalloc'd array of `n` values until it is dropped.
+        unsafe { core::slice::from_raw_parts(self.f, self.n) }
+    }
+}
+
 impl Drop for Frames {
     fn drop(&mut self) {
-        // SAFETY: `self` came from `pevb_cuda_pin_frames` and still owns its array (`pevb_cuda_pin_pin`
-        // takes it only through `ManuallyDrop`).
-        unsafe { pevb_cuda_pin_frames_free(self) };
+        // SAFETY: `self` is empty or came from a service (`pevb_cuda_pin_frames`,
+        // `pevb_cache_call_frames`) and still owns its array (`pevb_cuda_pin_pin` takes it only through
+        // `ManuallyDrop`).
+        unsafe { pevb_frames_free(self) };
     }
 }
 
@@ -35,7 +57,7 @@ extern "C" {
     fn pevb_cuda_pin_lock(call: *mut c_void);
     fn pevb_cuda_pin_unlock(call: *mut c_void);
     fn pevb_cuda_pin_frames(call: *mut c_void, out: *mut Frames) -> c_int;
-    fn pevb_cuda_pin_frames_free(f: *mut Frames);
+    fn pevb_frames_free(f: *mut Frames);
     fn pevb_cuda_pin_overlaps(call: *mut c_void, f: *const Frames) -> bool;
     fn pevb_cuda_pin_dying(call: *mut c_void, f: *const Frames) -> *mut c_void;
     fn pevb_cuda_pin_wait_freed(s: *mut c_void);
@@ -63,11 +85,8 @@ impl Services for Call {
         unsafe { pevb_cuda_pin_unlock(self.0) };
     }
     fn frames(&mut self) -> Result<Frames, Errno> {
-        let mut f = Frames {
-            f: core::ptr::null_mut(),
-            n: 0,
-        };
-        // SAFETY: see above; on failure `f` stays empty, which `pevb_cuda_pin_frames_free` accepts.
+        let mut f = Frames::empty();
+        // SAFETY: see above; on failure `f` stays empty, which `pevb_frames_free` accepts.
         res(unsafe { pevb_cuda_pin_frames(self.0, &mut f) })?;
         Ok(f)
     }

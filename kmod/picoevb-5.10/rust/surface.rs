@@ -5,7 +5,7 @@
 //! logic. cbindgen declares them for C in `../logic.h` (`../cbindgen.toml`, checked by `tests/header.rs`);
 //! `PEVB_LAYOUT` also lets the glue check at load time that both sides agree on the structs' sizes.
 
-use crate::cache_policy::{Lookup, Policy, Range, Removal};
+use crate::cache_policy::{Policy, Range};
 use crate::ram_owner::{Grant, Member, Op, RamOwner};
 use crate::segments::{self, Cursor, Segment};
 use crate::surface_life::{Life, View};
@@ -161,7 +161,7 @@ pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
 ///
 /// # Safety
 /// `buf` is valid for reading `len` bytes.
-unsafe fn read_arg<T: Copy>(buf: *const c_void, len: usize) -> Result<T, Errno> {
+pub(crate) unsafe fn read_arg<T: Copy>(buf: *const c_void, len: usize) -> Result<T, Errno> {
     if buf.is_null() || len != size_of::<T>() {
         return Err(Errno::EINVAL);
     }
@@ -174,7 +174,7 @@ unsafe fn read_arg<T: Copy>(buf: *const c_void, len: usize) -> Result<T, Errno> 
 ///
 /// # Safety
 /// `buf` is valid for writing `len` bytes.
-unsafe fn put<T: Copy>(buf: *mut c_void, len: usize, v: T) -> c_int {
+pub(crate) unsafe fn put<T: Copy>(buf: *mut c_void, len: usize, v: T) -> c_int {
     if buf.is_null() || len != size_of::<T>() {
         return neg(Errno::EINVAL);
     }
@@ -694,7 +694,7 @@ pub static PEVB_REGS: PevbRegs = PevbRegs {
     desc_size: xdma::DESC_SIZE as u32,
 };
 
-// ---- The registration cache (`cache_policy`): the glue keeps the pins in a table with the same slots ----
+// ---- The registration cache (`cache_policy`; `cache_glue.rs` runs its sequences): C keeps the policy ----
 
 /// A host range as C passes it (`cache_policy::Range`; `mm` is an identity, never dereferenced).
 #[repr(C)]
@@ -706,7 +706,8 @@ pub struct PevbRange {
 }
 
 impl PevbRange {
-    fn get(self) -> Range {
+    /// As the logic takes it.
+    pub(crate) fn get(self) -> Range {
         Range {
             mm: self.mm as usize,
             addr: self.addr,
@@ -715,20 +716,9 @@ impl PevbRange {
     }
 }
 
-/// `pevb_policy_lookup`'s answers besides a hit's slot (`Lookup::Miss`, `Lookup::Bypass`).
-pub const PEVB_LOOKUP_MISS: c_int = -1;
-pub const PEVB_LOOKUP_BYPASS: c_int = -2;
-/// Told each slot the policy removed (`Policy::control`, `Policy::flush`): the glue drops that slot's pin.
-pub type PevbDropped = unsafe extern "C" fn(ctx: *mut c_void, slot: u32);
-
 /// Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
 pub const PEVB_DESC_SIZE: usize = 32;
 const _: () = assert!(size_of::<Descriptor>() == PEVB_DESC_SIZE);
-
-/// A slot or `none`, as C sees it.
-fn slot_or(s: Option<usize>, none: c_int) -> c_int {
-    s.map_or(none, |s| s as c_int)
-}
 
 /// The policy at `p`.
 ///
@@ -749,179 +739,6 @@ unsafe fn policy<'a>(p: *mut Policy) -> &'a mut Policy {
 pub unsafe extern "C" fn pevb_policy_init(p: *mut Policy, page: u64) {
     // SAFETY: caller's contract.
     unsafe { p.write(Policy::new(page)) };
-}
-
-/// `Policy::lookup`: a hit's slot (and `*offset` into it), `PEVB_LOOKUP_MISS` or `PEVB_LOOKUP_BYPASS`.
-///
-/// # Safety
-/// As for `policy`; `r` is valid for reading, `offset` for writing.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_lookup(
-    p: *mut Policy,
-    r: *const PevbRange,
-    offset: *mut u64,
-) -> c_int {
-    // SAFETY: caller's contract.
-    let (p, r) = unsafe { (policy(p), (*r).get()) };
-    match p.lookup(r) {
-        Lookup::Hit { slot, offset: o } => {
-            // SAFETY: caller's contract.
-            unsafe { offset.write(o) };
-            slot as c_int
-        }
-        Lookup::Miss => PEVB_LOOKUP_MISS,
-        Lookup::Bypass => PEVB_LOOKUP_BYPASS,
-    }
-}
-
-/// `Policy::hit`.
-///
-/// # Safety
-/// As for `policy`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_hit(p: *mut Policy, slot: u32) {
-    // SAFETY: caller's contract.
-    unsafe { policy(p) }.hit(slot as usize);
-}
-
-/// `Policy::merged` (what to pin on a miss of `r`) into `out`, then `Policy::admit`: whether to cache it.
-///
-/// # Safety
-/// As for `policy`; `r` is valid for reading, `out` for writing.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_miss(
-    p: *mut Policy,
-    r: *const PevbRange,
-    out: *mut PevbRange,
-) -> bool {
-    // SAFETY: caller's contract.
-    let (p, r) = unsafe { (policy(p), (*r).get()) };
-    let m = p.merged(r);
-    // SAFETY: caller's contract.
-    unsafe {
-        out.write(PevbRange {
-            mm: m.mm as u64,
-            addr: m.addr,
-            len: m.len,
-        })
-    };
-    p.admit(r)
-}
-
-/// `Policy::make_room`: the next slot to evict before `r` goes in, or -1.
-///
-/// # Safety
-/// As for `pevb_policy_lookup`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_make_room(p: *mut Policy, r: *const PevbRange) -> c_int {
-    // SAFETY: caller's contract.
-    let (p, r) = unsafe { (policy(p), (*r).get()) };
-    slot_or(p.make_room(r), -1)
-}
-
-/// `Policy::insert`: the new buffer's slot, or -1 (then its pin serves this request only).
-///
-/// # Safety
-/// As for `pevb_policy_lookup`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_insert(p: *mut Policy, r: *const PevbRange) -> c_int {
-    // SAFETY: caller's contract.
-    let (p, r) = unsafe { (policy(p), (*r).get()) };
-    slot_or(p.insert(r), -1)
-}
-
-/// Why the glue removes a slot (`pevb_policy_remove`'s `why`).
-pub const PEVB_EVICTED: u32 = 0;
-pub const PEVB_INVALIDATED: u32 = 1;
-pub const PEVB_FLUSHED: u32 = 2;
-
-/// `Policy::remove`; `why`: `PEVB_EVICTED`, `PEVB_INVALIDATED` or `PEVB_FLUSHED`.
-///
-/// # Safety
-/// As for `policy`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_remove(p: *mut Policy, slot: u32, why: u32) {
-    let why = match why {
-        PEVB_EVICTED => Removal::Evicted,
-        PEVB_INVALIDATED => Removal::Invalidated,
-        PEVB_FLUSHED => Removal::Flushed,
-        // Not a value the glue passes: the harmless answer.
-        _ => Removal::Flushed,
-    };
-    // SAFETY: caller's contract.
-    unsafe { policy(p) }.remove(slot as usize, why);
-}
-
-/// `Policy::note_uncached`.
-///
-/// # Safety
-/// As for `policy`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_note_uncached(p: *mut Policy) {
-    // SAFETY: caller's contract.
-    unsafe { policy(p) }.note_uncached();
-}
-
-/// `Policy::sharing`: a slot whose buffer shares a page with `r` (PIN_CUDA evicts it), or -1.
-///
-/// # Safety
-/// As for `pevb_policy_lookup`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_sharing(p: *mut Policy, r: *const PevbRange) -> c_int {
-    // SAFETY: caller's contract.
-    let (p, r) = unsafe { (policy(p), (*r).get()) };
-    slot_or(p.sharing(r), -1)
-}
-
-/// `Policy::slot_shares_page`.
-///
-/// # Safety
-/// As for `pevb_policy_lookup`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_slot_shares_page(
-    p: *mut Policy,
-    slot: u32,
-    r: *const PevbRange,
-) -> bool {
-    // SAFETY: caller's contract.
-    let (p, r) = unsafe { (policy(p), (*r).get()) };
-    p.slot_shares_page(slot as usize, r)
-}
-
-/// REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): `Policy::control`,
-/// calling `dropped(ctx, slot)` for each slot it removes, then writes the answer back into `buf`. 0 or a
-/// negative errno (nothing done).
-///
-/// # Safety
-/// As for `policy`; `buf` is valid for reading and writing `len` bytes; `dropped` may be called with `ctx`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_control(
-    p: *mut Policy,
-    buf: *mut c_void,
-    len: usize,
-    dropped: PevbDropped,
-    ctx: *mut c_void,
-) -> c_int {
-    // SAFETY: caller's contract.
-    let op = unsafe { read_arg::<abi::RegCache>(buf, len) }.and_then(|a| cache_policy::parse(&a));
-    match op {
-        // SAFETY: caller's contract, for `policy`, `dropped` and `put`.
-        Ok(op) => unsafe {
-            let answer = policy(p).control(op, |slot| dropped(ctx, slot as u32));
-            put(buf, len, answer)
-        },
-        Err(e) => neg(e),
-    }
-}
-
-/// Close or card removal: `Policy::flush`, calling `dropped(ctx, slot)` for each slot it removes.
-///
-/// # Safety
-/// As for `policy`; `dropped` may be called with `ctx`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_policy_flush(p: *mut Policy, dropped: PevbDropped, ctx: *mut c_void) {
-    // SAFETY: caller's contract.
-    unsafe { policy(p).flush(|slot| dropped(ctx, slot as u32)) };
 }
 
 /// Buffers cached now (the debugfs state file).
