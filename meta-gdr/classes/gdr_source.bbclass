@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "764a6f7128d20974fa921ada92803775783b48c7"
+SRCREV = "e233eca38a0b1438d99aaaeb88c0734b09a23577"
 S = "${UNPACKDIR}/gdr"
