@@ -59,6 +59,7 @@ if ! have gdrctl; then
     "revoke: reprogramming revokes open fds" "selftest: corrupt data fails, unit and D-Bus say so" \
     "config: malformed config rejected, running config kept" "health: an unplugged card is failed within one interval" \
     "tiers: an application user cannot Reprogram" "api: busctl introspect shows typed signatures" \
+    "polkit: a rule lets alice SetLeds, mallory is refused" \
     "gdrctl: --version, cards by PCI address" "gdrctl: reprogram shows its progress" \
     "watchdog: a stall is noticed by systemd" "validate: every check passes on the emulated card, GPU path skipped"; do
     skip "$n" "gdrctl is not in the layer"
@@ -124,6 +125,38 @@ out=$(timeout 120 runuser -u alice -- gdrctl reprogram 0 2>&1); rc=$?
 after=$(model '{"cmd":"program_state"}' | jq -r '.programs')
 if [ $rc -eq 4 ] && [ "$before" = "$after" ]; then pass "tiers: an application user cannot Reprogram ($(tail -n1 <<<"$out"))"; else
   fail "tiers: an application user cannot Reprogram" "alice: rc=$rc $out; model programs $before -> $after"; fi
+
+# 4c. The real polkit decides administration (the image has polkitd, D-Bus activated; nothing stands in for
+#     it): a rule lets alice light the LEDs, and only that; mallory, with no rule, may not. The agent runs
+#     as gdr, so polkit answers it about alice's calls only because the shipped actions name gdr their owner.
+t_start
+if ! busctl --system list --activatable 2>/dev/null | grep -q '^org.freedesktop.PolicyKit1 '; then
+  fail "polkit: a rule lets alice SetLeds, mallory is refused" "org.freedesktop.PolicyKit1 is not activatable"
+else
+  rules=/etc/polkit-1/rules.d/60-gdr-appliance-test.rules
+  cat >"$rules" <<'RULES'
+polkit.addRule(function (action, subject) {
+  if (action.id == "org.gdr.agent.set-leds" && subject.user == "alice") return polkit.Result.YES;
+});
+RULES
+  # polkitd reads its rules when it starts: a running one is restarted to see this one.
+  systemctl try-restart polkit.service
+  a_out=$(timeout 120 runuser -u alice -- gdrctl leds 0 5 2>&1); a_rc=$?
+  m_out=$(timeout 120 runuser -u mallory -- gdrctl leds 0 3 2>&1); m_rc=$?
+  r_out=$(timeout 120 runuser -u alice -- gdrctl reload 2>&1); r_rc=$?
+  # Who answered: the calls above activated it.
+  polkitd=$(busctl --system status org.freedesktop.PolicyKit1 2>/dev/null | sed -n 's/^Comm=//p')
+  rm -f "$rules"
+  systemctl try-restart polkit.service
+  if [ $a_rc -eq 0 ] && [ $m_rc -eq 4 ] && [ $r_rc -eq 4 ] && [ -n "$polkitd" ]; then
+    pass "polkit: a rule lets alice SetLeds, mallory is refused, alice may not Reload (answered by $polkitd)"
+  else
+    fail "polkit: a rule lets alice SetLeds, mallory is refused" \
+      "alice leds rc=$a_rc $a_out; mallory leds rc=$m_rc $m_out; alice reload rc=$r_rc $r_out; polkit: ${polkitd:-none}"
+    show journalctl -b -u $A -u polkit.service -o cat --no-pager -n 30
+  fi
+fi
+t_took "polkit"
 
 # 5. Reprogramming revokes the fds handed out: alice's open fd fails with ENODEV afterwards.
 t_start
