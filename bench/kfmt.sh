@@ -5,7 +5,8 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 ROOT=$("$REPO/bench/rootfs.sh")
-CONF=$(ls -d "$GDR_CACHE"/src/linux-*/.rustfmt.toml 2>/dev/null | head -n1)
+# (`|| true`: under pipefail a failed ls would end the script before the message below.)
+CONF=$(ls -d "$GDR_CACHE"/src/linux-*/.rustfmt.toml 2>/dev/null | head -n1 || true)
 [ -n "$CONF" ] || die "no kernel source in $GDR_CACHE/src yet: run bench/kernel.sh first"
 mode=${1:-}
 files=$(cd "$REPO" && git ls-files -co --exclude-standard 'kmod/*/*.rs' 'kmod/*/rust/*.rs')
