@@ -129,11 +129,11 @@ fn cached<S: Services>(s: &S, r: Range) -> Option<(S::Pin, u64)> {
                     None => remove(t, slot, Removal::Invalidated),
                 },
                 Lookup::Miss => {
-                    let want = (t.policy().merged(r), t.policy().page());
+                    let (want, page) = (t.policy().merged(r), t.policy().page());
                     // A buffer is cached only on its second use: the first is the uncached path, with
                     // no registration and no eviction.
                     return if t.policy().admit(r) {
-                        First::Cache(want.0, want.1)
+                        First::Cache(want, page)
                     } else {
                         First::Bypass
                     };
@@ -187,17 +187,14 @@ fn remove<T: Table>(t: &mut T, slot: usize, why: Removal) {
     t.drop_pin(slot);
 }
 
-/// The slots the policy holds, one bit each.
-fn occupied(p: &Policy) -> u64 {
-    const _: () = assert!(cache_policy::CAPACITY <= 64);
-    p.occupied().fold(0, |m, slot| m | 1 << slot)
-}
+/// Slots, one bit each: what the policy's removal callbacks collect while it is borrowed.
+type Slots = u64;
+const _: () = assert!(cache_policy::CAPACITY <= Slots::BITS as usize);
 
-/// Lets go of the pins of the slots `before` held that the policy no longer does.
-fn drop_removed<T: Table>(t: &mut T, before: u64) {
-    let now = occupied(t.policy());
+/// Lets go of the pins of slots `gone`, which the policy removed.
+fn drop_pins<T: Table>(t: &mut T, gone: Slots) {
     for slot in 0..cache_policy::CAPACITY {
-        if before & !now & 1 << slot != 0 {
+        if gone & 1 << slot != 0 {
             t.drop_pin(slot);
         }
     }
@@ -236,18 +233,18 @@ pub fn holds_frames<T: Table>(t: &mut T, frames: &[u64], own: bool, replacing: R
 
 /// IOC_REG_CACHE: does `op`, returns the cache's state.
 pub fn control<T: Table>(t: &mut T, op: Op) -> abi::RegCache {
-    let before = occupied(t.policy());
-    let answer = t.policy().control(op, |_| {});
-    drop_removed(t, before);
+    let mut gone: Slots = 0;
+    let answer = t.policy().control(op, |slot| gone |= 1 << slot);
+    drop_pins(t, gone);
     answer
 }
 
 /// Close or card removal: drops every buffer and caches nothing more.
 pub fn close<T: Table>(t: &mut T) {
     t.close();
-    let before = occupied(t.policy());
-    t.policy().flush(|_| {});
-    drop_removed(t, before);
+    let mut gone: Slots = 0;
+    t.policy().flush(|slot| gone |= 1 << slot);
+    drop_pins(t, gone);
 }
 
 #[cfg(test)]
