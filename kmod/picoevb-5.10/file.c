@@ -20,8 +20,11 @@ struct pevb_file {
 
 static int pevb_open(struct inode *inode, struct file *file)
 {
-	/* misc_open() holds misc_mtx around this call and removal deregisters under it: the card is alive. */
-	struct pevb_card *card = container_of(file->private_data, struct pevb_card, misc);
+	/*
+	 * The node's door (node.c) gave us the card and holds pevb_node_lock around this call; removal shuts
+	 * the door under that lock before it puts the binding's reference: the card is alive.
+	 */
+	struct pevb_card *card = file->private_data;
 	struct pevb_file *pf = kzalloc(sizeof(*pf), GFP_KERNEL);
 
 	if (!pf)

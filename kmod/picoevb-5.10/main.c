@@ -172,10 +172,7 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_vectors;
 
-	card->misc.minor = MISC_DYNAMIC_MINOR;
-	card->misc.name = card->name;
-	card->misc.fops = &pevb_fops;
-	ret = misc_register(&card->misc);
+	ret = pevb_node_add(&pdev->dev, slot, &pevb_fops, card, &card->node);
 	if (ret)
 		goto err_irq;
 	pci_set_drvdata(pdev, card);
@@ -240,7 +237,7 @@ static void pevb_remove(struct pci_dev *pdev)
 	pevb_card_detach_surfaces(card);
 	pevb_card_close_caches(card);
 	debugfs_remove_recursive(card->debugfs);
-	misc_deregister(&card->misc);
+	pevb_node_del(card->node);
 	free_irq(pci_irq_vector(pdev, 0), card);
 	pci_free_irq_vectors(pdev);
 	ida_free(&pevb_slots, card->index);
@@ -269,15 +266,25 @@ static int __init pevb_init(void)
 
 	if (ret)
 		return ret;
+	ret = pevb_nodes_init();
+	if (ret)
+		goto err_p2p;
 	ret = pci_register_driver(&pevb_driver);
 	if (ret)
-		pevb_p2p_exit();
+		goto err_nodes;
+	return 0;
+
+err_nodes:
+	pevb_nodes_exit();
+err_p2p:
+	pevb_p2p_exit();
 	return ret;
 }
 
 static void __exit pevb_exit(void)
 {
 	pci_unregister_driver(&pevb_driver);
+	pevb_nodes_exit();
 	pevb_p2p_exit();
 }
 

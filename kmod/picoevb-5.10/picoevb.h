@@ -6,7 +6,6 @@
 #include <linux/completion.h>
 #include <linux/idr.h>
 #include <linux/kref.h>
-#include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/spinlock.h>
@@ -26,6 +25,7 @@ struct pevb_engine {
 };
 
 struct pevb_pin;
+struct pevb_node;
 
 struct pevb_card {
 	struct kref ref;		/* the driver's binding plus each open file */
@@ -35,8 +35,7 @@ struct pevb_card {
 	struct pevb_engine eng[2];
 	u32 index;
 	char name[16];
-	struct miscdevice misc;
-	bool misc_registered;
+	struct pevb_node *node;		/* /dev/picoevbN (node.c) */
 	struct pevb_facts facts;
 
 	spinlock_t gate;		/* active, gone, wedged */
@@ -157,6 +156,12 @@ int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
 void pevb_pin_drop(struct pevb_pin *p, bool dirty);
 int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
 int pevb_user_prefault(u64 uaddr, u64 len, bool write);
+/* node.c (../picoevb/node.c): the cards' character devices */
+int pevb_nodes_init(void);
+void pevb_nodes_exit(void);
+int pevb_node_add(struct device *parent, unsigned int index, const struct file_operations *fops, void *private,
+		  struct pevb_node **out);
+void pevb_node_del(struct pevb_node *n);
 
 /* regcache.c */
 struct pevb_cache;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Declarations of the C helpers in `helpers.c`, `pin.c`, `prefault.c` and `p2p.c`.
+//! Declarations of the C helpers in `helpers.c`, `node.c`, `pin.c`, `prefault.c` and `p2p.c`.
 
 use kernel::bindings;
 use kernel::ffi::{c_int, c_long, c_uint, c_void};
@@ -20,6 +20,12 @@ pub(crate) struct PevbCpin {
 /// Opaque work item owned by the C side.
 #[repr(C)]
 pub(crate) struct PevbWork {
+    _opaque: [u8; 0],
+}
+
+/// Opaque character device of one card, owned by `node.c`.
+#[repr(C)]
+pub(crate) struct PevbNode {
     _opaque: [u8; 0],
 }
 
@@ -99,6 +105,18 @@ extern "C" {
         n: core::ffi::c_ulong,
     ) -> c_int;
     pub(crate) fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
+
+    // node.c: the cards' character devices.
+    pub(crate) fn pevb_nodes_init() -> c_int;
+    pub(crate) fn pevb_nodes_exit();
+    pub(crate) fn pevb_node_add(
+        parent: *mut bindings::device,
+        index: c_uint,
+        fops: *const bindings::file_operations,
+        private: *mut c_void,
+        out: *mut *mut PevbNode,
+    ) -> c_int;
+    pub(crate) fn pevb_node_del(n: *mut PevbNode);
 
     // p2p.c: the nvidia_p2p API, resolved at run time.
     pub(crate) fn pevb_p2p_init() -> c_int;

@@ -217,13 +217,19 @@ impl MiscDevice for PicoevbFile {
 
     fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         // First: the file holds the module until after its release (see helpers.c), also if we fail below.
-        // SAFETY: `file` is being opened by misc_open(), which holds misc_mtx around this call.
+        // SAFETY: `file` is being opened, by misc_open() (`/dev/picoevb-miscN`) or by `node.c`'s open
+        // (`/dev/picoevbN`), each of which holds its lock around this call.
         kernel::error::to_result(unsafe { crate::ffi::pevb_file_hold_module(file.as_ptr()) })?;
         // SAFETY: every registration of this type is the `misc` field of a `PicoevbDriver`, which probe's
-        // `try_pin_init!` writes last, after `card` (fields are written in the initializer's order);
-        // misc_register() lists the device under misc_mtx, which misc_open() holds around this call, so
-        // `card` is written and visible here. misc_deregister() (the driver data's drop) takes misc_mtx
-        // too, so the registration and the driver data around it cannot go away meanwhile.
+        // `try_pin_init!` writes last, after `card` (fields are written in the initializer's order). The
+        // two ways in:
+        // - misc_open() holds misc_mtx around this call; misc_register() listed the device under it, and
+        //   misc_deregister() (the driver data's drop) takes it too.
+        // - `node.c`'s open holds `pevb_node_lock` around this call; its door was opened after the driver
+        //   data was complete (probe's end), and the driver data's drop shuts it under that lock before
+        //   anything else (`node` is its first field).
+        // So `card` is written and visible here, and neither the registration nor the driver data around
+        // it can go away meanwhile.
         let drv =
             unsafe { &*kernel::container_of!(core::ptr::from_ref(misc), PicoevbDriver, misc) };
         let cache = RegCache::new()?;

@@ -452,18 +452,23 @@ void pevb_dma_setup(struct pci_dev *pdev, unsigned int max_seg)
  * jumps into freed text. We give the file a copy of those operations with .owner set: __fput() drops the
  * reference (fops_put) after ->release has returned, outside this module, and if the open fails after
  * this, do_dentry_open() drops it the same way. try_module_get() fails once rmmod has begun.
- * Called from ->open, under misc_mtx (misc_open holds it around ->open), which serialises the one fill.
+ * Called from ->open with the Rust operations as the file's, by misc_open() or by node.c's open. The latter
+ * already holds the module through its cdev until after ->release, so there this reference is redundant
+ * and balanced the same way. The two callers hold different locks, so the one fill has its own.
  */
 int pevb_file_hold_module(struct file *file)
 {
+	static DEFINE_MUTEX(fill);
 	static struct file_operations owned;
 
 	if (!try_module_get(THIS_MODULE))
 		return -ENODEV;
+	mutex_lock(&fill);
 	if (!owned.owner) {
 		owned = *file->f_op;
 		owned.owner = THIS_MODULE;
 	}
+	mutex_unlock(&fill);
 	replace_fops(file, &owned);
 	return 0;
 }

@@ -98,6 +98,7 @@ mod errors;
 mod ffi;
 mod file;
 mod killable;
+mod node;
 mod pin;
 mod port;
 mod ram;
@@ -156,7 +157,7 @@ plain_bytes! {
     abi::RamOwner { op, state, reserved }
 }
 
-/// Device node names; the misc layer keeps a pointer to the name, so they are static.
+/// Card names (`/dev/picoevbN`, its debugfs folder).
 const NAMES: [&CStr; 8] = [
     c_str!("picoevb0"),
     c_str!("picoevb1"),
@@ -166,6 +167,19 @@ const NAMES: [&CStr; 8] = [
     c_str!("picoevb5"),
     c_str!("picoevb6"),
     c_str!("picoevb7"),
+];
+
+/// The misc devices' names (`node.rs` says why each card has one); the misc layer keeps a pointer to the
+/// name, so they are static.
+const MISC_NAMES: [&CStr; 8] = [
+    c_str!("picoevb-misc0"),
+    c_str!("picoevb-misc1"),
+    c_str!("picoevb-misc2"),
+    c_str!("picoevb-misc3"),
+    c_str!("picoevb-misc4"),
+    c_str!("picoevb-misc5"),
+    c_str!("picoevb-misc6"),
+    c_str!("picoevb-misc7"),
 ];
 
 /// Which `/dev/picoevbN` numbers are in use.
@@ -221,10 +235,13 @@ impl Drop for Enabled {
     }
 }
 
-/// Driver data of one bound card. Fields drop in declaration order: the device node goes first (no new
-/// opens), then the interrupt, then the vectors and the device itself.
+/// Driver data of one bound card. Fields drop in declaration order: the device nodes go first (no new
+/// opens; `/dev/picoevbN` before the misc device it opens into), then the interrupt, then the vectors and
+/// the device itself.
 #[pin_data]
 pub(crate) struct PicoevbDriver {
+    /// Set once the driver data is in place (probe's end): it opens into `misc`.
+    node: Option<node::Node>,
     #[pin]
     misc: MiscDeviceRegistration<PicoevbFile>,
     #[pin]
@@ -282,22 +299,29 @@ impl pci::Driver for PicoevbDriver {
         card.set_identity(&id, msi == 1);
 
         let handler = card.clone();
-        let name = NAMES[slot.0 as usize];
+        let index = slot.0;
+        let name = NAMES[index as usize];
         let debug = kernel::debugfs::Dir::new(name);
-        let drv = KBox::pin_init(
-            // Fields are initialised in the order written here (not declared): the device node last, so
+        let mut drv = KBox::pin_init(
+            // Fields are initialised in the order written here (not declared): the misc device last, so
             // an open() finds every other field, `card` above all, written (`PicoevbFile::open`).
             try_pin_init!(Self {
+                node: None,
                 irq <- pdev.request_irq(0, irq::Flags::SHARED, c_str!("picoevb"), Ok::<_, Error>(handler))?,
                 _state <- card::state_file(&debug, &card),
                 card,
                 _vectors: vectors,
                 _slot: slot,
                 _enabled: enabled,
-                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name }),
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions {
+                    name: MISC_NAMES[index as usize],
+                }),
             }),
             GFP_KERNEL,
         )?;
+        // SAFETY: `misc` is registered and is this driver data's, which drops `node` before it.
+        let node = unsafe { node::Node::add(pdev.as_ref(), index, &drv.misc)? };
+        *drv.as_mut().project().node = Some(node);
         if id.id_block {
             let (maj, min, patch) = idblock::version_parts(id.design_version);
             dev_info!(
@@ -328,13 +352,14 @@ impl pci::Driver for PicoevbDriver {
     }
 }
 
-/// The module: the shim's queue of deferred GPU-pin frees, then the PCI driver. Fields drop in order, so
-/// the driver is unregistered first and the queue (which may still run the tail of a free whose pin's
-/// module reference is already gone) is drained last.
+/// The module: the shim's queue of deferred GPU-pin frees, the cards' device numbers, then the PCI driver.
+/// Fields drop in order, so the driver is unregistered first (every card's node is gone), and the queue
+/// (which may still run the tail of a free whose pin's module reference is already gone) is drained last.
 #[pin_data]
 struct PicoevbModule {
     #[pin]
     _driver: kernel::driver::Registration<pci::Adapter<PicoevbDriver>>,
+    _nodes: node::Nodes,
     _p2p: P2pQueue,
 }
 
@@ -361,6 +386,7 @@ impl kernel::InPlaceModule for PicoevbModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             _p2p: P2pQueue::new()?,
+            _nodes: node::Nodes::new()?,
             _driver <- kernel::driver::Registration::new(c_str!("picoevb"), module),
         })
     }

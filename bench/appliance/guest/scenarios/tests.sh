@@ -53,6 +53,28 @@ elif awk -v s="$score" 'BEGIN {exit !(s <= 2.0)}'; then pass "security: exposure
 else fail "security: exposure <= 2.0" "$line"; fi
 t_took "systemd-analyze security"
 
+# 3a. Issue 20 defect 10: the agent's device sandbox admits the cards and no other device: the cards have
+#     the driver's own major (DeviceAllow=char-picoevb), not misc's, which would admit every misc device.
+#     A root shell moved into the agent's cgroup, where systemd's device program applies, opens /dev/picoevb0
+#     and is refused every misc node the box has (6.18's root-only /dev/picoevb-miscN among them).
+t_start
+cg=/sys/fs/cgroup$(unit_prop $A ControlGroup)
+# in_agent_cgroup NODE : opens NODE read-write from inside the agent's cgroup; prints the shell's error.
+in_agent_cgroup() { sh -c 'echo $$ > "$1/cgroup.procs" && exec 3<>"$2"' sh "$cg" "$1" 2>&1; }
+misc=$(for m in /sys/class/misc/*; do n=/dev/${m##*/}; [ -c "$n" ] && echo "$n"; done)
+card_out=$(in_agent_cgroup /dev/picoevb0); card_rc=$?
+admitted=
+for n in $misc; do in_agent_cgroup "$n" >/dev/null && admitted+="$n "; done
+n_misc=$(wc -w <<<"$misc")
+if [ -d "$cg" ] && [ $card_rc -eq 0 ] && [ "$n_misc" -gt 0 ] && [ -z "$admitted" ]; then
+  pass "sandbox: the agent's cgroup admits the card and none of $n_misc misc devices"
+else
+  fail "sandbox: the agent's cgroup admits the card and no misc device" \
+    "cgroup $cg; /dev/picoevb0: rc=$card_rc $card_out; misc nodes: ${misc:-none}; admitted: ${admitted:-none}"
+  show systemctl show $A -p DeviceAllow -p DevicePolicy
+fi
+t_took "sandbox"
+
 # The remaining scenarios need gdrctl (agent branch).
 if ! have gdrctl; then
   for n in "access: unauthorised caller gets no fd" "access: authorised caller does DMA" \

@@ -15,6 +15,49 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test("basic::leds", leds));
     v.push(test("basic::two_fds_interleaved", two_fds_interleaved));
     v.push(test("basic::reopen_many_times", reopen_many_times));
+    v.push(test("basic::node_has_the_drivers_major", node_major));
+}
+
+/// `/dev/picoevbN` is the driver's own character device: minor N of a major that `/proc/devices` names
+/// `picoevb`, so a sandbox admits the cards and nothing else (`DeviceAllow=char-picoevb`, the agent's unit).
+/// Fails on a driver whose node is a misc device (major 10, `misc`).
+fn node_major(ctx: &mut Ctx) -> TestResult {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(ctx.dev_path).map_err(|e| format!("{}: {e}", ctx.dev_path))?;
+    ensure!(
+        meta.file_type().is_char_device(),
+        "{} is not a character device",
+        ctx.dev_path
+    );
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let devices =
+        std::fs::read_to_string("/proc/devices").map_err(|e| format!("/proc/devices: {e}"))?;
+    let named = char_major_name(&devices, major);
+    ensure!(
+        named == Some("picoevb"),
+        "{} is {major}:{minor}, and /proc/devices names major {major} {named:?}, not \"picoevb\"",
+        ctx.dev_path
+    );
+    let index = ctx_err("ABI_INFO", ctx.dev.abi_info())?.card_index;
+    ensure!(
+        minor == index,
+        "{} has minor {minor}, its card is number {index}",
+        ctx.dev_path
+    );
+    Ok(())
+}
+
+/// The name `/proc/devices` gives character major `major`.
+fn char_major_name(devices: &str, major: u32) -> Option<&str> {
+    devices
+        .lines()
+        .skip_while(|l| !l.starts_with("Character devices:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .find_map(|l| {
+            let (num, name) = l.trim().split_once(' ')?;
+            (num.parse() == Ok(major)).then_some(name)
+        })
 }
 
 fn card_info(ctx: &mut Ctx) -> TestResult {

@@ -28,6 +28,10 @@ pub fn register(v: &mut Vec<Test>) {
         "hardening::rmmod_with_open_file",
         rmmod_with_open_file,
     ));
+    v.push(test(
+        "hardening::misc_node_is_roots_and_holds_the_module",
+        misc_node,
+    ));
     v.push(cuda(
         "hardening::rmmod_provider_with_pin",
         rmmod_provider_with_pin,
@@ -92,6 +96,55 @@ fn rmmod_with_open_file(ctx: &mut Ctx) -> TestResult {
         delete_module("picoevb"),
         libc::EAGAIN,
     )?;
+    sanity(ctx)
+}
+
+/// 6.18's kernel crate builds Rust file operations only for a misc device, so each card keeps one,
+/// `/dev/picoevb-miscN`, beside its own node (`kmod/picoevb/node.rs`); 5.10's C glue has none. That second
+/// way in must open card N, be root's alone (mode 0600: the agent's sandbox does not admit it), and hold
+/// the module while open like the first: its operations have no owner, so `helpers.c`'s
+/// `pevb_file_hold_module` takes the reference (the suite's own file, opened through the node, holds the
+/// module anyway, so the test reads the module's reference count). Fails if that open no longer takes a
+/// reference or its close leaks one, or on a 6.18 build without the node.
+fn misc_node(ctx: &mut Ctx) -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let misc = "/dev/picoevb-misc0";
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_err(|e| format!("osrelease: {e}"))?;
+    if release.starts_with("5.") {
+        ensure!(
+            !std::path::Path::new(misc).exists(),
+            "the 5.10 build registers {misc}"
+        );
+        return sanity(ctx);
+    }
+    let mode = std::fs::metadata(misc)
+        .map_err(|e| format!("{misc}: {e}"))?
+        .permissions()
+        .mode();
+    ensure!(mode & 0o077 == 0, "{misc} has mode {:o}", mode & 0o7777);
+    let refs = || -> Result<u64, String> {
+        let s = std::fs::read_to_string("/sys/module/picoevb/refcnt")
+            .map_err(|e| format!("picoevb refcnt: {e}"))?;
+        s.trim()
+            .parse()
+            .map_err(|e| format!("picoevb refcnt {s:?}: {e}"))
+    };
+    let before = refs()?;
+    let dev = Device::open(misc).map_err(|e| format!("open {misc}: {e}"))?;
+    let info = ctx_err("ABI_INFO through the misc node", dev.abi_info())?;
+    ensure!(
+        info.card_index == 0,
+        "{misc} opens card {}",
+        info.card_index
+    );
+    let open = refs()?;
+    drop(dev);
+    let after = refs()?;
+    ensure!(
+        open == before + 1 && after == before,
+        "picoevb's reference count: {before} before opening {misc}, {open} while open, {after} after"
+    );
     sanity(ctx)
 }
 
