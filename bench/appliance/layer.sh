@@ -2,8 +2,9 @@
 # layer.sh OUT.img : the per-run layer of the emulated appliance, a small ext4 image (mkfs.ext4 -d) that
 # base/layer-init copies over the root at boot. It holds what changes with the code, installed where the Yocto
 # image installs it:
-#   - the kernel modules under /usr/lib/modules/<release>/extra (depmod runs at boot; udev loads picoevb by its
-#     PCI alias, modules-load.d loads gdr_nv_p2p, the nvidia_p2p provider NVIDIA's driver is on a Jetson),
+#   - the kernel modules under /usr/lib/modules/<release>/extra (depmod runs at boot; modules-load.d loads
+#     picoevb, as the Yocto recipe's KERNEL_MODULE_AUTOLOAD does, and udev would by its PCI alias; and
+#     gdr_nv_p2p, the nvidia_p2p provider NVIDIA's driver is on a Jetson),
 #   - gdr-agent and gdrctl in /usr/bin (helpers in /usr/libexec/gdr), every file of agent/deploy/install.list
 #     at its destination with its mode, the bitstream/model images in /usr/share/gdr/bitstream,
 #   - the bench's test unit and scenarios (bench/appliance/guest; never part of a real image).
@@ -33,6 +34,9 @@ for f in modules.builtin modules.builtin.modinfo; do
   if [ -f "$GDR_KDIR/$f" ]; then install -m 0644 "$GDR_KDIR/$f" "$R/usr/lib/modules/$rel/$f"; else : >"$R/usr/lib/modules/$rel/$f"; fi
 done
 install -D -m 0644 /dev/stdin "$R/usr/lib/modules-load.d/gdr-nv-p2p.conf" <<<"gdr_nv_p2p"
+# Before gdr-agent starts (After=systemd-modules-load.service): its DeviceAllow=char-picoevb looks the
+# driver's major up in /proc/devices then, and a module udev loads later would not be admitted.
+install -D -m 0644 /dev/stdin "$R/usr/lib/modules-load.d/picoevb.conf" <<<"picoevb"
 
 # install.list: "<repo path> <destination> <octal mode>" per line, # comments. A missing source is an error:
 # the list is the truth the Yocto recipes install from too.

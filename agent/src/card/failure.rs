@@ -146,6 +146,18 @@ mod tests {
             back.to_string(),
             "0000:01:00.0 did not come back: /dev/picoevb0: open: Permission denied (os error 13)"
         );
+        let sandboxed = NodeError {
+            node: "/dev/picoevb0".into(),
+            source: gdr_client::Error::Os {
+                op: "open",
+                errno: libc::EPERM,
+            },
+        };
+        assert_eq!(
+            sandboxed.to_string(),
+            "/dev/picoevb0: open: Operation not permitted (os error 1) (the agent's device sandbox refused \
+             it: picoevb.ko must be loaded before gdr-agent starts, as modules-load.d does)"
+        );
         let abi = Failure::Abi { abi: 0x0002_0000 };
         assert!(
             abi.to_string()

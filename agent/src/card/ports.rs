@@ -29,10 +29,26 @@ pub enum PciError {
 
 /// Why the card's node did not answer `ABI_INFO`.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", node.display())]
+#[error("{}: {source}{}", node.display(), sandbox_hint(source))]
 pub struct NodeError {
     pub node: PathBuf,
     pub source: gdr_client::Error,
+}
+
+/// EPERM on open is the device cgroup, not the node's mode (that is EACCES): `DeviceAllow=char-picoevb`
+/// finds the driver's major in /proc/devices when the unit starts, so it admits nothing if picoevb.ko was
+/// loaded after the agent started.
+fn sandbox_hint(e: &gdr_client::Error) -> &'static str {
+    match e {
+        gdr_client::Error::Os {
+            op: "open",
+            errno: libc::EPERM,
+        } => {
+            " (the agent's device sandbox refused it: picoevb.ko must be loaded before gdr-agent starts, \
+             as modules-load.d does)"
+        }
+        _ => "",
+    }
 }
 
 /// Why a loader did not program the card: the loader's own error (the model's control channel, the

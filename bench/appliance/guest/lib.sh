@@ -60,10 +60,10 @@ unit_prop() { systemctl show -P "$2" "$1"; }
 # have CMD : whether the layer carries a program (the agent branch may not have it yet).
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# The driver came up the way it does on the box: udev loaded picoevb by its PCI alias, modules-load.d the
-# nvidia_p2p provider, and the device node appeared.
+# The driver came up the way it does on the box: modules-load.d loaded picoevb (udev would by its PCI alias)
+# and the nvidia_p2p provider, and the device node appeared.
 check_driver() {
-  check "udev loaded picoevb (PCI alias)" grep -q '^picoevb ' /proc/modules
+  check "picoevb loaded (modules-load.d)" grep -q '^picoevb ' /proc/modules
   check "gdr_nv_p2p loaded (modules-load.d)" grep -q '^gdr_nv_p2p ' /proc/modules
   check "/dev/picoevb0 exists" test -c /dev/picoevb0
   # NVIDIA's reference applications open /dev/picoevb (kmod/picoevb/udev/60-picoevb.rules).
