@@ -10,7 +10,10 @@
 #include <linux/pci.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include "services.h"
+#include "../picoevb/node.h"
+#include "../picoevb/watched.h"
 
 /* One page of descriptors per engine: no adjacent block crosses 4 KiB; longer requests run as more chains. */
 #define PEVB_TABLE_LEN (PAGE_SIZE / PEVB_DESC_SIZE)
@@ -156,12 +159,6 @@ int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
 void pevb_pin_drop(struct pevb_pin *p, bool dirty);
 int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
 int pevb_user_prefault(u64 uaddr, u64 len, bool write);
-/* node.c (../picoevb/node.c): the cards' character devices */
-int pevb_nodes_init(void);
-void pevb_nodes_exit(void);
-int pevb_node_add(struct device *parent, unsigned int index, const struct file_operations *fops, void *private,
-		  struct pevb_node **out);
-void pevb_node_del(struct pevb_node *n);
 
 /* regcache.c */
 struct pevb_cache;

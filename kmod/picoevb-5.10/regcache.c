@@ -7,9 +7,9 @@
  * services below (pevb_ct_*, pevb_cpin_*, pevb_cache_call_*). This file holds the pins in a table with the
  * policy's slot numbers, their lifetimes and the card's list of caches.
  *
- * A cached pin is pinned FOLL_LONGTERM and writable, mapped bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each
- * request syncs exactly its bytes), charged to RLIMIT_MEMLOCK, and watched by an mmu interval notifier
- * inserted before the pages are pinned. The notifier only bumps the sequence (the buffer is stale from then
+ * A cached pin is a watched pin (../picoevb/watched.c, as 6.18's): pinned FOLL_LONGTERM and writable, mapped
+ * bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each request syncs exactly its bytes), charged to
+ * RLIMIT_MEMLOCK, and watched by an mmu interval notifier inserted before the pages are pinned. The notifier only bumps the sequence (the buffer is stale from then
  * on: it never serves a request again, checked under the table lock at every hit) and queues the cache's
  * work item, which drops the stale buffers from the table.
  *
@@ -35,18 +35,12 @@
  * their engine waits time out.
  * The module needs CONFIG_MMU_NOTIFIER anyway (p2p.c's guard), so the cache is always there.
  */
-#include <linux/capability.h>
 #include <linux/mm.h>
-#include <linux/mmu_notifier.h>
-#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 #include "picoevb.h"
-
-/* Tries per pin when the memory changes while it is being pinned; then the request is pinned for once. */
-#define CPIN_TRIES 3
 
 struct pevb_cache {
 	struct kref ref;		/* the file, the card's list, each pin not yet handed to dead */
@@ -67,12 +61,10 @@ struct pevb_cache {
 struct pevb_cpin {
 	struct kref ref;		/* the table's slot, each request using it */
 	struct pevb_cache *cache;	/* a reference until handed to its dead list */
-	struct pevb_pin *pin;
-	struct mmu_interval_notifier mn;
-	unsigned long seq;		/* the notifier's sequence when pinned */
+	struct pevb_watched *w;		/* watched.c's: the notifier queues cache->work */
+	struct pevb_pin *pin;		/* w's */
 	u64 *frames;			/* the pages pinned, sorted (per-card overlap rules) */
 	size_t nframes;
-	unsigned long charged;		/* pages charged to mn.mm->pinned_vm */
 	bool written;			/* a C2H used it: its pages are dirtied when unpinned */
 	struct list_head dead_link;
 };
@@ -140,10 +132,7 @@ void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cpin *p)
  */
 static void cpin_release(struct pevb_cache *c, struct pevb_cpin *p)
 {
-	/* The notifier holds the mm (mmgrab) until it is removed. */
-	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
-	mmu_interval_notifier_remove(&p->mn);
-	pevb_pin_drop(p->pin, READ_ONCE(p->written));
+	pevb_pin_drop(pevb_watched_end(p->w), READ_ONCE(p->written));
 	spin_lock(&c->dlock);
 	list_del(&p->dead_link);
 	spin_unlock(&c->dlock);
@@ -228,25 +217,10 @@ static void cpin_put(struct pevb_cpin *p)
 	kref_put(&p->ref, cpin_last);
 }
 
-/* May run where sleeping is not allowed, and must not remove its own notifier: it only marks and queues. */
-static bool cpin_invalidate(struct mmu_interval_notifier *mn, const struct mmu_notifier_range *range,
-			    unsigned long cur_seq)
-{
-	struct pevb_cpin *p = container_of(mn, struct pevb_cpin, mn);
-
-	mmu_interval_set_seq(mn, cur_seq);
-	schedule_work(&p->cache->work);
-	return true;
-}
-
-static const struct mmu_interval_notifier_ops cpin_ops = {
-	.invalidate = cpin_invalidate,
-};
-
 /* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */
 bool pevb_cpin_stale(struct pevb_cpin *p)
 {
-	return mmu_interval_check_retry(&p->mn, p->seq);
+	return pevb_watched_stale(p->w);
 }
 
 void pevb_cpin_get(struct pevb_cpin *p)
@@ -267,71 +241,28 @@ const u64 *pevb_cpin_frames(struct pevb_cpin *p, size_t *n)
 	return p->frames;
 }
 
-/*
- * Long-term pins count against the owner's RLIMIT_MEMLOCK through mm->pinned_vm, as RDMA's umem does: over
- * the limit without CAP_IPC_LOCK is -ENOMEM, and the request is then served by a one-off pin instead.
- */
-static int charge(struct mm_struct *mm, unsigned long npages)
-{
-	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 now = atomic64_add_return(npages, &mm->pinned_vm);
-
-	if (now > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Pins @want of the caller's memory for cache @c (helpers.c's pevb_cpin_new); one reference, the caller's. */
+/* Pins @want of the caller's memory for cache @c (a watched pin); one reference, the caller's. */
 static int cpin_new(struct device *dev, const struct pevb_range *want, struct pevb_cache *c,
 		    struct pevb_cpin **out)
 {
-	unsigned long start = want->addr & PAGE_MASK, end = PAGE_ALIGN(want->addr + want->len);
-	struct pevb_cpin *p;
-	int ret, i;
+	struct pevb_cpin *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	int ret;
 
-	if (end <= start || !current->mm)
-		return -EFAULT;
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
 	if (!p)
 		return -ENOMEM;
 	kref_init(&p->ref);
 	kref_get(&c->ref);
-	p->cache = c;		/* before the notifier exists: it queues c->work */
-	/* Watch first, pin second: a change between the two is then seen, not missed. */
-	ret = mmu_interval_notifier_insert(&p->mn, current->mm, start, end - start, &cpin_ops);
+	p->cache = c;
+	ret = pevb_watched_new(dev, want->addr, want->len, &c->work, &p->w);
 	if (ret)
 		goto err_free;
-	ret = charge(current->mm, (end - start) >> PAGE_SHIFT);
-	if (ret)
-		goto err_remove;
-	p->charged = (end - start) >> PAGE_SHIFT;
-	for (i = 0; i < CPIN_TRIES; i++) {
-		unsigned long seq = mmu_interval_read_begin(&p->mn);
-
-		ret = pevb_pin_long(dev, want->addr, want->len, &p->pin);
-		if (ret)
-			goto err_uncharge;
-		/* Breaking copy-on-write for FOLL_WRITE changes the mapping once: the next try is stable. */
-		if (!mmu_interval_check_retry(&p->mn, seq)) {
-			p->seq = seq;
-			break;
-		}
-		pevb_pin_drop(p->pin, false);
-		p->pin = NULL;
-	}
-	ret = p->pin ? pevb_pin_frames(p->pin, &p->frames, &p->nframes) : -EAGAIN;
+	p->pin = pevb_watched_pin(p->w);
+	ret = pevb_pin_frames(p->pin, &p->frames, &p->nframes);
 	if (!ret) {
 		*out = p;
 		return 0;
 	}
-	if (p->pin)
-		pevb_pin_drop(p->pin, false);
-err_uncharge:
-	atomic64_sub(p->charged, &current->mm->pinned_vm);
-err_remove:
-	mmu_interval_notifier_remove(&p->mn);
+	pevb_pin_drop(pevb_watched_end(p->w), false);
 err_free:
 	cache_put(c);	/* the file holds it too: never the last */
 	kfree(p);

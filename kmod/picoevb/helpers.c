@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C half of picoevb.ko: kernel services that Linux 6.18's Rust `kernel` crate does not wrap (mmu interval
- * notifiers for cached pins, work items, MSI/INTx vector allocation, completions with a timeout; the pins
- * themselves are pin.c's, shared with the 5.10 build). Each function
+ * C half of picoevb.ko: kernel services that Linux 6.18's Rust `kernel` crate does not wrap (cached pins,
+ * work items, MSI/INTx vector allocation, completions with a timeout; the pins themselves and their mmu
+ * interval notifiers are pin.c's and watched.c's, shared with the 5.10 build). Each function
  * is a thin, policy-free wrapper; the driver's decisions stay in Rust.
  */
-#include <linux/capability.h>
 #include <linux/completion.h>
 #include <linux/dma-mapping.h>
 #include <linux/fs.h>
@@ -21,6 +20,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
+#include "watched.h"
 
 struct pevb_pin;
 int pevb_irq_vectors_alloc(struct pci_dev *pdev);
@@ -155,110 +155,44 @@ bool pevb_cpin_supported(void)
 
 #ifdef CONFIG_MMU_NOTIFIER
 /*
- * A cached pin: pinned writable, mapped bidirectionally (one mapping serves H2C and C2H), and watched by an
- * mmu interval notifier over its pages. Mapped with DMA_ATTR_SKIP_CPU_SYNC: the CPU cache is handed over
- * only around each DMA (pevb_cpin_sync), never at map or unmap time. That is what makes a long-lived
- * mapping safe next to other mappings of the same cache lines (another file's cached buffer, a one-off
- * pin): each is synced only while its own DMA runs. The notifier only bumps the sequence (the buffer is stale from then
- * on) and queues the owner's sweep: it may run where sleeping is not allowed, and removing a notifier from
- * inside its own callback would deadlock, so the unpinning happens in the sweep.
+ * A cached pin: a watched pin (watched.c: long-term, charged to RLIMIT_MEMLOCK, under an mmu interval
+ * notifier that queues the owner's sweep), mapped bidirectionally (one mapping serves H2C and C2H) with
+ * DMA_ATTR_SKIP_CPU_SYNC: the CPU cache is handed over only around each DMA (pevb_cpin_sync), never at map
+ * or unmap time. That is what makes a long-lived mapping safe next to other mappings of the same cache
+ * lines (another file's cached buffer, a one-off pin): each is synced only while its own DMA runs. The
+ * unpinning happens in the sweep (watched.c says why).
  */
 struct pevb_cpin {
-	struct pevb_pin *pin;		/* pin.c's, long-term */
-	struct mmu_interval_notifier mn;
-	unsigned long seq;
+	struct pevb_watched *w;
+	struct pevb_pin *pin;		/* w's */
 	struct pevb_work *sweep;
 	struct list_head dead_link;	/* on sweep->dead once released */
 	bool dirty;
-	unsigned long charged;		/* pages charged to mn.mm->pinned_vm */
 };
-
-/*
- * Long-term pins count against the owner's RLIMIT_MEMLOCK through mm->pinned_vm, as RDMA's umem does
- * (ib_umem_get): over the limit without CAP_IPC_LOCK is -ENOMEM, and the request is then served by a
- * one-off pin instead.
- */
-static int pevb_charge(struct mm_struct *mm, unsigned long npages)
-{
-	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 now = atomic64_add_return(npages, &mm->pinned_vm);
-
-	if (now > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static bool pevb_cpin_invalidate(struct mmu_interval_notifier *mn,
-				 const struct mmu_notifier_range *range, unsigned long cur_seq)
-{
-	struct pevb_cpin *p = container_of(mn, struct pevb_cpin, mn);
-
-	mmu_interval_set_seq(mn, cur_seq);
-	schedule_work(&p->sweep->work);
-	return true;
-}
-
-static const struct mmu_interval_notifier_ops pevb_cpin_ops = {
-	.invalidate = pevb_cpin_invalidate,
-};
-
-/* Tries per pin when the memory changes while it is being pinned; then the caller pins it for once only. */
-#define PEVB_CPIN_TRIES 3
 
 int pevb_cpin_new(struct device *dev, u64 uaddr, u64 len, struct pevb_work *sweep,
 		  struct pevb_cpin **out)
 {
-	unsigned long start, end;
-	struct pevb_cpin *p;
-	int ret, i;
+	struct pevb_cpin *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	int ret;
 
-	if (!len || uaddr + len < uaddr)
-		return -EINVAL;
-	start = uaddr & PAGE_MASK;
-	end = PAGE_ALIGN(uaddr + len);
-	if (end <= start || !current->mm)
-		return -EFAULT;
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
 	if (!p)
 		return -ENOMEM;
 	p->sweep = sweep;
-	/* Watch first, pin second: a change between the two is then seen, not missed. */
-	ret = mmu_interval_notifier_insert(&p->mn, current->mm, start, end - start, &pevb_cpin_ops);
-	if (ret)
-		goto err_free;
-	ret = pevb_charge(current->mm, (end - start) >> PAGE_SHIFT);
-	if (ret)
-		goto err_remove;
-	p->charged = (end - start) >> PAGE_SHIFT;
-	for (i = 0; i < PEVB_CPIN_TRIES; i++) {
-		unsigned long seq = mmu_interval_read_begin(&p->mn);
-
-		ret = pevb_pin_long(dev, uaddr, len, &p->pin);
-		if (ret)
-			goto err_remove;
-		/* Breaking copy-on-write for FOLL_WRITE changes the mapping once: the next try is stable. */
-		if (!mmu_interval_check_retry(&p->mn, seq)) {
-			p->seq = seq;
-			*out = p;
-			return 0;
-		}
-		pevb_pin_drop(p->pin, false);
+	ret = pevb_watched_new(dev, uaddr, len, &sweep->work, &p->w);
+	if (ret) {
+		kfree(p);
+		return ret;
 	}
-	ret = -EAGAIN;
-err_remove:
-	atomic64_sub(p->charged, &current->mm->pinned_vm);
-	mmu_interval_notifier_remove(&p->mn);
-err_free:
-	kfree(p);
-	return ret;
+	p->pin = pevb_watched_pin(p->w);
+	*out = p;
+	return 0;
 }
 
 /* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */
 bool pevb_cpin_stale(struct pevb_cpin *p)
 {
-	return mmu_interval_check_retry(&p->mn, p->seq);
+	return pevb_watched_stale(p->w);
 }
 
 /* The pin itself, for its bus segments (pin.c): valid until the cached pin is released. */
@@ -290,10 +224,7 @@ u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i)
  */
 static void pevb_cpin_release(struct pevb_work *w, struct pevb_cpin *p)
 {
-	/* The notifier holds the mm (mmgrab) until it is removed. */
-	atomic64_sub(p->charged, &p->mn.mm->pinned_vm);
-	mmu_interval_notifier_remove(&p->mn);
-	pevb_pin_unmap(p->pin);
+	pevb_pin_unmap(pevb_watched_end(p->w));
 	/* Unmapped: off the list (whose readers look at its pages) before the page array goes. */
 	spin_lock(&w->lock);
 	list_del(&p->dead_link);

@@ -21,6 +21,7 @@
 #include <linux/mutex.h>
 #include <linux/slab.h>
 #include <linux/version.h>
+#include "node.h"
 
 /* As many as the glues' card numbers (/dev/picoevb0..7). */
 #define PEVB_NODES 8
@@ -29,12 +30,6 @@ struct pevb_node {
 	struct cdev *cdev;
 	unsigned int index;
 };
-
-int pevb_nodes_init(void);
-void pevb_nodes_exit(void);
-int pevb_node_add(struct device *parent, unsigned int index, const struct file_operations *fops, void *private,
-		  struct pevb_node **out);
-void pevb_node_del(struct pevb_node *n);
 
 static dev_t pevb_node_base;
 static struct class *pevb_node_class;
