@@ -10,7 +10,6 @@
 #include <linux/pci.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
-#include <linux/workqueue.h>
 #include "services.h"
 #include "../picoevb/node.h"
 #include "../picoevb/watched.h"
@@ -28,7 +27,6 @@ struct pevb_engine {
 };
 
 struct pevb_pin;
-struct pevb_node;
 
 struct pevb_card {
 	struct kref ref;		/* the driver's binding plus each open file */

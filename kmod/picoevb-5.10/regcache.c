@@ -9,9 +9,10 @@
  *
  * A cached pin is a watched pin (../picoevb/watched.c, as 6.18's): pinned FOLL_LONGTERM and writable, mapped
  * bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each request syncs exactly its bytes), charged to
- * RLIMIT_MEMLOCK, and watched by an mmu interval notifier inserted before the pages are pinned. The notifier only bumps the sequence (the buffer is stale from then
- * on: it never serves a request again, checked under the table lock at every hit) and queues the cache's
- * work item, which drops the stale buffers from the table.
+ * RLIMIT_MEMLOCK, and watched by an mmu interval notifier inserted before the pages are pinned. The notifier
+ * only bumps the sequence (the buffer is stale from then on: it never serves a request again, checked under
+ * the table lock at every hit) and queues the cache's work item, which drops the stale buffers from the
+ * table.
  *
  * Lifetimes: a pin is held (kref) by its table slot and by each request using it, so dropping it from the
  * table (sweep, eviction, flush, close, removal) never unpins under a running DMA. Its last holder hands it
@@ -62,7 +63,7 @@ struct pevb_cpin {
 	struct kref ref;		/* the table's slot, each request using it */
 	struct pevb_cache *cache;	/* a reference until handed to its dead list */
 	struct pevb_watched *w;		/* watched.c's: the notifier queues cache->work */
-	struct pevb_pin *pin;		/* w's */
+	struct pevb_pin *pin;		/* w's, fixed while the cached pin lives */
 	u64 *frames;			/* the pages pinned, sorted (per-card overlap rules) */
 	size_t nframes;
 	bool written;			/* a C2H used it: its pages are dirtied when unpinned */

@@ -163,8 +163,8 @@ bool pevb_cpin_supported(void)
  * unpinning happens in the sweep (watched.c says why).
  */
 struct pevb_cpin {
-	struct pevb_watched *w;
-	struct pevb_pin *pin;		/* w's */
+	struct pevb_watched *w;		/* freed by pevb_watched_end() at release */
+	struct pevb_pin *pin;		/* w's, kept past that: releasing-list readers look at its pages */
 	struct pevb_work *sweep;
 	struct list_head dead_link;	/* on sweep->dead once released */
 	bool dirty;
