@@ -241,7 +241,7 @@ static bool same_frames(struct pevb_surface *s)
 	return same;
 }
 
-static int surface_pin(struct pevb_card *card, u64 va, u64 len, u64 *frames, size_t nframes,
+static int surface_pin(struct pevb_card *card, bool host, u64 va, u64 len, u64 *frames, size_t nframes,
 		       struct pevb_surface **out)
 {
 	struct pevb_surface *s = kzalloc(sizeof(*s), GFP_KERNEL);
@@ -270,7 +270,7 @@ static int surface_pin(struct pevb_card *card, u64 va, u64 len, u64 *frames, siz
 	s->listed = true;
 	spin_unlock(&card->slock);
 	kref_get(&s->ref);	/* the callback's */
-	ret = pevb_p2p_pin(&card->pdev->dev, va, len, surface_gone, s, &s->p);
+	ret = (host ? pevb_p2p_pin_host : pevb_p2p_pin)(&card->pdev->dev, va, len, surface_gone, s, &s->p);
 	if (ret) {
 		surface_put(s);	/* a failed pin never calls the callback */
 		card_forget(card, s);
@@ -297,6 +297,7 @@ struct pevb_cuda_pin_call {
 	struct pevb_surfaces *t;
 	struct pevb_card *card;
 	unsigned long mm;
+	bool host;		/* PIN_HOST: pinned host memory, no provider (p2p.c) */
 	u64 va, len;
 	u64 first, end;		/* the page range around [va, va + len) */
 };
@@ -345,7 +346,7 @@ void pevb_cuda_pin_evict(struct pevb_cuda_pin_call *c, const struct pevb_frames 
 /* Takes @f's array whatever happens. */
 int pevb_cuda_pin_pin(struct pevb_cuda_pin_call *c, struct pevb_frames *f, struct pevb_surface **out)
 {
-	return surface_pin(c->card, c->va, c->len, f->f, f->n, out);
+	return surface_pin(c->card, c->host, c->va, c->len, f->f, f->n, out);
 }
 
 bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s)
@@ -377,10 +378,10 @@ int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s)
 }
 
 /* PIN_CUDA: the new handle, or a negative errno. */
-int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len)
+int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, bool host, u64 va, u64 len)
 {
 	struct pevb_cuda_pin_call c = {
-		.t = t, .card = card, .mm = (unsigned long)current->mm, .va = va, .len = len,
+		.t = t, .card = card, .mm = (unsigned long)current->mm, .host = host, .va = va, .len = len,
 		.first = va & PAGE_MASK, .end = PAGE_ALIGN(va + len),
 	};
 	int ret;
@@ -399,12 +400,13 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u
 	ret = pevb_card_begin(card);
 	if (ret)
 		return ret;
-	if (pevb_p2p_get()) {
+	if (!host && pevb_p2p_get()) {
 		pevb_card_end(card);
 		return -EOPNOTSUPP;
 	}
 	ret = pevb_cuda_pin(&c);
-	pevb_p2p_put();		/* a pin holds the provider on its own */
+	if (!host)
+		pevb_p2p_put();		/* a pin holds the provider on its own */
 	pevb_card_end(card);
 	return ret;
 }

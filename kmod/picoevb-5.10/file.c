@@ -282,10 +282,11 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case PEVB_OP_H2C2H:
 		ret = transfer(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
 		break;
-	case PEVB_OP_PIN_CUDA: {
+	case PEVB_OP_PIN_CUDA:
+	case PEVB_OP_PIN_HOST: {
 		u32 handle;
 
-		ret = pevb_surfaces_pin(&pf->surfaces, card, req.src.addr, req.len);
+		ret = pevb_surfaces_pin(&pf->surfaces, card, op == PEVB_OP_PIN_HOST, req.src.addr, req.len);
 		if (ret < 0)
 			return ret;
 		handle = ret;

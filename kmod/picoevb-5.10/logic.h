@@ -130,6 +130,8 @@
 
 #define PEVB_OP_RAM_OWNER 10
 
+#define PEVB_OP_PIN_HOST 11
+
 /**
  * Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
  */

@@ -12,6 +12,7 @@
 #include <linux/wait.h>
 #include "services.h"
 #include "../picoevb/node.h"
+#include "../picoevb/pin.h"
 #include "../picoevb/watched.h"
 
 /* One page of descriptors per engine: no adjacent block crosses 4 KiB; longer requests run as more chains. */
@@ -144,17 +145,10 @@ static inline int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r)
 int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, u64 src_at,
 		    const struct pevb_seg *dst, size_t ndst, u64 dst_at, u64 len);
 
-/* pin.c */
-struct pevb_pin;
-int pevb_pin_user(struct device *dev, u64 uaddr, u64 len, bool to_device, struct pevb_pin **out);
-const struct pevb_seg *pevb_pin_segments(struct pevb_pin *p, size_t *n);
-void pevb_unpin_user(struct pevb_pin *p);
+/* pin.c (the shared one's functions are in ../picoevb/pin.h) */
 void pevb_pin_park(struct list_head *q, struct pevb_pin *p);
 void pevb_pin_release_all(struct list_head *q);
-int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out);
-void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_device, bool for_device);
 int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
-void pevb_pin_drop(struct pevb_pin *p, bool dirty);
 int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
 int pevb_user_prefault(u64 uaddr, u64 len, bool write);
 
@@ -183,7 +177,7 @@ struct pevb_use {
 	bool to_device;
 };
 void pevb_surfaces_init(struct pevb_surfaces *t);
-int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, u64 va, u64 len);
+int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, bool host, u64 va, u64 len);
 int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle);
 void pevb_surfaces_unpin_all(struct pevb_surfaces *t);
 int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 at, u64 len, bool to_device,
@@ -200,13 +194,12 @@ bool pevb_provider_available(void);
 struct pevb_p2p;
 int pevb_p2p_init(void);
 void pevb_p2p_exit(void);
-void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
-		      bool for_device);
-bool pevb_sync_needed(struct device *dev, dma_addr_t addr);
 int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
 		 struct pevb_p2p **out);
+int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		      struct pevb_p2p **out);
 struct pevb_p2p_seg;
 const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n);
 void pevb_p2p_use_acquire(void);

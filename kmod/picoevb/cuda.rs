@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! GPU memory ("CUDA surfaces") pinned through the nvidia_p2p API (`p2p.c`), per open file.
+//! GPU memory ("CUDA surfaces") pinned through the nvidia_p2p API (`p2p.c`), or host memory pinned as a
+//! surface (PIN_HOST, `p2p.c`'s pinned host memory, where no provider exists), per open file.
 //!
 //! A surface's lifecycle (its uses, the provider's free callback, the unpin, removal's unmap, and who
 //! frees) is `kmod/logic/src/surface_life.rs`, which the 5.10 glue runs too: this file keeps its `Life`
@@ -52,6 +53,16 @@ pub(crate) trait SurfaceBook: Send + Sync {
     /// mapped) and returns once none is mapped any more (except those a running request holds), those
     /// dropped earlier whose release is still going on included.
     fn evict_cached(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> Result;
+}
+
+/// What backs a surface: the GPU provider's pin, or the caller's host memory pinned by the shim itself.
+/// One contract (`p2p.c`), so the rest of this file never asks which.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backing {
+    /// PIN_CUDA: nvidia_p2p.
+    Provider,
+    /// PIN_HOST: `cuMemHostAlloc` memory, pinned long-term under an mmu interval notifier.
+    Host,
 }
 
 /// What `Surface::detach` found.
@@ -235,17 +246,18 @@ unsafe extern "C" fn surface_gone(data: *mut c_void) {
     }
 }
 
-/// Pins `len` bytes of GPU memory at `va` (in address space `mm`, pages `frames`) for DMA by `dev`, in its
-/// card's `book`.
+/// Pins `len` bytes of GPU (or, for `Backing::Host`, host) memory at `va` (in address space `mm`, pages
+/// `frames`) for DMA by `dev`, in its card's `book`.
 fn pin(
     book: &Arc<dyn SurfaceBook>,
     dev: &Device,
+    backing: Backing,
     mm: usize,
     va: u64,
     len: u64,
     frames: Frames,
 ) -> Result<Arc<Surface>> {
-    let pages = page_range(va, len);
+    let pages = page_range(backing, va, len);
     let s = Arc::pin_init(
         pin_init!(Surface {
             p: AtomicPtr::new(core::ptr::null_mut()),
@@ -262,10 +274,14 @@ fn pin(
     // Recorded before the pin exists: its callback may run (and forget it) as soon as the pin does.
     book.add_surface(s.clone())?;
     let data = Arc::into_raw(s.clone()).cast_mut().cast::<c_void>();
+    let pin_fn = match backing {
+        Backing::Provider => ffi::pevb_p2p_pin,
+        Backing::Host => ffi::pevb_p2p_pin_host,
+    };
     // SAFETY: `dev` is a live device; `data` stays valid until the callback reclaims it; the out-pointer is
-    // the surface's own slot, which outlives the pin.
+    // the surface's own slot, which outlives the pin. Both functions keep `p2p.c`'s one contract.
     let rc = unsafe {
-        ffi::pevb_p2p_pin(
+        pin_fn(
             ffi::raw_dev(dev),
             va,
             len,
@@ -290,12 +306,14 @@ const GPU_PAGE: u64 = if cfg!(gdr_p2p_dgpu) {
     4 << 10
 };
 
-/// The GPU-page-aligned range around `[va, va + len)`: what the provider really pins and maps.
-fn page_range(va: u64, len: u64) -> (u64, u64) {
-    (
-        va & !(GPU_PAGE - 1),
-        (va + len).div_ceil(GPU_PAGE) * GPU_PAGE,
-    )
+/// The page-aligned range around `[va, va + len)`: what the provider (GPU pages) or the shim (host pages)
+/// really pins and maps.
+fn page_range(backing: Backing, va: u64, len: u64) -> (u64, u64) {
+    let page = match backing {
+        Backing::Provider => GPU_PAGE,
+        Backing::Host => kernel::page::PAGE_SIZE as u64,
+    };
+    (va & !(page - 1), (va + len).div_ceil(page) * page)
 }
 
 /// Whether a GPU-memory provider is loaded now.
@@ -316,6 +334,7 @@ struct PinCall<'a> {
     surfaces: &'a Surfaces,
     book: &'a Arc<dyn SurfaceBook>,
     dev: &'a Device,
+    backing: Backing,
     mm: usize,
     va: u64,
     len: u64,
@@ -355,7 +374,16 @@ impl surface_pin::Services for PinCall<'_> {
             .map_err(errno)
     }
     fn pin(&mut self, frames: Frames) -> Result<Arc<Surface>, Errno> {
-        pin(self.book, self.dev, self.mm, self.va, self.len, frames).map_err(errno)
+        pin(
+            self.book,
+            self.dev,
+            self.backing,
+            self.mm,
+            self.va,
+            self.len,
+            frames,
+        )
+        .map_err(errno)
     }
     fn same_frames(&mut self, s: &Arc<Surface>) -> bool {
         s.frames.is_empty() || user_frames(self.first, self.end).is_ok_and(|f| *f == *s.frames)
@@ -387,8 +415,9 @@ impl Surfaces {
         })
     }
 
-    /// PIN_CUDA, on the card whose books are `book` and device `dev`, which the caller holds (`active`:
-    /// removal must wait for the mapping and then find the surface to unmap): returns the new handle.
+    /// PIN_CUDA (`Backing::Provider`) or PIN_HOST (`Backing::Host`), on the card whose books are `book` and
+    /// device `dev`, which the caller holds (`active`: removal must wait for the mapping and then find the
+    /// surface to unmap): returns the new handle.
     /// The caller faulted the range in before it took the device (`pin::prefault`): the page lookups and
     /// the provider's pin below run under the card's pin lock and the hold removal drains, where a fault
     /// that never resolves (userfaultfd, FUSE) would stall every PIN_CUDA of the card and its removal.
@@ -397,17 +426,37 @@ impl Surfaces {
         book: &Arc<dyn SurfaceBook>,
         dev: &Device,
         _active: &Active<'_>,
+        backing: Backing,
         va: u64,
         len: u64,
     ) -> Result<u32> {
+        if backing == Backing::Host {
+            return self.pin_with(book, dev, backing, va, len);
+        }
         // SAFETY: plain call; balanced by the put below.
         kernel::error::to_result(unsafe { ffi::pevb_p2p_get() })
             .map_err(|_| kerr(Errno::EOPNOTSUPP))?;
-        let (first, end) = page_range(va, len);
+        let r = self.pin_with(book, dev, backing, va, len);
+        // SAFETY: the get above succeeded; a pin holds the provider on its own.
+        unsafe { ffi::pevb_p2p_put() };
+        r
+    }
+
+    /// The shared sequence (`surface_pin.rs`) over this call's services.
+    fn pin_with(
+        &self,
+        book: &Arc<dyn SurfaceBook>,
+        dev: &Device,
+        backing: Backing,
+        va: u64,
+        len: u64,
+    ) -> Result<u32> {
+        let (first, end) = page_range(backing, va, len);
         let mut call = PinCall {
             surfaces: self,
             book,
             dev,
+            backing,
             // SAFETY: plain read of the caller's mm pointer, used only as an identity.
             mm: unsafe { ffi::pevb_current_mm() },
             va,
@@ -416,10 +465,7 @@ impl Surfaces {
             end,
             pins: None,
         };
-        let r = surface_pin::pin(&mut call).map_err(kerr);
-        // SAFETY: the get above succeeded; a pin holds the provider on its own.
-        unsafe { ffi::pevb_p2p_put() };
-        r
+        surface_pin::pin(&mut call).map_err(kerr)
     }
 
     /// Publishes a new surface under a handle: small non-negative ints, never reused while in the table.

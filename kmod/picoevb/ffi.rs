@@ -131,6 +131,14 @@ extern "C" {
         data: *mut c_void,
         out: *mut *mut PevbP2p,
     ) -> c_int;
+    pub(crate) fn pevb_p2p_pin_host(
+        dev: *mut bindings::device,
+        va: u64,
+        len: u64,
+        free_cb: Option<unsafe extern "C" fn(*mut c_void)>,
+        data: *mut c_void,
+        out: *mut *mut PevbP2p,
+    ) -> c_int;
     pub(crate) fn pevb_p2p_segments(
         p: *mut PevbP2p,
         n: *mut u32,

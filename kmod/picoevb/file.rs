@@ -6,7 +6,7 @@ use crate::abi;
 use crate::book::QuarantineRoom;
 use crate::cache_policy;
 use crate::card::Card;
-use crate::cuda::{self, InUse, SurfaceBook, Surfaces};
+use crate::cuda::{self, Backing, InUse, SurfaceBook, Surfaces};
 use crate::errno::Errno;
 use crate::errors::{errno, kerr};
 use crate::gate::{self, Side, Work};
@@ -196,7 +196,8 @@ impl PicoevbFile {
 
     fn abi_info(&self) -> Result<abi::AbiInfo> {
         let mut info = self.card.abi_info()?;
-        info.caps |= abi::CAP_RAM_OWNER;
+        // Host surfaces need only the mmu notifiers this module needs anyway (p2p.c's guard).
+        info.caps |= abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE;
         if regcache::supported() {
             info.caps |= abi::CAP_REG_CACHE;
         }
@@ -299,7 +300,12 @@ impl MiscDevice for PicoevbFile {
                 req.dma_time_ns = me.transfer(&gate::Request::round_trip(&x))?;
                 Ok(())
             })?,
-            abi::IOC_PIN_CUDA => {
+            abi::IOC_PIN_CUDA | abi::IOC_PIN_HOST => {
+                let backing = if cmd == abi::IOC_PIN_HOST {
+                    Backing::Host
+                } else {
+                    Backing::Provider
+                };
                 let (mut r, mut w) = UserSlice::new(
                     UserPtr::from_addr(arg),
                     core::mem::size_of::<abi::PinCuda>(),
@@ -312,7 +318,9 @@ impl MiscDevice for PicoevbFile {
                 crate::pin::prefault(va, len, true)?;
                 let active = card.begin()?;
                 let book: Arc<dyn SurfaceBook> = card.book().clone();
-                req.handle = me.surfaces.pin(&book, card.dev(), &active, va, len)?;
+                req.handle = me
+                    .surfaces
+                    .pin(&book, card.dev(), &active, backing, va, len)?;
                 drop(active);
                 if let Err(e) = w.write(&req) {
                     // The caller never learns the handle, so nothing may stay pinned under it.

@@ -20,6 +20,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
+#include "pin.h"
 #include "watched.h"
 
 struct pevb_pin;
@@ -51,14 +52,6 @@ void pevb_cpin_sync(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, bo
 void pevb_cpin_release_later(struct pevb_cpin *p, bool dirty);
 unsigned long pevb_cpin_npages(struct pevb_cpin *p);
 u64 pevb_cpin_pfn(struct pevb_cpin *p, unsigned long i);
-/* pin.c */
-int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out);
-void pevb_pin_unmap(struct pevb_pin *p);
-void pevb_pin_unpin(struct pevb_pin *p, bool dirty);
-void pevb_pin_drop(struct pevb_pin *p, bool dirty);
-void pevb_pin_sync_window(struct pevb_pin *p, u64 offset, u64 len, bool to_device, bool for_device);
-unsigned long pevb_pin_npages(struct pevb_pin *p);
-u64 pevb_pin_pfn(struct pevb_pin *p, unsigned long i);
 
 /*
  * A work item that calls back into Rust: the registration cache's sweep of invalidated buffers. It also

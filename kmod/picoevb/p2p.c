@@ -53,6 +53,16 @@
  * callback from an invalidation or from process exit, its notifier is still linked or queued for an SRCU
  * free inside the table, so that kfree() waits for both (see pevb_p2p_destroy).
  *
+ * Pinned host memory (PIN_HOST; Thor, and Orin after CUDA 14, where NVIDIA's guide says to pin
+ * cuMemHostAlloc memory instead of calling nvidia_p2p): pevb_p2p_pin_host() gives the driver the same
+ * struct pevb_p2p, under the same contract, with no provider behind it. The pages are a watched pin
+ * (watched.c: long-term, charged to RLIMIT_MEMLOCK, under an mmu interval notifier); the notifier plays
+ * the provider's part and calls the trampoline once the memory is unmapped, from the invalidation that
+ * unmaps it. The trampoline's free_cb waits for the DMAs and free_from_callback drops the device's
+ * mapping there; the unpin and the notifier's removal come with the last reference, which the trampoline
+ * leaves to pevb_p2p_wq (a notifier is never removed from its own callback, and unpinning dirty pages
+ * takes folio locks an invalidation may hold). pevb_p2p_unpin() calls free_cb itself, as on dGPU.
+ *
  * Two rules about context:
  *   - free_cb never runs from a non-blockable invalidation (the OOM reaper, process_mrelease). NVIDIA's
  *     Tegra module calls it from those too, and it sleeps (NVIDIA's own mutexes, and the driver waits for
@@ -88,6 +98,8 @@
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#include "pin.h"
+#include "watched.h"
 
 #ifdef GDR_P2P_SYSTEM_HEADER
 #ifdef GDR_P2P_DGPU
@@ -113,6 +125,8 @@ int pevb_p2p_get(void);
 void pevb_p2p_put(void);
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
 		 struct pevb_p2p **out);
+int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		      struct pevb_p2p **out);
 struct pevb_p2p_seg;
 const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n);
 void pevb_p2p_use_acquire(void);
@@ -122,9 +136,6 @@ void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
 void pevb_p2p_unmap_device(struct pevb_p2p *p);
 void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device);
-void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_data_direction dir,
-		      bool for_device);
-bool pevb_sync_needed(struct device *dev, dma_addr_t addr);
 
 #ifdef GDR_P2P_DGPU
 #define PEVB_P2P_FLAVOUR	GDR_NV_P2P_PROVIDER_DGPU
@@ -318,8 +329,11 @@ struct pevb_p2p {
 	struct completion pinned;		/* pevb_p2p_pin() has left PINNING */
 
 	struct nvidia_p2p_page_table *pt;
-	struct mutex map_lock;			/* map: unmapped exactly once */
+	struct mutex map_lock;			/* map, host_mapped: unmapped exactly once */
 	struct nvidia_p2p_dma_mapping *map;
+	bool host;				/* pinned host memory (PIN_HOST): no provider, no pt, no map */
+	struct pevb_watched *host_pin;		/* host: set once pinned */
+	bool host_mapped;
 	struct device *dev;
 	u64 gpu_va;				/* va rounded down to the GPU page */
 
@@ -336,6 +350,13 @@ struct pevb_p2p {
 /* The pin's bus segments for DMA, built at pin time: valid until pevb_p2p_free_from_callback(p). */
 const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n)
 {
+	if (p->host) {
+		size_t k;
+		const struct pevb_seg *segs = pevb_pin_segments(pevb_watched_pin(p->host_pin), &k);
+
+		*n = k;
+		return (const struct pevb_p2p_seg *)segs;
+	}
 	*n = p->nrun;
 	return p->runs;
 }
@@ -418,6 +439,13 @@ static void pevb_p2p_wait_notifier(struct pevb_p2p *p)
 /* The last reference is gone: free the page table struct (Jetson), the segments and p. */
 static void pevb_p2p_destroy(struct pevb_p2p *p)
 {
+	if (p->host) {
+		/* Unmapped already (unpin, the callback or removal); unpinned dirty: the device may have written. */
+		pevb_pin_unpin(pevb_watched_end(p->host_pin), true);
+		kfree(p);
+		module_put(THIS_MODULE);
+		return;
+	}
 #ifndef GDR_P2P_DGPU
 	/* The provider's free_page_table has run (free_from_callback or pin cleanup); the struct is ours. */
 	pevb_p2p_wait_notifier(p);
@@ -464,6 +492,10 @@ static void pevb_p2p_unmap(struct pevb_p2p *p, bool in_callback)
 	struct nvidia_p2p_dma_mapping *map;
 
 	mutex_lock(&p->map_lock);
+	if (p->host_mapped) {
+		pevb_pin_unmap(pevb_watched_pin(p->host_pin));
+		p->host_mapped = false;
+	}
 	map = p->map;
 	p->map = NULL;
 	if (map) {
@@ -487,8 +519,13 @@ static void pevb_p2p_trampoline(void *data)
 	bool wait = false;
 
 	spin_lock(&p->lock);
-	if (p->state == PEVB_P2P_PINNING && p->undo_task == current) {
-		spin_unlock(&p->lock);	/* the failed pin's own put_pages (Jetson): nothing to pass on */
+	if (p->state == PEVB_P2P_PINNING && (p->undo_task == current || p->host)) {
+		/*
+		 * The failed pin's own put_pages (Jetson): nothing to pass on. Pinned host memory: the watched
+		 * pin's sequence says the memory changed, and its retries, then pevb_p2p_pin_host() before LIVE,
+		 * check it.
+		 */
+		spin_unlock(&p->lock);
 		return;
 	}
 	if (p->state == PEVB_P2P_PINNING) {
@@ -519,7 +556,7 @@ static void pevb_p2p_trampoline(void *data)
 	p->cb_claimed = true;
 #ifndef GDR_P2P_DGPU
 	/* NVIDIA drops its notifier before an invalidation's callback, not before exit's .release. */
-	p->from_release = !hlist_unhashed_lockless(&p->pt->mn.hlist);
+	p->from_release = p->pt && !hlist_unhashed_lockless(&p->pt->mn.hlist);
 #endif
 	refcount_inc(&p->ref);	/* the last reference, if it goes here, is dropped by a queued free */
 	spin_unlock(&p->lock);
@@ -583,6 +620,30 @@ static int pevb_p2p_collect(struct pevb_p2p *p, struct nvidia_p2p_dma_mapping *m
 	return 0;
 }
 
+/*
+ * A new pin, PINNING, with one reference. It holds picoevb.ko until it is completely freed: its free
+ * callback may come from the provider (or the notifier) after the last file closed (an invalidation that
+ * began before close), and the deferred free runs later still. Taken under the ioctl's own file
+ * reference, so the module is live.
+ */
+static struct pevb_p2p *pevb_p2p_new(struct device *dev, void (*free_cb)(void *), void *data)
+{
+	struct pevb_p2p *p = kzalloc(sizeof(*p), GFP_KERNEL);
+
+	if (!p)
+		return NULL;
+	__module_get(THIS_MODULE);
+	refcount_set(&p->ref, 1);
+	spin_lock_init(&p->lock);
+	mutex_init(&p->map_lock);
+	init_completion(&p->pinned);
+	p->state = PEVB_P2P_PINNING;
+	p->dev = dev;
+	p->free_cb = free_cb;
+	p->data = data;
+	return p;
+}
+
 int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
 		 struct pevb_p2p **out)
 {
@@ -610,26 +671,12 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 	ret = pevb_p2p_ops_get();	/* this pin's own hold on the provider */
 	if (ret)
 		return ret;
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	p = pevb_p2p_new(dev, free_cb, data);
 	if (!p) {
 		pevb_p2p_ops_put();
 		return -ENOMEM;
 	}
-	/*
-	 * The pin holds picoevb.ko until it is completely freed: its free callback may come from the provider
-	 * after the last file closed (an invalidation that began before close), and the deferred table free
-	 * runs later still. Taken under the ioctl's own file reference, so the module is live.
-	 */
-	__module_get(THIS_MODULE);
-	refcount_set(&p->ref, 1);
-	spin_lock_init(&p->lock);
-	mutex_init(&p->map_lock);
-	init_completion(&p->pinned);
-	p->state = PEVB_P2P_PINNING;
-	p->dev = dev;
 	p->gpu_va = start;
-	p->free_cb = free_cb;
-	p->data = data;
 
 #ifdef GDR_P2P_DGPU
 	ret = pevb_p2p_ops.get_pages(0, 0, start, end - start, &p->pt, pevb_p2p_trampoline, p);
@@ -721,6 +768,57 @@ out_free:
 	return ret;
 }
 
+/* The watched pin's notifier: the memory is going away (watched.c says which changes count). */
+static void pevb_p2p_host_gone(void *owner)
+{
+	pevb_p2p_trampoline(owner);
+}
+
+/*
+ * Pinned host memory (PIN_HOST): [va, va + len) of the caller's memory, pinned long-term and DMA-mapped
+ * for @dev, under the contract at the top of this file with no provider behind it. -ENOMEM over
+ * RLIMIT_MEMLOCK (without CAP_IPC_LOCK), -EFAULT where the memory is not all there or went away while it
+ * was being pinned, -EOPNOTSUPP for a shared file mapping that needs writeback (pin.c).
+ */
+int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
+		      struct pevb_p2p **out)
+{
+	struct pevb_p2p *p;
+	bool stale;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!dev || !len || !free_cb || va + len < va)
+		return -EINVAL;
+	p = pevb_p2p_new(dev, free_cb, data);
+	if (!p)
+		return -ENOMEM;
+	p->host = true;
+	ret = pevb_watched_new_gone(dev, va, len, pevb_p2p_host_gone, p, &p->host_pin);
+	if (ret) {
+		kfree(p);
+		module_put(THIS_MODULE);
+		return ret;
+	}
+	p->host_mapped = true;
+	*out = p;
+	/* The notifier sets the sequence before it calls the trampoline, which does nothing while PINNING. */
+	spin_lock(&p->lock);
+	stale = pevb_watched_stale(p->host_pin);
+	if (!stale)
+		p->state = PEVB_P2P_LIVE;
+	complete_all(&p->pinned);
+	spin_unlock(&p->lock);
+	if (!stale)
+		return 0;
+	*out = NULL;
+	pevb_p2p_unmap(p, false);
+	pevb_p2p_unref(p, false);
+	return -EFAULT;
+}
+
 void pevb_p2p_unpin(struct pevb_p2p *p)
 {
 	bool claimed;
@@ -735,7 +833,15 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 	spin_unlock(&p->lock);
 
 	pevb_p2p_unmap(p, false);
-	if (!claimed) {
+	if (p->host) {
+		/* As on dGPU, the shim calls free_cb itself unless the notifier got there first. */
+		spin_lock(&p->lock);
+		claimed = p->cb_claimed;
+		p->cb_claimed = true;
+		spin_unlock(&p->lock);
+		if (!claimed)
+			p->free_cb(p->data);
+	} else if (!claimed) {
 #ifdef GDR_P2P_DGPU
 		/* NVIDIA's dGPU put_pages frees the table and does not call the callback... */
 		pevb_p2p_ops.put_pages(0, 0, p->gpu_va, p->pt);
@@ -762,6 +868,11 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 void pevb_p2p_free_from_callback(struct pevb_p2p *p)
 {
 	pevb_p2p_unmap(p, true);
+	if (p->host) {
+		/* The unpin and the notifier's removal come with the last reference (see the top). */
+		pevb_p2p_unref(p, false);
+		return;
+	}
 #ifdef GDR_P2P_DGPU
 	/* The provider frees the table after its callback; after put_pages it is already gone. */
 	if (!p->put_done)
@@ -877,7 +988,8 @@ void pevb_sync_pieces(struct device *dev, dma_addr_t addr, u64 len, enum dma_dat
  * are the GPU's BAR, which the CPU does not cache: nothing to do. The caller holds off the callback (a
  * use), so the mapping is live.
  */
-void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device)
+/* The provider's surfaces, Jetson: see pevb_p2p_sync. */
+static void pevb_p2p_sync_provider(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device)
 {
 #ifndef GDR_P2P_DGPU
 	enum dma_data_direction dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
@@ -896,4 +1008,12 @@ void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for
 		len -= n;
 	}
 #endif
+}
+
+void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device)
+{
+	if (p->host)
+		pevb_pin_sync_window(pevb_watched_pin(p->host_pin), at, len, to_device, for_device);
+	else
+		pevb_p2p_sync_provider(p, at, len, to_device, for_device);
 }

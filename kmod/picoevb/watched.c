@@ -2,12 +2,20 @@
 /*
  * A watched pin: a long-term pin of the caller's memory (pin.c's pevb_pin_long) under an mmu interval
  * notifier, charged to the owner's RLIMIT_MEMLOCK. What the registration caches of both builds keep (6.18:
- * helpers.c's cached pins; 5.10: regcache.c's). One source for both builds (the 5.10 module includes it).
+ * helpers.c's cached pins; 5.10: regcache.c's) and what a pinned host surface is (p2p.c, PIN_HOST). One
+ * source for both builds (the 5.10 module includes it).
  *
  * The notifier is inserted before the pages are pinned, so a change between the two is seen, not missed.
- * It only bumps the sequence (the pin is stale from then on) and queues the owner's @changed work: it may
- * run where sleeping is not allowed, and a notifier must not be removed from inside its own callback, so
- * pevb_watched_end() runs in the owner's work item or at close, never in the callback.
+ * It bumps the sequence (the pin is stale from then on) and tells the owner, one of two ways:
+ *   - a cache's: it queues the owner's @changed work, and nothing else. It may run where sleeping is not
+ *     allowed; the sweep comes later.
+ *   - a surface's: it calls @gone(owner), which may sleep (it waits for the DMAs using the memory and drops
+ *     the device's mapping), so a non-blockable invalidation (the OOM reaper, process_mrelease) is refused
+ *     and left to exit_mmap. Changes that keep every page where it is (mprotect, NUMA hinting, fork's
+ *     write-protect, soft-dirty) are let through without a word: the pages are pinned, and the device's
+ *     mapping of them stays right. Anything else (munmap, a remap, exit, migration) ends the surface.
+ * A notifier must not be removed from inside its own callback, so pevb_watched_end() runs in the owner's
+ * work item or at close, never in the callback.
  */
 #include <linux/capability.h>
 #include <linux/mm.h>
@@ -15,10 +23,8 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
+#include "pin.h"
 #include "watched.h"
-
-int pevb_pin_long(struct device *dev, u64 uaddr, u64 len, struct pevb_pin **out);
-void pevb_pin_drop(struct pevb_pin *p, bool dirty);
 
 #ifdef CONFIG_MMU_NOTIFIER
 struct pevb_watched {
@@ -26,7 +32,9 @@ struct pevb_watched {
 	struct mmu_interval_notifier mn;
 	unsigned long seq;		/* the notifier's sequence when pinned */
 	unsigned long charged;		/* pages charged to mn.mm->pinned_vm */
-	struct work_struct *changed;	/* the owner's, queued by the notifier */
+	struct work_struct *changed;	/* a cache's: queued by the notifier */
+	void (*gone)(void *owner);	/* a surface's: called by the notifier, may sleep */
+	void *owner;
 };
 
 /* Tries when the memory changes while it is being pinned; then the caller pins it for once only. */
@@ -49,13 +57,36 @@ static int pevb_watched_charge(struct mm_struct *mm, unsigned long npages)
 	return 0;
 }
 
+/* An invalidation that leaves every page mapped where it was: only protections or tracking bits change. */
+static bool pevb_watched_keeps_pages(const struct mmu_notifier_range *range)
+{
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static bool pevb_watched_invalidate(struct mmu_interval_notifier *mn, const struct mmu_notifier_range *range,
 				    unsigned long cur_seq)
 {
 	struct pevb_watched *w = container_of(mn, struct pevb_watched, mn);
 
+	if (w->gone) {
+		if (!mmu_notifier_range_blockable(range))
+			return false;
+		if (pevb_watched_keeps_pages(range))
+			return true;
+	}
+	/* Before the owner hears of it: an owner still pinning sees the pin stale (p2p.c relies on it). */
 	mmu_interval_set_seq(mn, cur_seq);
-	schedule_work(w->changed);
+	if (w->gone)
+		w->gone(w->owner);
+	else
+		schedule_work(w->changed);
 	return true;
 }
 
@@ -63,24 +94,53 @@ static const struct mmu_interval_notifier_ops pevb_watched_ops = {
 	.invalidate = pevb_watched_invalidate,
 };
 
+static int pevb_watched_start(struct device *dev, u64 uaddr, u64 len, struct pevb_watched *w,
+			      struct pevb_watched **out);
+
 /* Pins [uaddr, uaddr + len) of the caller's memory, watched; @changed must outlive pevb_watched_end(). */
 int pevb_watched_new(struct device *dev, u64 uaddr, u64 len, struct work_struct *changed,
 		     struct pevb_watched **out)
 {
-	unsigned long start, end;
-	struct pevb_watched *w;
-	int ret, i;
+	struct pevb_watched *w = kzalloc(sizeof(*w), GFP_KERNEL);
 
-	if (!len || uaddr + len < uaddr)
-		return -EINVAL;
-	start = uaddr & PAGE_MASK;
-	end = PAGE_ALIGN(uaddr + len);
-	if (end <= start || !current->mm)
-		return -EFAULT;
-	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)
 		return -ENOMEM;
 	w->changed = changed;
+	return pevb_watched_start(dev, uaddr, len, w, out);
+}
+
+/*
+ * Pins [uaddr, uaddr + len) of the caller's memory, watched for its going away: @gone(@owner) runs once the
+ * memory is unmapped (see the top of this file), from the invalidation, possibly before this returns. Until
+ * pevb_watched_end().
+ */
+int pevb_watched_new_gone(struct device *dev, u64 uaddr, u64 len, void (*gone)(void *owner), void *owner,
+			  struct pevb_watched **out)
+{
+	struct pevb_watched *w = kzalloc(sizeof(*w), GFP_KERNEL);
+
+	if (!w)
+		return -ENOMEM;
+	w->gone = gone;
+	w->owner = owner;
+	return pevb_watched_start(dev, uaddr, len, w, out);
+}
+
+/* Inserts @w's notifier and pins under it; frees @w on failure. */
+static int pevb_watched_start(struct device *dev, u64 uaddr, u64 len, struct pevb_watched *w,
+			      struct pevb_watched **out)
+{
+	unsigned long start, end;
+	int ret, i;
+
+	ret = -EINVAL;
+	if (!len || uaddr + len < uaddr)
+		goto err_free;
+	start = uaddr & PAGE_MASK;
+	end = PAGE_ALIGN(uaddr + len);
+	ret = -EFAULT;
+	if (end <= start || !current->mm)
+		goto err_free;
 	ret = mmu_interval_notifier_insert(&w->mn, current->mm, start, end - start, &pevb_watched_ops);
 	if (ret)
 		goto err_free;

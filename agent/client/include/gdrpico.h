@@ -151,7 +151,19 @@ int gdrpico_card_info(int fd, struct gdrpico_card_info *info);
 int gdrpico_pin_cuda(int fd, uint64_t va, uint64_t size, uint32_t *handle);
 
 /*
- Unpins a handle from `gdrpico_pin_cuda`.
+ Pins host memory (a cuMemHostAlloc allocation: Thor, and Orin after CUDA 14) as a surface and stores its
+ handle in `*handle`; it works wherever a gdrpico_pin_cuda handle does. Unpin before freeing it.
+
+ # Safety
+ `fd` must be an open card fd; `handle` a valid pointer.
+ */
+int gdrpico_pin_host(int fd,
+                     uint64_t va,
+                     uint64_t size,
+                     uint32_t *handle);
+
+/*
+ Unpins a handle from `gdrpico_pin_cuda` or `gdrpico_pin_host`.
 
  # Safety
  `fd` must be an open card fd.

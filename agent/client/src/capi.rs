@@ -167,10 +167,35 @@ pub unsafe extern "C" fn gdrpico_pin_cuda(
     size: u64,
     handle: *mut u32,
 ) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { pin_into(handle, || borrow(fd).and_then(|d| d.pin_cuda(va, size))) }
+}
+
+/// Pins host memory (a cuMemHostAlloc allocation: Thor, and Orin after CUDA 14) as a surface and stores its
+/// handle in `*handle`; it works wherever a gdrpico_pin_cuda handle does. Unpin before freeing it.
+///
+/// # Safety
+/// `fd` must be an open card fd; `handle` a valid pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_pin_host(
+    fd: c_int,
+    va: u64,
+    size: u64,
+    handle: *mut u32,
+) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { pin_into(handle, || borrow(fd).and_then(|d| d.pin_host(va, size))) }
+}
+
+/// Runs a pin and stores its handle in `*handle`.
+///
+/// # Safety
+/// `handle` is null or valid for writing.
+unsafe fn pin_into(handle: *mut u32, pin: impl FnOnce() -> Result<CudaHandle, Error>) -> c_int {
     if handle.is_null() {
         return Error::InvalidArgument("handle is NULL".into()).code();
     }
-    match borrow(fd).and_then(|d| d.pin_cuda(va, size)) {
+    match pin() {
         Ok(h) => {
             // SAFETY: checked non-null; the caller guarantees validity.
             unsafe { *handle = h.0 };
@@ -180,7 +205,7 @@ pub unsafe extern "C" fn gdrpico_pin_cuda(
     }
 }
 
-/// Unpins a handle from `gdrpico_pin_cuda`.
+/// Unpins a handle from `gdrpico_pin_cuda` or `gdrpico_pin_host`.
 ///
 /// # Safety
 /// `fd` must be an open card fd.
@@ -320,6 +345,7 @@ mod tests {
             assert_eq!(gdrpico_card_info(-1, info.as_mut_ptr()), -7);
             assert_eq!(*libc::__errno_location(), libc::EBADF);
             assert_eq!(gdrpico_pin_cuda(-1, 0x1000, 4096, &mut handle), -7);
+            assert_eq!(gdrpico_pin_host(-1, 0x1000, 4096, &mut handle), -7);
             assert_eq!(gdrpico_unpin_cuda(-1, 1), -7);
             assert_eq!(gdrpico_h2c2h(-1, 0, 0, 4, 0, std::ptr::null_mut()), -7);
         }

@@ -175,12 +175,41 @@ impl Device {
 
     /// [`Self::pin`] without the guard: the handle stays pinned until [`Self::unpin_cuda`] or the fd closes.
     pub fn pin_cuda(&self, va: u64, size: u64) -> Result<CudaHandle, Error> {
+        self.pin_ioctl("PIN_CUDA", abi::IOC_PIN_CUDA, va, size)
+    }
+
+    /// Pins `size` bytes of host memory at `va` (a `cuMemHostAlloc` allocation: the GPU path of Thor, and of
+    /// Orin after CUDA 14) as a surface, until the returned [`Pinned`] is dropped. Its handle works wherever
+    /// a PIN_CUDA handle does. Needs `CAP_HOST_SURFACE` (ABI 1.3); counts against `RLIMIT_MEMLOCK`.
+    pub fn pin_host_memory(&self, va: u64, size: u64) -> Result<Pinned<'_>, Error> {
+        let handle = self.pin_host(va, size)?;
+        Ok(Pinned {
+            dev: self,
+            handle,
+            size,
+        })
+    }
+
+    /// [`Self::pin_host_memory`] without the guard: pinned until [`Self::unpin_cuda`], the fd closes or the
+    /// memory is unmapped.
+    pub fn pin_host(&self, va: u64, size: u64) -> Result<CudaHandle, Error> {
+        self.pin_ioctl("PIN_HOST", abi::IOC_PIN_HOST, va, size)
+    }
+
+    /// PIN_CUDA or PIN_HOST (one argument struct).
+    fn pin_ioctl(
+        &self,
+        what: &'static str,
+        cmd: u32,
+        va: u64,
+        size: u64,
+    ) -> Result<CudaHandle, Error> {
         let mut p = abi::PinCuda {
             va,
             size,
             ..Default::default()
         };
-        self.ioctl("PIN_CUDA", abi::IOC_PIN_CUDA, &mut p)?;
+        self.ioctl(what, cmd, &mut p)?;
         Ok(CudaHandle(p.handle))
     }
 

@@ -7,9 +7,11 @@
 //!   `cuMemGetHandleForAddressRange(..., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)` and imported by the driver
 //!   (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`; dGPUs with NVIDIA's open kernel modules).
 //! * **pinned host**: `cuMemHostAlloc` memory, which the GPU reads and writes over its own link and the
-//!   card reaches through the host DMA path. Always possible: what Thor, and Orin after CUDA 14, use.
+//!   card reaches through the host DMA path. Always possible: what Thor, and Orin after CUDA 14, use. A
+//!   driver with `CAP_HOST_SURFACE` pins it as a surface (PIN_HOST: one handle, revoked when the memory
+//!   goes, as nv-p2p surfaces are); an older one moves it as plain host memory.
 
-use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON};
+use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON, CAP_HOST_SURFACE};
 
 /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (CUDA 11.3+).
 pub const CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED: i32 = 116;
@@ -34,6 +36,8 @@ pub struct DriverPaths {
     pub nv_p2p_tegra: bool,
     pub nv_p2p_dgpu: bool,
     pub dma_buf: bool,
+    /// PIN_HOST: pinned host memory as a surface.
+    pub host_surface: bool,
 }
 
 impl DriverPaths {
@@ -43,6 +47,7 @@ impl DriverPaths {
             nv_p2p_tegra: caps & CAP_CUDA_JETSON != 0,
             nv_p2p_dgpu: caps & CAP_CUDA_DGPU != 0,
             dma_buf: false,
+            host_surface: caps & CAP_HOST_SURFACE != 0,
         }
     }
 }
@@ -119,16 +124,20 @@ mod tests {
                 for host_dmabuf in ALL {
                     for tegra in ALL {
                         for dgpu in ALL {
-                            for imp in ALL {
+                            for (imp, host) in
+                                [(false, false), (false, true), (true, false), (true, true)]
+                            {
                                 let c = CudaAttrs {
                                     gpu_direct_rdma: rdma,
                                     dma_buf: dmabuf,
                                     host_alloc_dma_buf: host_dmabuf,
                                 };
+                                // PIN_HOST changes how pinned host memory is moved, never the choice.
                                 let d = DriverPaths {
                                     nv_p2p_tegra: tegra,
                                     nv_p2p_dgpu: dgpu,
                                     dma_buf: imp,
+                                    host_surface: host,
                                 };
                                 let want = if rdma && tegra {
                                     GpuPath::NvP2pTegra

@@ -97,16 +97,26 @@ fn driver_paths(dev: &Device) -> Result<DriverPaths, Error> {
 /// on the GPU; `gdrctl validate` runs it too. Call [`gpu::unavailable`] first.
 pub fn cuda(dev: &Device, words: usize) -> Result<Measurement, ChildError> {
     let g = gpu::Gpu::new()?;
-    let path = gpu_path::choose(gpupaths::attrs()?, driver_paths(dev)?);
+    let driver = driver_paths(dev)?;
+    let path = gpu_path::choose(gpupaths::attrs()?, driver);
     match path {
         GpuPath::NvP2pTegra | GpuPath::NvP2pDgpu => p2p(dev, &g, words, path),
+        GpuPath::PinnedHost if driver.host_surface => p2p(dev, &g, words, path),
         GpuPath::PinnedHost => pinned_host(dev, &g, words),
         GpuPath::DmaBuf => Err(ChildError::DmaBufUntested),
     }
 }
 
-/// nv-p2p: both surfaces pinned with PIN_CUDA.
+/// nv-p2p (PIN_CUDA) or pinned host memory as surfaces (PIN_HOST): both buffers pinned, moved through
+/// their handles.
 fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measurement, ChildError> {
+    let pin = |va, len| {
+        if path == GpuPath::PinnedHost {
+            dev.pin_host(va, len)
+        } else {
+            dev.pin_cuda(va, len)
+        }
+    };
     let n = u32::try_from(words).map_err(|_| ChildError::TooLarge)?;
     let src = g.alloc_host(words)?;
     let dst = g.alloc_host(words)?;
@@ -115,8 +125,8 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
     g.sync_memops(ds)?;
     g.sync_memops(dd)?;
     let bytes = (words * 4) as u64;
-    let hs = dev.pin_cuda(src.ptr as u64, bytes)?;
-    let hd = match dev.pin_cuda(dst.ptr as u64, bytes) {
+    let hs = pin(src.ptr as u64, bytes)?;
+    let hd = match pin(dst.ptr as u64, bytes) {
         Ok(h) => h,
         Err(e) => {
             let _ = dev.unpin_cuda(hs);
@@ -133,8 +143,8 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
     verified(g, &dst, n, path, h2c, c2h)
 }
 
-/// Pinned host: `cuMemHostAlloc` memory, filled by the GPU, moved by the host DMA path (the driver pins
-/// it as any host memory), verified by the GPU.
+/// Pinned host with a driver older than PIN_HOST: `cuMemHostAlloc` memory, filled by the GPU, moved by the
+/// host DMA path (the driver pins it as any host memory), verified by the GPU.
 fn pinned_host(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, ChildError> {
     let n = u32::try_from(words).map_err(|_| ChildError::TooLarge)?;
     let src = g.alloc_host(words)?;

@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use cudarc::driver::{result, sys};
 use gdr_client::gpu_path::{self, CudaAttrs, DriverPaths, GpuPath};
-use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON};
+use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON, CAP_HOST_SURFACE};
 
 use super::gpu::{Gpu, GpuError, cu, unavailable};
 
@@ -204,13 +204,17 @@ pub fn run() -> Result<String, GpuError> {
     for (flavour, paths) in [
         (
             "Jetson build (CAP_CUDA_JETSON)",
-            DriverPaths::from_caps(CAP_CUDA_JETSON),
+            DriverPaths::from_caps(CAP_CUDA_JETSON | CAP_HOST_SURFACE),
         ),
         (
             "dGPU build (CAP_CUDA_DGPU)",
-            DriverPaths::from_caps(CAP_CUDA_DGPU),
+            DriverPaths::from_caps(CAP_CUDA_DGPU | CAP_HOST_SURFACE),
         ),
-        ("no provider (Thor-like)", DriverPaths::from_caps(0)),
+        (
+            "no provider (Thor-like)",
+            DriverPaths::from_caps(CAP_HOST_SURFACE),
+        ),
+        ("a driver before PIN_HOST", DriverPaths::from_caps(0)),
         (
             "a driver that imports dma-buf",
             DriverPaths {
@@ -232,6 +236,9 @@ pub fn run() -> Result<String, GpuError> {
                 "dma-buf import of [{buf:#x}, +{len}): {}",
                 n.export(buf, len)
             ),
+            GpuPath::PinnedHost if paths.host_surface => {
+                format!("PIN_HOST {{ va: {buf:#x}, size: {len} }}")
+            }
             GpuPath::PinnedHost => {
                 format!("H2C/C2H on host memory {{ src: {buf:#x}, len: {len} }}")
             }

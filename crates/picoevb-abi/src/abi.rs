@@ -171,8 +171,8 @@ const _: () = {
 // incompatibly; a minor bump adds ioctls or `caps` bits. Structs only grow at the end, into `reserved`.
 
 /// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
-/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it).
-pub const ABI_VERSION: u32 = 1 << 16 | 2;
+/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST.
+pub const ABI_VERSION: u32 = 1 << 16 | 3;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -190,6 +190,8 @@ pub const CAP_MSI: u64 = 1 << 3;
 pub const CAP_REG_CACHE: u64 = 1 << 4;
 /// Capability: the card RAM has one owner at a time and is scrubbed between owners (IOC_RAM_OWNER).
 pub const CAP_RAM_OWNER: u64 = 1 << 5;
+/// Capability: IOC_PIN_HOST pins host memory (`cuMemHostAlloc`) as a surface; no GPU provider needed.
+pub const CAP_HOST_SURFACE: u64 = 1 << 6;
 
 /// `PICOEVB_IOC_ABI_INFO` argument.
 #[repr(C)]
@@ -307,3 +309,18 @@ const _: () = {
     assert!(core::mem::size_of::<RamOwner>() == 32);
     assert!(IOC_RAM_OWNER == 0xc020_5042);
 };
+
+/// Pin host memory as a surface (only with [`CAP_HOST_SURFACE`]): what Jetson Thor, and Orin after CUDA 14,
+/// use for GPU data, since NVIDIA's nvidia_p2p API ends there (`cuMemHostAlloc` memory, which the GPU
+/// reads and writes over its own path). Same argument as PIN_CUDA ([`PinCuda`]); the handle shares PIN_CUDA's
+/// handles: UNPIN_CUDA ends it, and the DMA ioctls take it with their `*_CUDA` flags.
+///
+/// The memory must be private anonymous or shmem memory the caller can write (a shared file mapping that
+/// needs writeback is EOPNOTSUPP, read-only memory EFAULT). Any `va` and `size`, as PIN_CUDA; the host-page
+/// hull is pinned long-term and counts against `RLIMIT_MEMLOCK` (ENOMEM beyond it, without
+/// `CAP_IPC_LOCK`). It lives until UNPIN_CUDA, close, or the memory going away: munmap, exit or a remap
+/// ends it as the GPU provider's free callback would (DMAs in flight finish first, later ones are EINVAL),
+/// while mprotect and fork leave it alone. Hulls that share a page with another surface or pin: EBUSY.
+pub const IOC_PIN_HOST: u32 = iowr(0x43, core::mem::size_of::<PinCuda>());
+
+const _: () = assert!(IOC_PIN_HOST == 0xc018_5043);

@@ -38,6 +38,7 @@ fn every_command_has_its_own_operation() {
         abi::IOC_UNPIN_CUDA,
         abi::IOC_REG_CACHE,
         abi::IOC_RAM_OWNER,
+        abi::IOC_PIN_HOST,
     ];
     let ops: Vec<i32> = cmds.iter().map(|&c| pevb_ioctl_op(c)).collect();
     assert!(ops.iter().all(|&o| o > 0), "{ops:?}");
@@ -133,10 +134,14 @@ fn abi_info_reports_the_facts() {
     assert_eq!(info.abi_version, abi::ABI_VERSION);
     assert_eq!(info.card_index, 3);
     // No ID block: its values are not reported; no provider, no cache: no such capability. The RAM's
-    // ownership is always enforced.
+    // ownership is always enforced, and host surfaces need no provider.
     assert_eq!(
         (info.caps, info.design_version, info.build_hash),
-        (abi::CAP_MSI | abi::CAP_RAM_OWNER, 0, 0)
+        (
+            abi::CAP_MSI | abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE,
+            0,
+            0
+        )
     );
     let cached = PevbFacts {
         reg_cache: 1,
@@ -151,7 +156,7 @@ fn abi_info_reports_the_facts() {
     let info: abi::AbiInfo = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
     assert_eq!(
         info.caps,
-        abi::CAP_MSI | abi::CAP_REG_CACHE | abi::CAP_RAM_OWNER
+        abi::CAP_MSI | abi::CAP_REG_CACHE | abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE
     );
 }
 

@@ -28,6 +28,7 @@ pub const PEVB_OP_PIN_CUDA: c_int = 7;
 pub const PEVB_OP_UNPIN_CUDA: c_int = 8;
 pub const PEVB_OP_REG_CACHE: c_int = 9;
 pub const PEVB_OP_RAM_OWNER: c_int = 10;
+pub const PEVB_OP_PIN_HOST: c_int = 11;
 
 /// One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
 #[repr(C)]
@@ -153,6 +154,7 @@ pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
         abi::IOC_UNPIN_CUDA => PEVB_OP_UNPIN_CUDA,
         abi::IOC_REG_CACHE => PEVB_OP_REG_CACHE,
         abi::IOC_RAM_OWNER => PEVB_OP_RAM_OWNER,
+        abi::IOC_PIN_HOST => PEVB_OP_PIN_HOST,
         _ => neg(Errno::ENOTTY),
     }
 }
@@ -250,7 +252,7 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                     len: x.len,
                     ..PevbReq::default()
                 }),
-            PEVB_OP_PIN_CUDA => read_arg::<abi::PinCuda>(buf, len)
+            PEVB_OP_PIN_CUDA | PEVB_OP_PIN_HOST => read_arg::<abi::PinCuda>(buf, len)
                 .and_then(|a| request::pin_cuda(&a))
                 .map(|(va, size)| PevbReq {
                     op: op as u32,
@@ -328,7 +330,7 @@ pub unsafe extern "C" fn pevb_ioctl_done(
                 Ok(a) => put(buf, len, abi::H2c2hDma { dma_time_ns, ..a }),
                 Err(e) => neg(e),
             },
-            PEVB_OP_PIN_CUDA => match read_arg::<abi::PinCuda>(buf, len) {
+            PEVB_OP_PIN_CUDA | PEVB_OP_PIN_HOST => match read_arg::<abi::PinCuda>(buf, len) {
                 Ok(a) => put(buf, len, abi::PinCuda { handle, ..a }),
                 Err(e) => neg(e),
             },
@@ -376,8 +378,9 @@ pub unsafe extern "C" fn pevb_ioctl_info(
             if f.reg_cache != 0 {
                 caps |= abi::CAP_REG_CACHE;
             }
-            // ram.c enforces ram_owner on every kernel this module builds for.
-            caps |= abi::CAP_RAM_OWNER;
+            // ram.c enforces ram_owner on every kernel this module builds for; host surfaces need only the
+            // mmu notifiers p2p.c needs anyway.
+            caps |= abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE;
             let (design_version, build_hash) = if f.id_block != 0 {
                 caps |= abi::CAP_ID_BLOCK;
                 (f.design_version, f.build_hash)

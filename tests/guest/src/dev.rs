@@ -7,6 +7,8 @@ use std::os::fd::AsRawFd;
 
 use picoevb_abi as abi;
 
+use crate::surface::{self, PinKind};
+
 /// Default device node in the bench guest.
 pub const DEFAULT_PATH: &str = "/dev/picoevb0";
 
@@ -19,6 +21,11 @@ impl Device {
     pub fn open(path: &str) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Device { file })
+    }
+
+    /// The descriptor, for raw calls (a forked child's ioctl on the shared file).
+    pub fn raw_fd(&self) -> libc::c_int {
+        self.file.as_raw_fd()
     }
 
     /// `lseek(fd, offset, whence)`: the new file position.
@@ -229,14 +236,32 @@ impl Device {
 
     /// PIN_CUDA on `va..va+size`; returns the handle.
     pub fn pin_cuda(&self, va: u64, size: u64) -> io::Result<u32> {
+        self.pin_ioctl(abi::IOC_PIN_CUDA, va, size)
+    }
+
+    /// PIN_HOST on `va..va+size` (host memory as a surface); returns the handle.
+    pub fn pin_host(&self, va: u64, size: u64) -> io::Result<u32> {
+        self.pin_ioctl(abi::IOC_PIN_HOST, va, size)
+    }
+
+    /// PIN_CUDA or PIN_HOST (`cmd`; one argument struct).
+    fn pin_ioctl(&self, cmd: u32, va: u64, size: u64) -> io::Result<u32> {
         let mut a = abi::PinCuda {
             va,
             size,
             ..Default::default()
         };
-        // SAFETY: PIN_CUDA reads and writes only the struct; it does not write the pinned memory.
-        unsafe { self.ioctl_ptr(abi::IOC_PIN_CUDA, &mut a) }?;
+        // SAFETY: both ioctls read and write only the struct; they do not write the pinned memory.
+        unsafe { self.ioctl_ptr(cmd, &mut a) }?;
         Ok(a.handle)
+    }
+
+    /// PIN_CUDA or PIN_HOST, whichever the running test pins its surfaces with ([`surface::pin_kind`]).
+    pub fn pin_surface(&self, va: u64, size: u64) -> io::Result<u32> {
+        match surface::pin_kind() {
+            PinKind::Cuda => self.pin_cuda(va, size),
+            PinKind::Host => self.pin_host(va, size),
+        }
     }
 
     /// UNPIN_CUDA of `handle`.

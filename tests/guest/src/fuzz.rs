@@ -481,10 +481,18 @@ fn worker(
                 // Never on the shared file: another thread's random UNPIN_CUDA could end this thread's pin.
                 let d = d % 2;
                 let dev = devs[d];
-                let Some(fl) = flavour else {
+                // PIN_HOST (host memory as a surface, no provider needed) half the time, and always
+                // without a provider; its handles behave as PIN_CUDA's.
+                let host = flavour.is_none() || rng.next_u64().is_multiple_of(2);
+                if flavour.is_none() && rng.next_u64().is_multiple_of(4) {
                     let r = dev.pin_cuda(arena.scratch as u64, 4096);
                     tally.record("PIN_CUDA without provider", &r, &[libc::EOPNOTSUPP]);
                     continue;
+                }
+                let fl = if host {
+                    Flavour::Jetson
+                } else {
+                    flavour.unwrap_or(Flavour::Jetson)
                 };
                 if pinned.len() >= 16 {
                     continue;
@@ -503,8 +511,13 @@ fn worker(
                 } else {
                     (s.va(), s.len() as u64)
                 };
-                let r = dev.pin_cuda(va, if bad { length(&mut rng) } else { len });
-                if tally.record("PIN_CUDA", &r, pin_errs)
+                let size = if bad { length(&mut rng) } else { len };
+                let (r, what) = if host {
+                    (dev.pin_host(va, size), "PIN_HOST")
+                } else {
+                    (dev.pin_cuda(va, size), "PIN_CUDA")
+                };
+                if tally.record(what, &r, pin_errs)
                     && let Ok(h) = r
                 {
                     tally.pins += 1;

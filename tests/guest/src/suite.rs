@@ -88,6 +88,7 @@ pub fn run(opts: &Options) -> i32 {
                     " (needs the registration cache, ext4 and loop devices)"
                 }
                 Needs::JetsonUserfaultfd => " (needs the Jetson provider and userfaultfd)",
+                Needs::HostSurface => " (needs host surfaces)",
             };
             let ext = if t.extended { " (extended)" } else { "" };
             println!("{}{ext}{needs}", t.name);

@@ -11,6 +11,7 @@
 //! same mapping: a driver that DMAs outside the pinned range through an address computed from the surface
 //! shows up as a damaged guard, and no two surfaces share a 64 KiB GPU page (see [`ISOLATION`]).
 
+use std::cell::Cell;
 use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -25,6 +26,55 @@ pub const VRAM_PATH: &str = "/dev/gdr_nv_p2p_vram";
 pub const JETSON_PAGE: usize = 4096;
 /// NVIDIA's dGPU page.
 pub const GPU_PAGE: usize = 65536;
+
+/// Which ioctl pins the surfaces of the test running now: PIN_CUDA (a provider's GPU memory), or PIN_HOST
+/// (host memory as a surface: the path of Thor, and of Orin after CUDA 14). The `host_surface::` tests are
+/// the GPU-memory tests run with PIN_HOST ([`with_pin_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinKind {
+    Cuda,
+    Host,
+}
+
+impl PinKind {
+    /// The ioctl's name, for messages.
+    pub fn ioctl(self) -> &'static str {
+        match self {
+            PinKind::Cuda => "PIN_CUDA",
+            PinKind::Host => "PIN_HOST",
+        }
+    }
+
+    /// The ioctl's number.
+    pub fn cmd(self) -> u32 {
+        match self {
+            PinKind::Cuda => abi::IOC_PIN_CUDA,
+            PinKind::Host => abi::IOC_PIN_HOST,
+        }
+    }
+}
+
+thread_local! {
+    static PIN_KIND: Cell<PinKind> = const { Cell::new(PinKind::Cuda) };
+}
+
+/// The running test's [`PinKind`].
+pub fn pin_kind() -> PinKind {
+    PIN_KIND.get()
+}
+
+/// Runs `f` with surfaces pinned by `kind`; PIN_CUDA again afterwards, even if `f` panics.
+pub fn with_pin_kind<T>(kind: PinKind, f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PIN_KIND.set(PinKind::Cuda);
+        }
+    }
+    let _reset = Reset;
+    PIN_KIND.set(kind);
+    f()
+}
 
 /// Which nvidia_p2p API the driver was built for, from ABI_INFO's caps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity,
 use crate::buf::{GuardedBuf, compare};
 use crate::dev::{Device, Mapping};
 use crate::rng::Rng;
-use crate::surface::{Flavour, Surface};
+use crate::surface::{Flavour, PinKind, Surface, pin_kind, with_pin_kind};
 
 const RAM: usize = FPGA_RAM_SIZE as usize;
 /// The reference application's surfaces: 1024 x 1024 u32.
@@ -33,41 +33,44 @@ const KERNEL_ADDR: u64 = 0xffff_8880_0000_0000;
 pub fn register(v: &mut Vec<Test>) {
     v.push(test("cuda::caps_match_provider", caps_match_provider));
     v.push(test("cuda::no_provider_eopnotsupp", no_provider_eopnotsupp).needs(Needs::NoProvider));
-    v.push(cuda("cuda::reference_app_sequence", reference_app_sequence));
-    v.push(cuda(
+    v.extend(both("cuda::reference_app_sequence", reference_app_sequence));
+    v.extend(both(
         "cuda::pin_with_readonly_argument_leaves_nothing_pinned",
         readonly_pin_argument,
     ));
     for len in ONE_WAY_SIZES {
-        v.push(cuda(format!("cuda::surface_fpga_host_{len}"), move |ctx| {
-            surface_fpga_host(ctx, len)
-        }));
+        v.extend(both(
+            &format!("cuda::surface_fpga_host_{len}"),
+            move |ctx| surface_fpga_host(ctx, len),
+        ));
     }
     for len in H2C2H_SIZES {
-        let t = cuda(format!("cuda::h2c2h_{len}"), move |ctx| {
+        let t = both(&format!("cuda::h2c2h_{len}"), move |ctx| {
             h2c2h_size(ctx, len)
         });
         // The whole surface, extended only: 1 MiB + 4 KiB already crosses chains and bounce chunks, and
         // 4 MiB cost two minutes of TCG time per arm64 boot.
-        v.push(if len == SURFACE { t.into_extended() } else { t });
+        v.extend(t.map(|t| if len == SURFACE { t.into_extended() } else { t }));
     }
     // Moves 8 MiB: 2 s of TCG time on x86_64, 18 s on arm64, so there only in the extended run.
-    let t = cuda("cuda::h2c2h_across_pin_windows", h2c2h_across_windows);
-    v.push(if cfg!(target_arch = "aarch64") {
-        t.into_extended()
-    } else {
-        t
-    });
-    v.push(cuda("cuda::unaligned_pin", unaligned_pin));
-    v.push(cuda("cuda::pin_bad_args", pin_bad_args));
-    v.push(cuda("cuda::pin_kernel_address_efault", pin_kernel_address));
-    v.push(cuda("cuda::pin_readonly_efault", pin_readonly));
-    v.push(cuda("cuda::len_beyond_pin_einval", len_beyond_pin));
-    v.push(cuda("cuda::wrong_handle_einval", wrong_handle));
-    v.push(cuda("cuda::unpin_twice_einval", unpin_twice));
-    v.push(cuda("cuda::handle_of_other_fd_einval", handle_of_other_fd));
-    v.push(cuda("cuda::overlapping_pin_ebusy", overlapping_pin));
-    v.push(cuda("cuda::adjacent_pins", adjacent_pins));
+    let t = both("cuda::h2c2h_across_pin_windows", h2c2h_across_windows);
+    v.extend(t.map(|t| {
+        if cfg!(target_arch = "aarch64") {
+            t.into_extended()
+        } else {
+            t
+        }
+    }));
+    v.extend(both("cuda::unaligned_pin", unaligned_pin));
+    v.extend(both("cuda::pin_bad_args", pin_bad_args));
+    v.extend(both("cuda::pin_kernel_address_efault", pin_kernel_address));
+    v.extend(both("cuda::pin_readonly_efault", pin_readonly));
+    v.extend(both("cuda::len_beyond_pin_einval", len_beyond_pin));
+    v.extend(both("cuda::wrong_handle_einval", wrong_handle));
+    v.extend(both("cuda::unpin_twice_einval", unpin_twice));
+    v.extend(both("cuda::handle_of_other_fd_einval", handle_of_other_fd));
+    v.extend(both("cuda::overlapping_pin_ebusy", overlapping_pin));
+    v.extend(both("cuda::adjacent_pins", adjacent_pins));
     v.push(cuda("cuda::device_still_works", sanity));
 }
 
@@ -79,10 +82,39 @@ pub(super) fn cuda(
     test(name, run).needs(Needs::Provider)
 }
 
+/// A GPU-memory test twice: as `name` (`cuda::x`, PIN_CUDA, needs a provider) and as `host_surface::x`
+/// (PIN_HOST: the same test on host memory pinned as a surface, no provider needed).
+pub(super) fn both(name: &str, run: impl Fn(&mut Ctx) -> TestResult + 'static) -> [Test; 2] {
+    host_twin(cuda(name, |_| Ok(())), run)
+}
+
+/// `t` (a GPU-memory test, its `run` replaced by `run`) and its twin `host_surface::…`, which runs `run`
+/// with PIN_HOST and needs only `CAP_HOST_SURFACE`.
+pub(super) fn host_twin(t: Test, run: impl Fn(&mut Ctx) -> TestResult + 'static) -> [Test; 2] {
+    let run = std::rc::Rc::new(run);
+    let twin_run = run.clone();
+    let short = t.name.rsplit("::").next().unwrap_or(&t.name).to_string();
+    let twin = test(format!("host_surface::{short}"), move |ctx| {
+        with_pin_kind(PinKind::Host, || twin_run(ctx))
+    })
+    .needs(Needs::HostSurface);
+    [
+        Test {
+            run: Box::new(move |ctx| run(ctx)),
+            ..t
+        },
+        twin,
+    ]
+}
+
 // ---- helpers, shared with `lifecycle` ----
 
 /// The loaded provider's flavour, from ABI_INFO.
 pub fn flavour(dev: &Device) -> Result<Flavour, String> {
+    if pin_kind() == PinKind::Host {
+        // Host memory in host pages, whatever the provider: the Jetson layout.
+        return Ok(Flavour::Jetson);
+    }
     let caps = ctx_err("ABI_INFO", dev.abi_info())?.caps;
     Flavour::from_caps(caps).ok_or_else(|| format!("ABI_INFO caps {caps:#x}: no CUDA capability"))
 }
@@ -108,8 +140,8 @@ pub fn pin(dev: &Device, s: &Surface) -> Result<u32, String> {
 
 pub fn pin_range(dev: &Device, va: u64, len: usize) -> Result<u32, String> {
     ctx_err(
-        &format!("PIN_CUDA {va:#x}+{len:#x}"),
-        dev.pin_cuda(va, len as u64),
+        &format!("{} {va:#x}+{len:#x}", pin_kind().ioctl()),
+        dev.pin_surface(va, len as u64),
     )
 }
 
@@ -557,7 +589,7 @@ fn pin_bad_args(ctx: &mut Ctx) -> TestResult {
     let g = f.granule();
     let dev = open(ctx)?;
     let s = surface(f, 4 * g)?;
-    expect_errno("PIN_CUDA size 0", dev.pin_cuda(s.va(), 0), libc::EINVAL)?;
+    expect_errno("PIN_CUDA size 0", dev.pin_surface(s.va(), 0), libc::EINVAL)?;
     let top = u64::MAX - g as u64 + 1;
     for (va, size) in [
         (top, 2 * g as u64),
@@ -566,7 +598,7 @@ fn pin_bad_args(ctx: &mut Ctx) -> TestResult {
     ] {
         expect_errno(
             &format!("PIN_CUDA {va:#x}+{size:#x} (wraps)"),
-            dev.pin_cuda(va, size),
+            dev.pin_surface(va, size),
             libc::EINVAL,
         )?;
     }
@@ -575,14 +607,14 @@ fn pin_bad_args(ctx: &mut Ctx) -> TestResult {
     ctx_err("munmap", gone.unmap())?;
     expect_errno(
         "PIN_CUDA of unmapped memory",
-        dev.pin_cuda(va, 2 * g as u64),
+        dev.pin_surface(va, 2 * g as u64),
         libc::EFAULT,
     )?;
     let mut holed = surface(f, 3 * g)?;
     ctx_err("punch", holed.punch(g, g))?;
     expect_errno(
         "PIN_CUDA of a range with an unmapped middle",
-        dev.pin_cuda(holed.va(), 3 * g as u64),
+        dev.pin_surface(holed.va(), 3 * g as u64),
         libc::EFAULT,
     )?;
     drop(holed);
@@ -601,7 +633,7 @@ fn pin_kernel_address(ctx: &mut Ctx) -> TestResult {
     for va in [KERNEL_ADDR, 1 << 47, 1 << 56] {
         expect_errno(
             &format!("PIN_CUDA {va:#x}+{g:#x}"),
-            dev.pin_cuda(va, g),
+            dev.pin_surface(va, g),
             libc::EFAULT,
         )?;
     }
@@ -618,7 +650,7 @@ fn pin_readonly(ctx: &mut Ctx) -> TestResult {
     ctx_err("mprotect", s.protect(libc::PROT_READ))?;
     expect_errno(
         "PIN_CUDA of read-only memory",
-        dev.pin_cuda(s.va(), s.len() as u64),
+        dev.pin_surface(s.va(), s.len() as u64),
         libc::EFAULT,
     )?;
     compare("read-only surface", &before, s.as_slice())?;
@@ -794,7 +826,7 @@ fn overlapping_pin(ctx: &mut Ctx) -> TestResult {
         ] {
             expect_errno(
                 &format!("PIN_CUDA of {what} (+{off:#x} size {len:#x}) on {file}"),
-                dev.pin_cuda(va + off as u64, len as u64),
+                dev.pin_surface(va + off as u64, len as u64),
                 libc::EBUSY,
             )?;
         }
@@ -826,7 +858,7 @@ fn adjacent_pins(ctx: &mut Ctx) -> TestResult {
     }
     expect_errno(
         "PIN_CUDA over the seam of granules 0 and 1",
-        dev.pin_cuda(s.va() + g as u64 - 1, 2),
+        dev.pin_surface(s.va() + g as u64 - 1, 2),
         libc::EBUSY,
     )?;
     s.fill_random(&mut ctx.rng);
@@ -881,7 +913,7 @@ fn readonly_pin_argument(ctx: &mut Ctx) -> TestResult {
     )?;
     // SAFETY: the driver reads the struct and may write only into it; the page is read-only for this
     // process, so the write fails with EFAULT and nothing of ours changes.
-    let r = unsafe { dev.ioctl_raw(abi::IOC_PIN_CUDA, arg.addr() as libc::c_ulong) };
+    let r = unsafe { dev.ioctl_raw(pin_kind().cmd(), arg.addr() as libc::c_ulong) };
     expect_errno("PIN_CUDA with a read-only argument", r, libc::EFAULT)?;
     let h = pin(&dev, &s)?;
     ctx_err("UNPIN_CUDA", dev.unpin_cuda(h))?;

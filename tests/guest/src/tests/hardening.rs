@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use picoevb_abi as abi;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
-use super::cuda::{cuda, flavour, open, pin_range, surface};
+use super::cuda::{cuda, flavour, host_twin, open, pin_range, surface};
 use super::regcache::{open_uncached, quiesce, used_once};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
 use crate::dev::{Device, Mapping};
@@ -49,20 +49,19 @@ pub fn register(v: &mut Vec<Test>) {
         "hardening::dma_with_a_file_mapping",
         dma_with_file_mapping,
     ));
-    v.push(
+    // With PIN_HOST too (`host_surface::`): its notifier plays the provider's callback.
+    v.extend(host_twin(
         test(
             "hardening::munmap_surface_and_cached_buffer_mid_dma",
-            munmap_mid_dma,
+            |_| Ok(()),
         )
         .needs(Needs::JetsonRegCache),
-    );
-    v.push(
-        test(
-            "hardening::munmap_waits_for_surface_dma",
-            munmap_waits_for_dma,
-        )
-        .needs(Needs::JetsonProvider),
-    );
+        munmap_mid_dma,
+    ));
+    v.extend(host_twin(
+        test("hardening::munmap_waits_for_surface_dma", |_| Ok(())).needs(Needs::JetsonProvider),
+        munmap_waits_for_dma,
+    ));
 }
 
 /// Waits (up to `HUNG`) until the model's state says the slowed `engine` has started its run.
@@ -300,7 +299,7 @@ fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
 }
 
 /// `VmPin` of /proc/self/status in bytes: the pages charged to this process's `RLIMIT_MEMLOCK` as pinned.
-fn vm_pin() -> Result<i64, String> {
+pub(super) fn vm_pin() -> Result<i64, String> {
     let st = std::fs::read_to_string("/proc/self/status").map_err(|e| format!("status: {e}"))?;
     st.lines()
         .find_map(|l| l.strip_prefix("VmPin:"))
@@ -311,7 +310,7 @@ fn vm_pin() -> Result<i64, String> {
 
 /// Drops CAP_IPC_LOCK from the calling thread's effective set (capabilities are per thread), so
 /// `RLIMIT_MEMLOCK` applies to it.
-fn drop_ipc_lock() -> io::Result<()> {
+pub(super) fn drop_ipc_lock() -> io::Result<()> {
     const CAP_IPC_LOCK: u32 = 14;
     let mut hdr = [0x2008_0522u32, 0]; // _LINUX_CAPABILITY_VERSION_3, this thread
     let mut data = [0u32; 6]; // two {effective, permitted, inheritable}
@@ -327,7 +326,7 @@ fn drop_ipc_lock() -> io::Result<()> {
     Ok(())
 }
 
-fn set_memlock(bytes: u64) -> io::Result<libc::rlimit> {
+pub(super) fn set_memlock(bytes: u64) -> io::Result<libc::rlimit> {
     let mut old = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

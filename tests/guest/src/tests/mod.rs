@@ -7,6 +7,7 @@ mod dma;
 mod errors;
 mod faults;
 mod hardening;
+mod host_surface;
 mod iommu;
 mod isolation;
 mod lifecycle;
@@ -104,6 +105,8 @@ pub enum Needs {
     RegCacheWritebackFs,
     /// The Jetson provider, and userfaultfd(2) (CONFIG_USERFAULTFD; the bench's arm64 kernels have none).
     JetsonUserfaultfd,
+    /// ABI_INFO announces host surfaces (`CAP_HOST_SURFACE`, ABI 1.3: PIN_HOST).
+    HostSurface,
 }
 
 impl Needs {
@@ -145,6 +148,14 @@ impl Needs {
             return (caps & picoevb_abi::CAP_RAM_OWNER == 0).then(|| {
                 format!(
                     "no RAM ownership: ABI_INFO caps {caps:#x} lack CAP_RAM_OWNER (abi_version {:#x})",
+                    info.abi_version
+                )
+            });
+        }
+        if self == Needs::HostSurface {
+            return (caps & picoevb_abi::CAP_HOST_SURFACE == 0).then(|| {
+                format!(
+                    "no host surfaces: ABI_INFO caps {caps:#x} lack CAP_HOST_SURFACE (abi_version {:#x})",
                     info.abi_version
                 )
             });
@@ -267,6 +278,7 @@ pub fn all() -> Vec<Test> {
     iommu::register(&mut v);
     cards::register(&mut v);
     cuda::register(&mut v);
+    host_surface::register(&mut v);
     // Before lifecycle's counter checks: they pin memory whose other mappings are on their way out.
     overlap::register(&mut v);
     // Each gives the shared file's RAM back and runs the other holder in a child process.
