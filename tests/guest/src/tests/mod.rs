@@ -5,6 +5,7 @@ mod cards;
 mod cuda;
 mod dma;
 mod errors;
+mod failslab;
 mod faults;
 mod hardening;
 mod host_surface;
@@ -107,6 +108,8 @@ pub enum Needs {
     JetsonUserfaultfd,
     /// ABI_INFO announces host surfaces (`CAP_HOST_SURFACE`, ABI 1.3: PIN_HOST).
     HostSurface,
+    /// Fault injection in the kernel: one thread's N-th allocation can be failed (failslab, fail-nth).
+    FailNth,
 }
 
 impl Needs {
@@ -134,6 +137,9 @@ impl Needs {
                 ));
             }
             return Needs::RegCache.unmet(dev);
+        }
+        if self == Needs::FailNth && !failslab::available() {
+            return Some("no fail-nth or failslab in this kernel (CONFIG_FAILSLAB, CONFIG_FAULT_INJECTION_DEBUG_FS)".into());
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())
@@ -289,6 +295,7 @@ pub fn all() -> Vec<Test> {
     removal::register(&mut v);
     removal_callback::register(&mut v);
     stall::register(&mut v);
+    failslab::register(&mut v);
     v
 }
 
