@@ -89,7 +89,7 @@ pub fn run(opts: &Options) -> i32 {
                 }
                 Needs::JetsonUserfaultfd => " (needs the Jetson provider and userfaultfd)",
                 Needs::HostSurface => " (needs host surfaces)",
-                Needs::FailNth => " (needs fault injection: fail-nth)",
+                Needs::FailNth => " (needs fault injection and no virtio-iommu)",
             };
             let ext = if t.extended { " (extended)" } else { "" };
             println!("{}{ext}{needs}", t.name);

@@ -56,6 +56,13 @@ pub fn unmet() -> Option<String> {
     })
 }
 
+/// Whether the card's DMA goes through virtio-iommu (its IOMMU device sits on a virtio device).
+pub fn virtio() -> bool {
+    card_sysfs()
+        .and_then(|p| fs::read_link(p.join("iommu")).map_err(|e| e.to_string()))
+        .is_ok_and(|l| l.to_string_lossy().contains("virtio"))
+}
+
 /// The physical address behind `va` in this process, from /proc/self/pagemap (root sees PFNs).
 fn phys_addr(va: u64) -> Result<u64, String> {
     // SAFETY: sysconf has no preconditions.

@@ -138,8 +138,8 @@ impl Needs {
             }
             return Needs::RegCache.unmet(dev);
         }
-        if self == Needs::FailNth && !failslab::available() {
-            return Some("no fail-nth or failslab in this kernel (CONFIG_FAILSLAB, CONFIG_FAULT_INJECTION_DEBUG_FS)".into());
+        if self == Needs::FailNth {
+            return failslab::unmet();
         }
         if self == Needs::SecondCard {
             return (!std::path::Path::new(cards::SECOND).exists())
