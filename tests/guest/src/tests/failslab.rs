@@ -21,10 +21,8 @@ use super::cuda::open;
 use super::iommu;
 use super::isolation::own_ram;
 use super::regcache::{open_uncached, quiesce};
-use super::removal::{card_sysfs, remove_all, rescan_and_use, wait_for};
-use super::{
-    Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, pins_are, round_trip, test,
-};
+use super::removal::wedged_until_unbind;
+use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, pins_are, round_trip, test};
 use crate::buf::GuardedBuf;
 use crate::dev::{Device, Mapping};
 use crate::kstat;
@@ -293,8 +291,6 @@ fn pin_host_and_dma(ctx: &mut Ctx) -> TestResult {
 /// and the request's pages kept pinned (whatever allocation failed after the engine) until unbind, which
 /// releases every one of them.
 fn wedged_request(ctx: &mut Ctx) -> TestResult {
-    let sysfs = card_sysfs()?;
-    let dev_path = ctx.dev_path.to_string();
     quiesce(ctx.dev)?;
     let dev = open_uncached(ctx)?;
     own_ram(&dev)?;
@@ -333,19 +329,5 @@ fn wedged_request(ctx: &mut Ctx) -> TestResult {
         return Err("the H2C never reached the stuck engine".into());
     };
     println!("GUEST FAILSLAB H2C on a stuck engine: wedged with allocation {n} failing");
-    pins_are(base + pages, Duration::ZERO, "after the wedge")?;
-    expect_errno(
-        "C2H on the wedged card",
-        dev.c2h(&mut [0u8; 4096], 0),
-        libc::EIO,
-    )?;
-    drop(dev);
-    pins_are(base + pages, Duration::ZERO, "after closing the file")?;
-    remove_all(&sysfs)?;
-    wait_for("/dev node removed", Duration::from_secs(5), || {
-        fs::metadata(&dev_path).is_err()
-    })?;
-    pins_are(base, Duration::from_secs(5), "after unbind")?;
-    drop(src);
-    rescan_and_use(ctx, &dev_path)
+    wedged_until_unbind(ctx, dev, base, pages)
 }

@@ -264,8 +264,6 @@ fn idle_pinned_surface(ctx: &mut Ctx) -> TestResult {
 /// transfer. Remove and rescan bring the card back. Fails on a driver that unpins when stop fails (the
 /// pinned-page count drops back at once) or that lets the next request start on the busy engine.
 fn wedged_engine(ctx: &mut Ctx) -> TestResult {
-    let sysfs = card_sysfs()?;
-    let dev_path = ctx.dev_path.to_string();
     quiesce(ctx.dev)?;
     let dev = open_uncached(ctx)?;
     own_ram(&dev)?;
@@ -277,6 +275,15 @@ fn wedged_engine(ctx: &mut Ctx) -> TestResult {
     let r = dev.h2c(src.as_slice(), 0);
     ctx.rpc.get()?.clear()?;
     expect_errno("H2C on an engine that will not stop", r, libc::EIO)?;
+    wedged_until_unbind(ctx, dev, base, pages)
+}
+
+/// After a request on an engine that would not stop: the card is wedged (EIO at once), the request's
+/// `pages` stay pinned above `base`, even after close, until unbind releases them all; a rescan brings the
+/// card back.
+pub(super) fn wedged_until_unbind(ctx: &mut Ctx, dev: Device, base: i64, pages: i64) -> TestResult {
+    let sysfs = card_sysfs()?;
+    let dev_path = ctx.dev_path.to_string();
     pins_are(base + pages, Duration::ZERO, "after the wedge")?;
     expect_errno(
         "C2H on the wedged card",
@@ -290,7 +297,6 @@ fn wedged_engine(ctx: &mut Ctx) -> TestResult {
         fs::metadata(&dev_path).is_err()
     })?;
     pins_are(base, Duration::from_secs(5), "after unbind")?;
-    drop(src);
     rescan_and_use(ctx, &dev_path)
 }
 
