@@ -79,7 +79,7 @@ static bool life_step(struct pevb_surface *s, u32 step)
 	return answer;
 }
 
-/* A use (a DMA's, or removal's unmap) ends; the last one after the callback began wakes it. */
+/* A use (a DMA's, or removal's unmap) ends; the last one after the callback or an unpin began wakes it. */
 static void surface_end_use(struct pevb_surface *s)
 {
 	if (life_step(s, PEVB_LIFE_END_USE))
@@ -160,6 +160,8 @@ static void surface_unpin(struct pevb_surface *s)
 {
 	if (!life_step(s, PEVB_LIFE_BEGIN_UNPIN))
 		return;
+	/* No new use from here on; the shim's unpin unmaps, so the DMAs using the surface end first. */
+	wait_event(s->idle, life_step(s, PEVB_LIFE_IDLE));
 	/* The pin cannot be freed before PEVB_LIFE_END_UNPIN (surface_gone); this is its only unpin. */
 	pevb_p2p_unpin(pin_of(s));
 	if (life_step(s, PEVB_LIFE_END_UNPIN))

@@ -133,13 +133,23 @@ impl InUse {
 }
 
 impl Surface {
-    /// UNPIN or close: ends the pin unless its memory already went away.
+    /// UNPIN or close: ends the pin unless its memory already went away. Waits first for the DMAs using
+    /// the surface (another thread of the file may run one through the handle): the shim's unpin drops the
+    /// device's mapping. Bounded like the callback's wait.
     fn unpin(&self) {
-        if !self.state.lock().begin_unpin() {
-            return;
+        {
+            let mut g = self.state.lock();
+            if !g.begin_unpin() {
+                return;
+            }
+            // No new use from here on.
+            while !g.idle() {
+                self.idle.wait(&mut g);
+            }
         }
         // SAFETY: the pin is live and cannot be freed before `end_unpin` (see `surface_gone`); this is the
-        // only unpin (`begin_unpin`), and the callback had not begun when it started.
+        // only unpin (`begin_unpin`). A callback that began meanwhile does not free it either, and the shim
+        // then skips the provider's put (p2p.c's contract).
         unsafe { ffi::pevb_p2p_unpin(self.p.load(Ordering::Acquire)) };
         let free = self.state.lock().end_unpin();
         if free {
@@ -147,7 +157,8 @@ impl Surface {
         }
     }
 
-    /// A use (a DMA's, or removal's unmap) ends; the last one after the callback began wakes it.
+    /// A use (a DMA's, or removal's unmap) ends; the last one after the callback or an unpin began wakes
+    /// them.
     fn end_use(&self) {
         if self.state.lock().end_use() {
             self.idle.notify_all();

@@ -29,8 +29,9 @@
  *     pevb_p2p_free_from_callback(p) exactly once. It may sleep briefly but must not wait for long (no lock
  *     held across a whole DMA), must not allocate with GFP_KERNEL while holding a lock that is also held
  *     around such an allocation (lockdep: it runs in reclaim context), and must not call pevb_p2p_unpin().
- *   - pevb_p2p_unpin(p) at most once per pin, never after free_cb(data) has begun for it. (free_cb may still
- *     begin on another thread while unpin runs: the shim handles that race.)
+ *   - pevb_p2p_unpin(p) at most once per pin, once no DMA uses it (it drops the device's mapping). free_cb
+ *     may have begun on another thread before, or begin while unpin runs: the shim then skips the
+ *     provider's put; the driver must not free (pevb_p2p_free_from_callback) before unpin has returned.
  *   - If the memory goes away while pevb_p2p_pin() is still running, the pin fails (-EFAULT) and free_cb is
  *     never called for it.
  *   - Segments (pevb_p2p_segments) are built at pin time in the shim's own struct, bus-contiguous

@@ -4,7 +4,9 @@
 //! A surface is pinned by PIN_CUDA and ends in exactly one free, after both of these are over:
 //! - the provider's free callback, which comes exactly once: from UNPIN or close (synchronously, inside the
 //!   shim's unpin), or on its own when the memory goes away (munmap, cudaFreeHost, process exit);
-//! - an unpin, if one started. It must not start once the callback has (the shim forbids it).
+//! - an unpin, if one started. It must not start once the callback has (the shim forbids it). Once it
+//!   starts no new DMA may use the surface, and it waits for the DMAs using it (`idle`) before the shim's
+//!   unpin, which drops the device's mapping: a DMA of another thread of the file may still run on it.
 //!
 //! The callback first marks the surface dead (no new DMA may use it) and waits for the DMAs using it to
 //! finish; each is bounded by the engine timeout and holds no lock the callback needs, so the wait is
@@ -73,9 +75,10 @@ impl Life {
         self.flags & f != 0
     }
 
-    /// A DMA takes a use: EINVAL once the memory is going away, ENODEV once the card is gone.
+    /// A DMA takes a use: EINVAL once the memory is going away or an unpin started, ENODEV once the card
+    /// is gone.
     pub fn begin_use(&mut self) -> Result<(), Errno> {
-        if self.has(DEAD) {
+        if self.has(DEAD) || self.has(UNPINNING) {
             return Err(Errno::EINVAL);
         }
         if self.has(DETACHED) {
@@ -85,10 +88,11 @@ impl Life {
         Ok(())
     }
 
-    /// A use (a DMA's or removal's unmap) ends. True: wake the callback, which waits for the last one.
+    /// A use (a DMA's or removal's unmap) ends. True: wake the callback and the unpin, which wait for the
+    /// last one.
     pub fn end_use(&mut self) -> bool {
         self.users -= 1;
-        self.users == 0 && self.has(DEAD)
+        self.users == 0 && (self.has(DEAD) || self.has(UNPINNING))
     }
 
     /// The callback begins: no new use or unpin from now on. It then waits until `idle`.
@@ -108,7 +112,8 @@ impl Life {
     }
 
     /// UNPIN or close wants to end the pin. False: nothing to do (the memory is going away, or another
-    /// unpin started); true: unpin through the shim, then `end_unpin`.
+    /// unpin started); true: no new use from now on; wait until `idle`, then unpin through the shim (it
+    /// unmaps), then `end_unpin`.
     pub fn begin_unpin(&mut self) -> bool {
         if self.has(DEAD) || self.has(UNPINNING) {
             return false;

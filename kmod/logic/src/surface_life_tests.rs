@@ -2,9 +2,9 @@
 //! callback, an unpin (UNPIN or close), DMAs taking uses, and card removal. Each step is one `Life` call
 //! under the surface's lock, as the glue makes it; waits are steps that cannot run until their condition
 //! holds. Checked in every reachable state and at every end: exactly one free, never while a use is held
-//! or before both callback and unpin are over; no use begins after the callback has; no unmap of a freed
-//! pin; no state where every unfinished thread waits (a hang), also where a use's end fails to wake the
-//! callback.
+//! or before both callback and unpin are over; no use begins after the callback or an unpin has; the
+//! shim's unpin (which unmaps) never runs under a use; no unmap of a freed pin; no state where every
+//! unfinished thread waits (a hang), also where a use's end fails to wake the callback or the unpin.
 
 extern crate std;
 use super::*;
@@ -34,8 +34,12 @@ struct World {
     callback_over: bool,
     unpin_started: bool,
     unpin_over: bool,
-    /// A use's end said to wake the callback (`end_use`), which sleeps until then.
+    /// A use's end said to wake the waiters (`end_use`): the callback, which sleeps until then.
     woken: bool,
+    /// The same wake-up, as the unpin's wait sees it (one notify_all wakes both).
+    unpin_woken: bool,
+    /// DMAs holding a use (removal's unmap holds one too, but unmaps under the shim's lock: harmless).
+    dmas: u32,
 }
 
 const DONE: u8 = u8::MAX;
@@ -92,12 +96,23 @@ fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
         (Actor::Unpin, 0) => {
             if w.life.begin_unpin() {
                 w.unpin_started = true;
-                next(w, 1)
+                next(w, 4)
             } else {
                 next(w, DONE)
             }
         }
+        // Waits for the uses as the callback does, then the shim's unpin, which unmaps.
+        (Actor::Unpin, 4) if !w.life.idle() => {
+            w.unpin_woken = false;
+            next(w, 5)
+        }
+        (Actor::Unpin, 5) if !w.unpin_woken => Ok(false),
+        (Actor::Unpin, 5) => next(w, 4),
+        (Actor::Unpin, 4) => next(w, 1),
         (Actor::Unpin, 1) => {
+            if w.dmas > 0 {
+                return Err(std::format!("the shim's unpin unmapped under a DMA: {w:?}"));
+            }
             let frees = w.life.end_unpin();
             w.unpin_over = true;
             next(w, if frees { 2 } else { DONE })
@@ -111,6 +126,10 @@ fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
                 if w.life.dying() {
                     return Err(std::format!("a use began after the callback: {w:?}"));
                 }
+                if w.unpin_started {
+                    return Err(std::format!("a use began after the unpin: {w:?}"));
+                }
+                w.dmas += 1;
                 next(w, 1)
             }
             Err(_) => next(w, DONE),
@@ -122,7 +141,10 @@ fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
             next(w, 2)
         }
         (Actor::Dma, 2) => {
-            w.woken |= w.life.end_use();
+            w.dmas -= 1;
+            let wake = w.life.end_use();
+            w.woken |= wake;
+            w.unpin_woken |= wake;
             next(w, DONE)
         }
         (Actor::Detach, 0) => match w.life.detach() {
@@ -137,7 +159,9 @@ fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
             next(w, 2)
         }
         (Actor::Detach, 2) => {
-            w.woken |= w.life.end_use();
+            let wake = w.life.end_use();
+            w.woken |= wake;
+            w.unpin_woken |= wake;
             next(w, DONE)
         }
         (Actor::Detach, 3) if !w.life.is_freed() => Ok(false),
@@ -156,6 +180,8 @@ fn explore(actors: &[Actor]) -> Result<usize, Found> {
         unpin_started: false,
         unpin_over: false,
         woken: false,
+        unpin_woken: false,
+        dmas: 0,
     };
     let mut seen = HashSet::new();
     let mut todo = std::vec![start];
@@ -239,6 +265,21 @@ fn the_last_use_wakes_the_callback() {
     assert!(!l.end_use());
     assert!(l.end_use());
     assert!(l.end_callback(), "no unpin started: the callback frees");
+}
+
+#[test]
+fn an_unpin_refuses_new_uses_and_the_last_use_wakes_it() {
+    let mut l = Life::new();
+    l.begin_use().unwrap();
+    assert!(l.begin_unpin());
+    assert_eq!(
+        l.begin_use(),
+        Err(Errno::EINVAL),
+        "no use after the unpin began"
+    );
+    assert!(!l.idle());
+    assert!(l.end_use(), "the last use wakes the unpin");
+    assert!(l.idle());
 }
 
 #[test]

@@ -12,6 +12,7 @@ use picoevb_abi as abi;
 use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::cuda::{cuda, flavour, host_twin, open, pin_range, surface};
+use super::isolation::own_ram;
 use super::regcache::{open_uncached, quiesce, used_once};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
 use crate::dev::{Device, Mapping};
@@ -61,6 +62,10 @@ pub fn register(v: &mut Vec<Test>) {
     v.extend(host_twin(
         test("hardening::munmap_waits_for_surface_dma", |_| Ok(())).needs(Needs::JetsonProvider),
         munmap_waits_for_dma,
+    ));
+    v.extend(host_twin(
+        test("hardening::unpin_waits_for_a_running_dma", |_| Ok(())).needs(Needs::JetsonProvider),
+        unpin_waits_for_dma,
     ));
 }
 
@@ -295,6 +300,47 @@ fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
         dev.h2c_cuda(h, 0, 4096),
         libc::EINVAL,
     )?;
+    sanity(ctx)
+}
+
+/// UNPIN of a surface that another thread of the file is running a DMA through (a slowed H2C from it)
+/// returns only after that DMA ended, which succeeds; the handle is then gone. Fails on a driver whose
+/// unpin drops the device's mapping at once, under the running DMA (UNPIN returns in milliseconds; behind
+/// an IOMMU the engine then faults, under swiotlb it reads a bounce slot freed for others).
+fn unpin_waits_for_dma(ctx: &mut Ctx) -> TestResult {
+    const SLOW: u64 = 1500;
+    let dev = std::sync::Arc::new(open(ctx)?);
+    let m = ctx_err(
+        "mmap",
+        Mapping::new(RAM, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let h = pin_range(&dev, m.addr(), RAM)?;
+    // The card RAM's claim (and its scrub, an H2C run of its own) first: the slowed run is the request's.
+    own_ram(&dev)?;
+    let rpc = ctx.rpc.get()?;
+    let runs = rpc.state()?.h2c.runs;
+    rpc.inject_slow(1, SLOW)?;
+    let d = dev.clone();
+    let dma = thread::spawn(move || d.h2c_cuda(h.into(), 0, RAM as u64));
+    started(rpc, "H2C", |m| m.h2c.runs != runs)?;
+    let t0 = Instant::now();
+    let unpinned = dev.unpin_cuda(h);
+    let took = t0.elapsed();
+    let r = dma.join().map_err(|_| "DMA thread panicked".to_string())?;
+    ctx.rpc.get()?.clear()?;
+    ctx_err("UNPIN during the H2C", unpinned)?;
+    ctx_err("H2C from the surface during the UNPIN", r)?;
+    ensure!(
+        took >= Duration::from_millis(SLOW / 2),
+        "UNPIN returned after {took:?} while an H2C slowed by {SLOW} ms still used the surface: the \
+         mapping went under a running DMA"
+    );
+    expect_errno(
+        "DMA with the unpinned handle",
+        dev.h2c_cuda(h.into(), 0, 4096),
+        libc::EINVAL,
+    )?;
+    drop(m);
     sanity(ctx)
 }
 
