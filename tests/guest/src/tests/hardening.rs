@@ -304,9 +304,10 @@ fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
 }
 
 /// UNPIN of a surface that another thread of the file is running a DMA through (a slowed H2C from it)
-/// returns only after that DMA ended, which succeeds; the handle is then gone. Fails on a driver whose
-/// unpin drops the device's mapping at once, under the running DMA (UNPIN returns in milliseconds; behind
-/// an IOMMU the engine then faults, under swiotlb it reads a bounce slot freed for others).
+/// returns only after that DMA ended, which succeeds; the handle is then gone. Fails behind an IOMMU (the
+/// arm64 rows) on a driver whose unpin drops the device's mapping under the running DMA: the engine faults
+/// and the H2C is EIO. Without an IOMMU such a driver passes: the unmap changes nothing the engine sees
+/// (under swiotlb it would read a freed bounce slot, which no check here sees).
 fn unpin_waits_for_dma(ctx: &mut Ctx) -> TestResult {
     const SLOW: u64 = 1500;
     let dev = std::sync::Arc::new(open(ctx)?);
