@@ -315,10 +315,9 @@ struct pevb_p2p_seg {
 
 struct pevb_p2p {
 	refcount_t ref;
-	spinlock_t lock;			/* state, cb_claimed, unpinning */
+	spinlock_t lock;			/* state, cb_claimed */
 	enum pevb_p2p_state state;
 	bool cb_claimed;			/* free_cb has been (or is being) called */
-	bool unpinning;				/* pevb_p2p_unpin() runs: it owns the last reference */
 	bool put_done;				/* put_pages has returned (Jetson: its unregister is over) */
 #ifndef GDR_P2P_DGPU
 	bool from_release;			/* NVIDIA's callback came with its notifier still linked: exit */
@@ -621,6 +620,16 @@ static int pevb_p2p_collect(struct pevb_p2p *p, struct nvidia_p2p_dma_mapping *m
 	return 0;
 }
 
+/* Both pins' argument checks; *out is NULL until a pin succeeds. */
+static int pevb_p2p_pin_args(struct device *dev, u64 va, u64 len, void (*free_cb)(void *),
+			     struct pevb_p2p **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	return !dev || !len || !free_cb || va + len < va ? -EINVAL : 0;
+}
+
 /*
  * A new pin, PINNING, with one reference. It holds picoevb.ko until it is completely freed: its free
  * callback may come from the provider (or the notifier) after the last file closed (an invalidation that
@@ -654,11 +663,9 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 	bool dead;
 	int ret;
 
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
-	if (!dev || !len || !free_cb || va + len < va)
-		return -EINVAL;
+	ret = pevb_p2p_pin_args(dev, va, len, free_cb, out);
+	if (ret)
+		return ret;
 #ifdef GDR_P2P_DGPU
 	if (!dev_is_pci(dev))
 		return -EINVAL;
@@ -788,11 +795,9 @@ int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void 
 	bool stale;
 	int ret;
 
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
-	if (!dev || !len || !free_cb || va + len < va)
-		return -EINVAL;
+	ret = pevb_p2p_pin_args(dev, va, len, free_cb, out);
+	if (ret)
+		return ret;
 	p = pevb_p2p_new(dev, free_cb, data);
 	if (!p)
 		return -ENOMEM;
@@ -829,19 +834,15 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 
 	refcount_inc(&p->ref);	/* unpin's own: p outlives the callback that put_pages may run */
 	spin_lock(&p->lock);
-	p->unpinning = true;
 	claimed = p->cb_claimed;
+	if (p->host)
+		p->cb_claimed = true;	/* as on dGPU, the shim calls free_cb itself (below) */
 	spin_unlock(&p->lock);
 
 	pevb_p2p_unmap(p, false);
-	if (p->host) {
-		/* As on dGPU, the shim calls free_cb itself unless the notifier got there first. */
-		spin_lock(&p->lock);
-		claimed = p->cb_claimed;
-		p->cb_claimed = true;
-		spin_unlock(&p->lock);
-		if (!claimed)
-			p->free_cb(p->data);
+	/* claimed: an invalidation or process exit runs free_cb; never put_pages after that (NVIDIA). */
+	if (!claimed && p->host) {
+		p->free_cb(p->data);
 	} else if (!claimed) {
 #ifdef GDR_P2P_DGPU
 		/* NVIDIA's dGPU put_pages frees the table and does not call the callback... */
@@ -862,7 +863,6 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 		p->put_done = true;
 #endif
 	}
-	/* claimed: an invalidation or process exit runs free_cb; never put_pages after that (NVIDIA). */
 	pevb_p2p_unref(p, false);
 }
 

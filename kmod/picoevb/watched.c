@@ -94,53 +94,29 @@ static const struct mmu_interval_notifier_ops pevb_watched_ops = {
 	.invalidate = pevb_watched_invalidate,
 };
 
-static int pevb_watched_start(struct device *dev, u64 uaddr, u64 len, struct pevb_watched *w,
-			      struct pevb_watched **out);
-
-/* Pins [uaddr, uaddr + len) of the caller's memory, watched; @changed must outlive pevb_watched_end(). */
-int pevb_watched_new(struct device *dev, u64 uaddr, u64 len, struct work_struct *changed,
-		     struct pevb_watched **out)
+/*
+ * Inserts the notifier and pins under it: @changed queued (a cache's) or @gone(@owner) called (a
+ * surface's) when the memory changes.
+ */
+static int pevb_watched_start(struct device *dev, u64 uaddr, u64 len, struct work_struct *changed,
+			      void (*gone)(void *owner), void *owner, struct pevb_watched **out)
 {
-	struct pevb_watched *w = kzalloc(sizeof(*w), GFP_KERNEL);
+	unsigned long start, end;
+	struct pevb_watched *w;
+	int ret, i;
 
+	if (!len || uaddr + len < uaddr)
+		return -EINVAL;
+	start = uaddr & PAGE_MASK;
+	end = PAGE_ALIGN(uaddr + len);
+	if (end <= start || !current->mm)
+		return -EFAULT;
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)
 		return -ENOMEM;
 	w->changed = changed;
-	return pevb_watched_start(dev, uaddr, len, w, out);
-}
-
-/*
- * Pins [uaddr, uaddr + len) of the caller's memory, watched for its going away: @gone(@owner) runs once the
- * memory is unmapped (see the top of this file), from the invalidation, possibly before this returns. Until
- * pevb_watched_end().
- */
-int pevb_watched_new_gone(struct device *dev, u64 uaddr, u64 len, void (*gone)(void *owner), void *owner,
-			  struct pevb_watched **out)
-{
-	struct pevb_watched *w = kzalloc(sizeof(*w), GFP_KERNEL);
-
-	if (!w)
-		return -ENOMEM;
 	w->gone = gone;
 	w->owner = owner;
-	return pevb_watched_start(dev, uaddr, len, w, out);
-}
-
-/* Inserts @w's notifier and pins under it; frees @w on failure. */
-static int pevb_watched_start(struct device *dev, u64 uaddr, u64 len, struct pevb_watched *w,
-			      struct pevb_watched **out)
-{
-	unsigned long start, end;
-	int ret, i;
-
-	ret = -EINVAL;
-	if (!len || uaddr + len < uaddr)
-		goto err_free;
-	start = uaddr & PAGE_MASK;
-	end = PAGE_ALIGN(uaddr + len);
-	ret = -EFAULT;
-	if (end <= start || !current->mm)
-		goto err_free;
 	ret = mmu_interval_notifier_insert(&w->mn, current->mm, start, end - start, &pevb_watched_ops);
 	if (ret)
 		goto err_free;
@@ -170,6 +146,24 @@ err_remove:
 err_free:
 	kfree(w);
 	return ret;
+}
+
+/* Pins [uaddr, uaddr + len) of the caller's memory, watched; @changed must outlive pevb_watched_end(). */
+int pevb_watched_new(struct device *dev, u64 uaddr, u64 len, struct work_struct *changed,
+		     struct pevb_watched **out)
+{
+	return pevb_watched_start(dev, uaddr, len, changed, NULL, NULL, out);
+}
+
+/*
+ * Pins [uaddr, uaddr + len) of the caller's memory, watched for its going away: @gone(@owner) runs once the
+ * memory is unmapped (see the top of this file), from the invalidation, possibly before this returns. Until
+ * pevb_watched_end().
+ */
+int pevb_watched_new_gone(struct device *dev, u64 uaddr, u64 len, void (*gone)(void *owner), void *owner,
+			  struct pevb_watched **out)
+{
+	return pevb_watched_start(dev, uaddr, len, NULL, gone, owner, out);
 }
 
 /* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */

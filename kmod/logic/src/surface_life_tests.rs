@@ -64,6 +64,13 @@ fn free(w: &mut World) -> Result<(), Found> {
     Ok(())
 }
 
+/// A use ends; the glue's notify_all wakes every waiter when `end_use` says so.
+fn end_use(w: &mut World) {
+    let wake = w.life.end_use();
+    w.woken |= wake;
+    w.unpin_woken |= wake;
+}
+
 /// Runs actor `i`'s next step if it can run. `Ok(false)`: it waits.
 fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
     let pc = w.pc[i];
@@ -142,9 +149,7 @@ fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
         }
         (Actor::Dma, 2) => {
             w.dmas -= 1;
-            let wake = w.life.end_use();
-            w.woken |= wake;
-            w.unpin_woken |= wake;
+            end_use(w);
             next(w, DONE)
         }
         (Actor::Detach, 0) => match w.life.detach() {
@@ -159,9 +164,7 @@ fn step(actors: &[Actor], w: &mut World, i: usize) -> Result<bool, Found> {
             next(w, 2)
         }
         (Actor::Detach, 2) => {
-            let wake = w.life.end_use();
-            w.woken |= wake;
-            w.unpin_woken |= wake;
+            end_use(w);
             next(w, DONE)
         }
         (Actor::Detach, 3) if !w.life.is_freed() => Ok(false),

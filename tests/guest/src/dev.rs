@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 
 use picoevb_abi as abi;
 
-use crate::surface::{self, PinKind};
+use crate::surface;
 
 /// Default device node in the bench guest.
 pub const DEFAULT_PATH: &str = "/dev/picoevb0";
@@ -258,10 +258,7 @@ impl Device {
 
     /// PIN_CUDA or PIN_HOST, whichever the running test pins its surfaces with ([`surface::pin_kind`]).
     pub fn pin_surface(&self, va: u64, size: u64) -> io::Result<u32> {
-        match surface::pin_kind() {
-            PinKind::Cuda => self.pin_cuda(va, size),
-            PinKind::Host => self.pin_host(va, size),
-        }
+        self.pin_ioctl(surface::pin_kind().cmd(), va, size)
     }
 
     /// UNPIN_CUDA of `handle`.

@@ -14,7 +14,9 @@ use picoevb_regs::pci::FPGA_RAM_SIZE;
 use super::cuda::{cuda, flavour, host_twin, open, pin_range, surface};
 use super::isolation::own_ram;
 use super::regcache::{open_uncached, quiesce, used_once};
-use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, sanity, test};
+use super::{
+    Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, kernel_version, sanity, test,
+};
 use crate::dev::{Device, Mapping};
 use crate::rpc::{ModelState, Rpc};
 
@@ -113,9 +115,7 @@ fn rmmod_with_open_file(ctx: &mut Ctx) -> TestResult {
 fn misc_node(ctx: &mut Ctx) -> TestResult {
     use std::os::unix::fs::PermissionsExt;
     let misc = "/dev/picoevb-misc0";
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map_err(|e| format!("osrelease: {e}"))?;
-    if release.starts_with("5.") {
+    if kernel_version()?.0 == 5 {
         ensure!(
             !std::path::Path::new(misc).exists(),
             "the 5.10 build registers {misc}"
@@ -267,19 +267,7 @@ fn munmap_mid_dma(ctx: &mut Ctx) -> TestResult {
 /// driver whose callback frees the pin at once (the munmap returns in milliseconds while the engine still
 /// reads the pages), which no other test without the registration cache sees.
 fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
-    const SLOW: u64 = 1500;
-    let dev = std::sync::Arc::new(open(ctx)?);
-    let m = ctx_err(
-        "mmap",
-        Mapping::new(RAM, libc::PROT_READ | libc::PROT_WRITE),
-    )?;
-    let h = u64::from(pin_range(&dev, m.addr(), RAM)?);
-    let rpc = ctx.rpc.get()?;
-    let runs = rpc.state()?.h2c.runs;
-    rpc.inject_slow(1, SLOW)?;
-    let d = dev.clone();
-    let dma = thread::spawn(move || d.h2c_cuda(h, 0, RAM as u64));
-    started(rpc, "H2C", |m| m.h2c.runs != runs)?;
+    let SlowedH2c { dev, m, h, dma } = slowed_h2c(ctx)?;
     let (addr, len) = (m.addr() as usize, m.len());
     std::mem::forget(m);
     let t0 = Instant::now();
@@ -297,7 +285,7 @@ fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
     );
     expect_errno(
         "DMA with the unmapped surface's handle",
-        dev.h2c_cuda(h, 0, 4096),
+        dev.h2c_cuda(h.into(), 0, 4096),
         libc::EINVAL,
     )?;
     sanity(ctx)
@@ -309,21 +297,7 @@ fn munmap_waits_for_dma(ctx: &mut Ctx) -> TestResult {
 /// and the H2C is EIO. Without an IOMMU such a driver passes: the unmap changes nothing the engine sees
 /// (under swiotlb it would read a freed bounce slot, which no check here sees).
 fn unpin_waits_for_dma(ctx: &mut Ctx) -> TestResult {
-    const SLOW: u64 = 1500;
-    let dev = std::sync::Arc::new(open(ctx)?);
-    let m = ctx_err(
-        "mmap",
-        Mapping::new(RAM, libc::PROT_READ | libc::PROT_WRITE),
-    )?;
-    let h = pin_range(&dev, m.addr(), RAM)?;
-    // The card RAM's claim (and its scrub, an H2C run of its own) first: the slowed run is the request's.
-    own_ram(&dev)?;
-    let rpc = ctx.rpc.get()?;
-    let runs = rpc.state()?.h2c.runs;
-    rpc.inject_slow(1, SLOW)?;
-    let d = dev.clone();
-    let dma = thread::spawn(move || d.h2c_cuda(h.into(), 0, RAM as u64));
-    started(rpc, "H2C", |m| m.h2c.runs != runs)?;
+    let SlowedH2c { dev, m, h, dma } = slowed_h2c(ctx)?;
     let t0 = Instant::now();
     let unpinned = dev.unpin_cuda(h);
     let took = t0.elapsed();
@@ -343,6 +317,38 @@ fn unpin_waits_for_dma(ctx: &mut Ctx) -> TestResult {
     )?;
     drop(m);
     sanity(ctx)
+}
+
+/// How long the model slows the H2C of `slowed_h2c`.
+const SLOW: u64 = 1500;
+
+/// An H2C from a surface, slowed by `SLOW` ms and running on another thread.
+struct SlowedH2c {
+    dev: std::sync::Arc<Device>,
+    /// The surface's memory: `RAM` bytes of anonymous memory.
+    m: Mapping,
+    h: u32,
+    dma: thread::JoinHandle<io::Result<u64>>,
+}
+
+/// Pins a fresh mapping as a surface on a fresh file (PIN_CUDA or PIN_HOST, the running test's kind) and
+/// starts a slowed H2C from it; returns once the engine runs it. The card RAM is claimed first: its scrub
+/// is an H2C run of its own, which the start check would otherwise take for the request's.
+fn slowed_h2c(ctx: &mut Ctx) -> Result<SlowedH2c, String> {
+    let dev = std::sync::Arc::new(open(ctx)?);
+    let m = ctx_err(
+        "mmap",
+        Mapping::new(RAM, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let h = pin_range(&dev, m.addr(), RAM)?;
+    own_ram(&dev)?;
+    let rpc = ctx.rpc.get()?;
+    let runs = rpc.state()?.h2c.runs;
+    rpc.inject_slow(1, SLOW)?;
+    let d = dev.clone();
+    let dma = thread::spawn(move || d.h2c_cuda(h.into(), 0, RAM as u64));
+    started(rpc, "H2C", |m| m.h2c.runs != runs)?;
+    Ok(SlowedH2c { dev, m, h, dma })
 }
 
 /// `VmPin` of /proc/self/status in bytes: the pages charged to this process's `RLIMIT_MEMLOCK` as pinned.

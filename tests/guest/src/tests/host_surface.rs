@@ -13,7 +13,7 @@ use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use super::cuda::{dma_refuses, open, surface, surface_to_host, unpin};
 use super::hardening::{drop_ipc_lock, set_memlock, vm_pin};
-use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, test};
+use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, kernel_version, test};
 use crate::dev::{Device, Mapping};
 use crate::surface::Flavour;
 
@@ -146,13 +146,7 @@ fn mprotect_and_fork(ctx: &mut Ctx) -> TestResult {
 
 /// Whether this kernel keeps a pinned anonymous page mapped through a copy-on-write fault (5.17+).
 fn pins_survive_cow() -> Result<bool, String> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map_err(|e| format!("osrelease: {e}"))?;
-    let mut v = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
-    Ok((major, minor) >= (5, 17))
+    Ok(kernel_version()? >= (5, 17))
 }
 
 /// A process pins its memory on a file it shares with its parent, then exits: its address space goes

@@ -200,6 +200,16 @@ impl Needs {
     }
 }
 
+/// The running kernel's (major, minor) version, from /proc/sys/kernel/osrelease.
+pub fn kernel_version() -> Result<(u32, u32), String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_err(|e| format!("osrelease: {e}"))?;
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    Ok((v.next().unwrap_or(0), v.next().unwrap_or(0)))
+}
+
 /// Whether the kernel has userfaultfd(2): without it ENOSYS.
 fn has_userfaultfd() -> bool {
     // SAFETY: a plain syscall; a descriptor it returns is closed at once.
