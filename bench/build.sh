@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build everything the bench runs and print it as shell assignments (eval "$(bench/build.sh)"):
-# the chroot, the guest kernel, the kernel module, the FPGA model, the host harness and the guest tests.
+# the chroot, the guest kernel, the kernel modules, the FPGA model, the host harness and the guest tests.
 # Heavy parts come from $GDR_CACHE when their inputs are unchanged. ARCH=arm64 builds the arm64 guest
 # (kernel, modules, static aarch64 guest program and busybox from bench/cross.sh) instead of the x86_64 one.
 # GDR_KSERIES=5.10 builds the Linux 5.10 guest kernel and the 5.10 module (kmod/picoevb-5.10) instead of 6.18's.
@@ -16,14 +16,16 @@ case ${GDR_KSERIES:-6.18} in
     log "kernel ready ($((SECONDS - t0)) s)"
     KMOD_DGPU=$("$REPO/bench/kmod.sh" "$KDIR" dgpu)
     KMOD=$("$REPO/bench/kmod.sh" "$KDIR" jetson)
-    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU=$KMOD_DGPU/picoevb.ko P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko ;;
+    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU=$KMOD_DGPU/picoevb.ko P2P_DGPU=$KMOD_DGPU/gdr_nv_p2p.ko
+    EXPORTER=$KMOD/gdr_exporter.ko ;;
   5.10)
     # Xavier's kernel series (docs/driver.md, "Two builds"): the 5.10 modules, Jetson nvidia_p2p only.
     # nice: a cold kernel build must not starve what else runs on a small machine (its cache key is unchanged).
     KDIR=$(ARCH=$ARCH nice -n 5 "$REPO/bench/kernel510.sh")
     log "5.10 kernel ready ($((SECONDS - t0)) s)"
     KMOD=$("$REPO/bench/kmod510.sh" "$KDIR")
-    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU= P2P_DGPU= ;;
+    # No dma-buf exporter: the 5.10 suite has no dma-buf import to test.
+    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU= P2P_DGPU= EXPORTER= ;;
   *) die "GDR_KSERIES must be 6.18 (default) or 5.10, not '$GDR_KSERIES'" ;;
 esac
 log "kernel modules built ($((SECONDS - t0)) s)"
@@ -64,6 +66,7 @@ GDR_KO=$KMOD/picoevb.ko
 GDR_P2P=$P2P
 GDR_KO_DGPU=$KO_DGPU
 GDR_P2P_DGPU=$P2P_DGPU
+GDR_EXPORTER=$EXPORTER
 GDR_MODEL=$TARGET/release/picoevb-model
 GDR_HARNESS=$TARGET/release/gdr-bench
 GDR_GUEST=$GUEST

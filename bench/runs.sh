@@ -79,6 +79,9 @@ run_matrix() {
         boot:p2p | must-fail:p2p) mods+=("$GDR_P2P") ;;
         boot:ko-dgpu | must-fail:ko-dgpu) mods+=("$GDR_KO_DGPU") ;;
         boot:p2p-dgpu | must-fail:p2p-dgpu) mods+=("$GDR_P2P_DGPU") ;;
+        boot:exp | must-fail:exp)
+          [ -n "${GDR_EXPORTER:-}" ] || die "bench/matrix: '$label': no dma-buf exporter for Linux $kernel"
+          mods+=("$GDR_EXPORTER") ;;
         boot:* | must-fail:*) die "bench/matrix: '$label': unknown module '$m'" ;;
       esac
     done

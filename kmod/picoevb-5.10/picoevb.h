@@ -207,7 +207,7 @@ void pevb_p2p_use_release(void);
 void pevb_p2p_uses_awaited(void);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
-void pevb_p2p_unmap_device(struct pevb_p2p *p);
+bool pevb_p2p_unmap_device(struct pevb_p2p *p);
 void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device);
 
 /* file.c */

@@ -55,14 +55,17 @@ pub(crate) trait SurfaceBook: Send + Sync {
     fn evict_cached(&self, mm: usize, first: u64, end: u64, frames: &[u64]) -> Result;
 }
 
-/// What backs a surface: the GPU provider's pin, or the caller's host memory pinned by the shim itself.
-/// One contract (`p2p.c`), so the rest of this file never asks which.
+/// What backs a surface: the GPU provider's pin, the caller's host memory pinned by the shim itself, or
+/// another driver's dma-buf. One contract (`p2p.c`), so the rest of this file never asks which.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Backing {
     /// PIN_CUDA: nvidia_p2p.
     Provider,
     /// PIN_HOST: `cuMemHostAlloc` memory, pinned long-term under an mmu interval notifier.
     Host,
+    /// IMPORT_DMABUF: dma-buf `fd`, from the window's offset (the `va` of the others). It has no user
+    /// address or pages the driver may look at, so it never overlaps another surface or pin by them.
+    DmaBuf { fd: i32 },
 }
 
 /// What `Surface::detach` found.
@@ -232,9 +235,14 @@ impl Surface {
             Detach::Unmap => {}
         }
         // SAFETY: the pin is live: `detach` took a use, and the callback waits for it before freeing it.
-        unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) };
+        let unmapped = unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) };
         self.end_use();
-        Detached::Unmapped
+        if unmapped {
+            Detached::Unmapped
+        } else {
+            // A dma-buf whose move_notify began meanwhile: its callback unmaps once our use ended.
+            Detached::CallbackRunning
+        }
     }
 }
 
@@ -267,7 +275,7 @@ fn pin(
     va: u64,
     len: u64,
     frames: Frames,
-) -> Result<Arc<Surface>> {
+) -> Result<(Arc<Surface>, u32)> {
     let pages = page_range(backing, va, len);
     let s = Arc::pin_init(
         pin_init!(Surface {
@@ -285,21 +293,18 @@ fn pin(
     // Recorded before the pin exists: its callback may run (and forget it) as soon as the pin does.
     book.add_surface(s.clone())?;
     let data = Arc::into_raw(s.clone()).cast_mut().cast::<c_void>();
-    let pin_fn = match backing {
-        Backing::Provider => ffi::pevb_p2p_pin,
-        Backing::Host => ffi::pevb_p2p_pin_host,
-    };
-    // SAFETY: `dev` is a live device; `data` stays valid until the callback reclaims it; the out-pointer is
-    // the surface's own slot, which outlives the pin. Both functions keep `p2p.c`'s one contract.
+    let mut placement = 0u32;
+    let (dev, cb, out) = (ffi::raw_dev(dev), Some(surface_gone as _), s.p.as_ptr());
+    // SAFETY: `dev` is a live device; `data` stays valid until the callback reclaims it; the out-pointers
+    // are the surface's own slot, which outlives the pin, and a local. All three keep `p2p.c`'s contract.
     let rc = unsafe {
-        pin_fn(
-            ffi::raw_dev(dev),
-            va,
-            len,
-            Some(surface_gone),
-            data,
-            s.p.as_ptr(),
-        )
+        match backing {
+            Backing::Provider => ffi::pevb_p2p_pin(dev, va, len, cb, data, out),
+            Backing::Host => ffi::pevb_p2p_pin_host(dev, va, len, cb, data, out),
+            Backing::DmaBuf { fd } => {
+                ffi::pevb_p2p_import_dmabuf(dev, fd, va, len, cb, data, out, &mut placement)
+            }
+        }
     };
     if rc != 0 {
         // SAFETY: a failed pin never calls the callback: take back its reference.
@@ -307,7 +312,7 @@ fn pin(
         book.drop_surface(&s);
         return Err(Error::from_errno(rc));
     }
-    Ok(s)
+    Ok((s, placement))
 }
 
 /// The GPU pages a pin covers: 4 KiB on Jetson (pinned system memory), 64 KiB on dGPU.
@@ -323,6 +328,7 @@ fn page_range(backing: Backing, va: u64, len: u64) -> (u64, u64) {
     let page = match backing {
         Backing::Provider => GPU_PAGE,
         Backing::Host => kernel::page::PAGE_SIZE as u64,
+        Backing::DmaBuf { .. } => return (0, 0),
     };
     (va & !(page - 1), (va + len).div_ceil(page) * page)
 }
@@ -394,6 +400,7 @@ impl surface_pin::Services for PinCall<'_> {
             self.len,
             frames,
         )
+        .map(|(s, _)| s)
         .map_err(errno)
     }
     fn same_frames(&mut self, s: &Arc<Surface>) -> bool {
@@ -477,6 +484,40 @@ impl Surfaces {
             pins: None,
         };
         surface_pin::pin(&mut call).map_err(kerr)
+    }
+
+    /// IMPORT_DMABUF: `len` bytes at `offset` of dma-buf `fd`, mapped for `dev` (held by the caller, as for
+    /// `pin`). Returns the new handle and where the bytes lie (`abi::DMABUF_*`). No user pages are read, so
+    /// nothing runs under the card's pin lock and no fault can stall it.
+    pub(crate) fn import(
+        &self,
+        book: &Arc<dyn SurfaceBook>,
+        dev: &Device,
+        _active: &Active<'_>,
+        fd: i32,
+        offset: u64,
+        len: u64,
+    ) -> Result<(u32, u32)> {
+        // SAFETY: a plain query of the C build.
+        if !unsafe { ffi::pevb_p2p_dmabuf_supported() } {
+            return Err(kerr(Errno::EOPNOTSUPP));
+        }
+        let (s, placement) = pin(
+            book,
+            dev,
+            Backing::DmaBuf { fd },
+            0,
+            offset,
+            len,
+            Frames::new(),
+        )?;
+        match self.publish(s) {
+            Ok(h) => Ok((h, placement)),
+            Err((e, s)) => {
+                s.unpin();
+                Err(kerr(e))
+            }
+        }
     }
 
     /// Publishes a new surface under a handle: small non-negative ints, never reused while in the table.

@@ -139,6 +139,17 @@ extern "C" {
         data: *mut c_void,
         out: *mut *mut PevbP2p,
     ) -> c_int;
+    pub(crate) fn pevb_p2p_dmabuf_supported() -> bool;
+    pub(crate) fn pevb_p2p_import_dmabuf(
+        dev: *mut bindings::device,
+        fd: c_int,
+        offset: u64,
+        len: u64,
+        free_cb: Option<unsafe extern "C" fn(*mut c_void)>,
+        data: *mut c_void,
+        out: *mut *mut PevbP2p,
+        placement: *mut u32,
+    ) -> c_int;
     pub(crate) fn pevb_p2p_segments(
         p: *mut PevbP2p,
         n: *mut u32,
@@ -148,7 +159,7 @@ extern "C" {
     pub(crate) fn pevb_p2p_uses_awaited();
     pub(crate) fn pevb_p2p_unpin(p: *mut PevbP2p);
     pub(crate) fn pevb_p2p_free_from_callback(p: *mut PevbP2p);
-    pub(crate) fn pevb_p2p_unmap_device(p: *mut PevbP2p);
+    pub(crate) fn pevb_p2p_unmap_device(p: *mut PevbP2p) -> bool;
 }
 
 /// The C `struct device *` of a Rust device.

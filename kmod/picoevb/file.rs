@@ -198,6 +198,10 @@ impl PicoevbFile {
         let mut info = self.card.abi_info()?;
         // Host surfaces need only the mmu notifiers this module needs anyway (p2p.c's guard).
         info.caps |= abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE;
+        // SAFETY: a plain query of the C build.
+        if unsafe { crate::ffi::pevb_p2p_dmabuf_supported() } {
+            info.caps |= abi::CAP_DMABUF;
+        }
         if regcache::supported() {
             info.caps |= abi::CAP_REG_CACHE;
         }
@@ -324,6 +328,26 @@ impl MiscDevice for PicoevbFile {
                 drop(active);
                 if let Err(e) = w.write(&req) {
                     // The caller never learns the handle, so nothing may stay pinned under it.
+                    let _ = me.surfaces.unpin(req.handle);
+                    return Err(e);
+                }
+            }
+            abi::IOC_IMPORT_DMABUF => {
+                let (mut r, mut w) = UserSlice::new(
+                    UserPtr::from_addr(arg),
+                    core::mem::size_of::<abi::ImportDmabuf>(),
+                )
+                .reader_writer();
+                let mut req: abi::ImportDmabuf = r.read()?;
+                let (fd, offset, len) = request::import_dmabuf(&req).map_err(kerr)?;
+                let active = card.begin()?;
+                let book: Arc<dyn SurfaceBook> = card.book().clone();
+                (req.handle, req.placement) =
+                    me.surfaces
+                        .import(&book, card.dev(), &active, fd, offset, len)?;
+                drop(active);
+                if let Err(e) = w.write(&req) {
+                    // As for PIN_CUDA: the caller never learns the handle.
                     let _ = me.surfaces.unpin(req.handle);
                     return Err(e);
                 }

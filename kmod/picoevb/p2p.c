@@ -64,6 +64,12 @@
  * leaves to pevb_p2p_wq (a notifier is never removed from its own callback, and unpinning dirty pages
  * takes folio locks an invalidation may hold). pevb_p2p_unpin() calls free_cb itself, as on dGPU.
  *
+ * An imported dma-buf (IMPORT_DMABUF): pevb_p2p_import_dmabuf() gives the same struct pevb_p2p again, over
+ * dmabuf.c's dynamic attachment. The exporter's move_notify plays the provider's part: it calls the
+ * trampoline with the buffer's reservation lock held, and free_cb's wait and unmap run there, so the card
+ * no longer reaches the memory when the exporter moves it. The detach comes with the last reference, on
+ * pevb_p2p_wq when the callback dropped it. pevb_p2p_unpin() calls free_cb itself, as for host memory.
+ *
  * Two rules about context:
  *   - free_cb never runs from a non-blockable invalidation (the OOM reaper, process_mrelease). NVIDIA's
  *     Tegra module calls it from those too, and it sleeps (NVIDIA's own mutexes, and the driver waits for
@@ -99,6 +105,7 @@
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#include "dmabuf.h"
 #include "pin.h"
 #include "watched.h"
 
@@ -128,6 +135,9 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 		 struct pevb_p2p **out);
 int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
 		      struct pevb_p2p **out);
+bool pevb_p2p_dmabuf_supported(void);
+int pevb_p2p_import_dmabuf(struct device *dev, int fd, u64 offset, u64 len, void (*free_cb)(void *), void *data,
+			   struct pevb_p2p **out, u32 *placement);
 struct pevb_p2p_seg;
 const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n);
 void pevb_p2p_use_acquire(void);
@@ -135,7 +145,7 @@ void pevb_p2p_use_release(void);
 void pevb_p2p_uses_awaited(void);
 void pevb_p2p_unpin(struct pevb_p2p *p);
 void pevb_p2p_free_from_callback(struct pevb_p2p *p);
-void pevb_p2p_unmap_device(struct pevb_p2p *p);
+bool pevb_p2p_unmap_device(struct pevb_p2p *p);
 void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device);
 
 #ifdef GDR_P2P_DGPU
@@ -334,6 +344,8 @@ struct pevb_p2p {
 	bool host;				/* pinned host memory (PIN_HOST): no provider, no pt, no map */
 	struct pevb_watched *host_pin;		/* host: set once pinned */
 	bool host_mapped;
+	bool dmabuf;				/* an imported dma-buf (IMPORT_DMABUF): no provider either */
+	struct pevb_dmabuf *buf;		/* dmabuf: set once imported */
 	struct device *dev;
 	u64 gpu_va;				/* va rounded down to the GPU page */
 
@@ -350,9 +362,10 @@ struct pevb_p2p {
 /* The pin's bus segments for DMA, built at pin time: valid until pevb_p2p_free_from_callback(p). */
 const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n)
 {
-	if (p->host) {
+	if (p->host || p->dmabuf) {
 		size_t k;
-		const struct pevb_seg *segs = pevb_pin_segments(pevb_watched_pin(p->host_pin), &k);
+		const struct pevb_seg *segs = p->dmabuf ? pevb_dmabuf_segments(p->buf, &k) :
+							  pevb_pin_segments(pevb_watched_pin(p->host_pin), &k);
 
 		*n = k;
 		return (const struct pevb_p2p_seg *)segs;
@@ -446,6 +459,13 @@ static void pevb_p2p_destroy(struct pevb_p2p *p)
 		module_put(THIS_MODULE);
 		return;
 	}
+	if (p->dmabuf) {
+		/* Unmapped already; the detach waits out a move_notify still returning here (dmabuf.c). */
+		pevb_dmabuf_release(p->buf);
+		kfree(p);
+		module_put(THIS_MODULE);
+		return;
+	}
 #ifndef GDR_P2P_DGPU
 	/* The provider's free_page_table has run (free_from_callback or pin cleanup); the struct is ours. */
 	pevb_p2p_wait_notifier(p);
@@ -491,6 +511,11 @@ static void pevb_p2p_unmap(struct pevb_p2p *p, bool in_callback)
 {
 	struct nvidia_p2p_dma_mapping *map;
 
+	if (p->dmabuf) {
+		/* Under the buffer's own lock, never inside map_lock: move_notify holds that lock when it unmaps. */
+		pevb_dmabuf_unmap(p->buf);
+		return;
+	}
 	mutex_lock(&p->map_lock);
 	if (p->host_mapped) {
 		pevb_pin_unmap(pevb_watched_pin(p->host_pin));
@@ -519,11 +544,11 @@ static void pevb_p2p_trampoline(void *data)
 	bool wait = false;
 
 	spin_lock(&p->lock);
-	if (p->state == PEVB_P2P_PINNING && (p->undo_task == current || p->host)) {
+	if (p->state == PEVB_P2P_PINNING && (p->undo_task == current || p->host || p->dmabuf)) {
 		/*
-		 * The failed pin's own put_pages (Jetson): nothing to pass on. Pinned host memory: the watched
-		 * pin's sequence says the memory changed, and its retries, then pevb_p2p_pin_host() before LIVE,
-		 * check it.
+		 * The failed pin's own put_pages (Jetson): nothing to pass on. Pinned host memory or a dma-buf:
+		 * the watched pin's sequence or the import's move count says the memory changed, and
+		 * pevb_p2p_go_live() checks it before LIVE.
 		 */
 		spin_unlock(&p->lock);
 		return;
@@ -776,10 +801,34 @@ out_free:
 	return ret;
 }
 
-/* The watched pin's notifier: the memory is going away (watched.c says which changes count). */
-static void pevb_p2p_host_gone(void *owner)
+/* The watched pin's notifier or the exporter's move_notify: the memory is going away. */
+static void pevb_p2p_gone(void *owner)
 {
 	pevb_p2p_trampoline(owner);
+}
+
+/*
+ * A pin with no provider (host memory, a dma-buf), mapped: live, unless the memory changed while it was
+ * being pinned. The trampoline ignored that change (still PINNING); the notifier set the watched pin's
+ * sequence, or the exporter counted its move, before either called it, and this check takes the same lock.
+ */
+static int pevb_p2p_go_live(struct pevb_p2p *p, struct pevb_p2p **out, int stale_err)
+{
+	bool stale;
+
+	*out = p;
+	spin_lock(&p->lock);
+	stale = p->dmabuf ? pevb_dmabuf_stale(p->buf) : pevb_watched_stale(p->host_pin);
+	if (!stale)
+		p->state = PEVB_P2P_LIVE;
+	complete_all(&p->pinned);
+	spin_unlock(&p->lock);
+	if (!stale)
+		return 0;
+	*out = NULL;
+	pevb_p2p_unmap(p, false);
+	pevb_p2p_unref(p, false);
+	return stale_err;
 }
 
 /*
@@ -792,7 +841,6 @@ int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void 
 		      struct pevb_p2p **out)
 {
 	struct pevb_p2p *p;
-	bool stale;
 	int ret;
 
 	ret = pevb_p2p_pin_args(dev, va, len, free_cb, out);
@@ -802,27 +850,49 @@ int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void 
 	if (!p)
 		return -ENOMEM;
 	p->host = true;
-	ret = pevb_watched_new_gone(dev, va, len, pevb_p2p_host_gone, p, &p->host_pin);
+	ret = pevb_watched_new_gone(dev, va, len, pevb_p2p_gone, p, &p->host_pin);
 	if (ret) {
 		kfree(p);
 		module_put(THIS_MODULE);
 		return ret;
 	}
 	p->host_mapped = true;
-	*out = p;
-	/* The notifier sets the sequence before it calls the trampoline, which does nothing while PINNING. */
-	spin_lock(&p->lock);
-	stale = pevb_watched_stale(p->host_pin);
-	if (!stale)
-		p->state = PEVB_P2P_LIVE;
-	complete_all(&p->pinned);
-	spin_unlock(&p->lock);
-	if (!stale)
-		return 0;
-	*out = NULL;
-	pevb_p2p_unmap(p, false);
-	pevb_p2p_unref(p, false);
-	return -EFAULT;
+	return pevb_p2p_go_live(p, out, -EFAULT);
+}
+
+/* Whether this build imports dma-bufs (dmabuf.h: Linux 6.2's locking convention, CONFIG_DMA_SHARED_BUFFER). */
+bool pevb_p2p_dmabuf_supported(void)
+{
+	return PEVB_HAVE_DMABUF;
+}
+
+/*
+ * IMPORT_DMABUF: bytes [offset, offset + len) of dma-buf @fd, in whole host pages, mapped for @dev under
+ * the contract at the top of this file; the exporter's move_notify plays the provider's callback.
+ * *@placement: where the bytes lie (PEVB_DMABUF_*). -EINVAL for a window outside the buffer or not in
+ * whole pages and for an fd that is no dma-buf, -EBADF for no fd, -EAGAIN if the buffer moved while it
+ * was being imported, -EOPNOTSUPP where the kernel has no dma-buf.
+ */
+int pevb_p2p_import_dmabuf(struct device *dev, int fd, u64 offset, u64 len, void (*free_cb)(void *), void *data,
+			   struct pevb_p2p **out, u32 *placement)
+{
+	struct pevb_p2p *p;
+	int ret;
+
+	if (!dev || !free_cb || !out || !placement)
+		return -EINVAL;
+	p = pevb_p2p_new(dev, free_cb, data);
+	if (!p)
+		return -ENOMEM;
+	p->dmabuf = true;
+	ret = pevb_dmabuf_import(dev, fd, offset, len, pevb_p2p_gone, p, &p->buf);
+	if (ret) {
+		kfree(p);
+		module_put(THIS_MODULE);
+		return ret;
+	}
+	*placement = pevb_dmabuf_placement(p->buf);
+	return pevb_p2p_go_live(p, out, -EAGAIN);
 }
 
 void pevb_p2p_unpin(struct pevb_p2p *p)
@@ -835,13 +905,13 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 	refcount_inc(&p->ref);	/* unpin's own: p outlives the callback that put_pages may run */
 	spin_lock(&p->lock);
 	claimed = p->cb_claimed;
-	if (p->host)
+	if (p->host || p->dmabuf)
 		p->cb_claimed = true;	/* as on dGPU, the shim calls free_cb itself (below) */
 	spin_unlock(&p->lock);
 
 	pevb_p2p_unmap(p, false);
 	/* claimed: an invalidation or process exit runs free_cb; never put_pages after that (NVIDIA). */
-	if (!claimed && p->host) {
+	if (!claimed && (p->host || p->dmabuf)) {
 		p->free_cb(p->data);
 	} else if (!claimed) {
 #ifdef GDR_P2P_DGPU
@@ -869,8 +939,8 @@ void pevb_p2p_unpin(struct pevb_p2p *p)
 void pevb_p2p_free_from_callback(struct pevb_p2p *p)
 {
 	pevb_p2p_unmap(p, true);
-	if (p->host) {
-		/* The unpin and the notifier's removal come with the last reference (see the top). */
+	if (p->host || p->dmabuf) {
+		/* The unpin (detach) and the notifier's removal come with the last reference (see the top). */
 		pevb_p2p_unref(p, false);
 		return;
 	}
@@ -889,9 +959,22 @@ void pevb_p2p_free_from_callback(struct pevb_p2p *p)
  * mappings past its unbind. The pin stays until pevb_p2p_unpin() or the callback; both then find nothing
  * to unmap. The driver calls this while holding off the callback (as for a DMA in flight).
  */
-void pevb_p2p_unmap_device(struct pevb_p2p *p)
+bool pevb_p2p_unmap_device(struct pevb_p2p *p)
 {
-	pevb_p2p_unmap(p, false);
+	if (!p->dmabuf) {
+		pevb_p2p_unmap(p, false);
+		return true;
+	}
+	/*
+	 * A dma-buf's move_notify holds the buffer's lock while its callback waits for this use, so never
+	 * sleep on that lock here: once a callback has claimed the pin, it unmaps after the use ends.
+	 */
+	while (!pevb_dmabuf_try_unmap(p->buf)) {
+		if (READ_ONCE(p->cb_claimed))
+			return false;
+		usleep_range(100, 1000);
+	}
+	return true;
 }
 
 /*
@@ -1013,6 +1096,8 @@ static void pevb_p2p_sync_provider(struct pevb_p2p *p, u64 at, u64 len, bool to_
 
 void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device)
 {
+	if (p->dmabuf)
+		return;	/* the exporter's map and unmap (dmabuf.c) */
 	if (p->host)
 		pevb_pin_sync_window(pevb_watched_pin(p->host_pin), at, len, to_device, for_device);
 	else

@@ -155,6 +155,7 @@ plain_bytes! {
         uncached, reserved
     }
     abi::RamOwner { op, state, reserved }
+    abi::ImportDmabuf { fd, flags, offset, size, handle, placement, reserved }
 }
 
 /// Card names (`/dev/picoevbN`, its debugfs folder).

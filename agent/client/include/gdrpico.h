@@ -26,7 +26,7 @@
 /*
  See [`GDRPICO_VERSION_MAJOR`].
  */
-#define GDRPICO_VERSION_MINOR 1
+#define GDRPICO_VERSION_MINOR 2
 
 /*
  nobody owns org.gdr.Agent1: the agent is not running
@@ -82,6 +82,16 @@
  gdrpico_h2c2h flag: dst is a handle from gdrpico_pin_cuda.
  */
 #define GDRPICO_H2C2H_DST_CUDA 2
+
+/*
+ gdrpico_import_dmabuf placement bit: some bytes lie in system memory (the driver's DMABUF_SYSTEM).
+ */
+#define GDRPICO_DMABUF_SYSTEM 1
+
+/*
+ gdrpico_import_dmabuf placement bit: some bytes lie in another device's memory (DMABUF_PEER).
+ */
+#define GDRPICO_DMABUF_PEER 2
 
 /*
  A card's identity and the driver's ABI (ABI_INFO).
@@ -161,6 +171,22 @@ int gdrpico_pin_host(int fd,
                      uint64_t va,
                      uint64_t size,
                      uint32_t *handle);
+
+/*
+ Imports `size` bytes at `offset` of dma-buf `dmabuf_fd` as a surface (the driver's ABI 1.4, CAP_DMABUF); stores
+ its handle in `*handle` and, unless `placement` is NULL, where its bytes lie (GDRPICO_DMABUF_* bits) in
+ `*placement`. `offset` and `size` are whole host pages. The handle works wherever a gdrpico_pin_cuda
+ handle does; `dmabuf_fd` may be closed after.
+
+ # Safety
+ `fd` must be an open card fd; `handle` a valid pointer; `placement` NULL or valid.
+ */
+int gdrpico_import_dmabuf(int fd,
+                          int dmabuf_fd,
+                          uint64_t offset,
+                          uint64_t size,
+                          uint32_t *handle,
+                          uint32_t *placement);
 
 /*
  Unpins a handle from `gdrpico_pin_cuda` or `gdrpico_pin_host`.

@@ -16,7 +16,7 @@ use crate::{Agent, CudaHandle, Device, Error};
 /// older header (and renames the shared library's soname, `libgdr_client.so.MAJOR`); a new minor only adds.
 pub const GDRPICO_VERSION_MAJOR: u32 = 1;
 /// See [`GDRPICO_VERSION_MAJOR`].
-pub const GDRPICO_VERSION_MINOR: u32 = 1;
+pub const GDRPICO_VERSION_MINOR: u32 = 2;
 
 /// nobody owns org.gdr.Agent1: the agent is not running
 pub const GDRPICO_E_NO_AGENT: c_int = -1;
@@ -41,10 +41,16 @@ pub const GDRPICO_E_TIMEOUT: c_int = -9;
 pub const GDRPICO_H2C2H_SRC_CUDA: u64 = 1;
 /// gdrpico_h2c2h flag: dst is a handle from gdrpico_pin_cuda.
 pub const GDRPICO_H2C2H_DST_CUDA: u64 = 2;
+/// gdrpico_import_dmabuf placement bit: some bytes lie in system memory (the driver's DMABUF_SYSTEM).
+pub const GDRPICO_DMABUF_SYSTEM: u32 = 1;
+/// gdrpico_import_dmabuf placement bit: some bytes lie in another device's memory (DMABUF_PEER).
+pub const GDRPICO_DMABUF_PEER: u32 = 2;
 
 const _: () = assert!(
     GDRPICO_H2C2H_SRC_CUDA == picoevb_abi::H2C2H_SRC_CUDA
-        && GDRPICO_H2C2H_DST_CUDA == picoevb_abi::H2C2H_DST_CUDA,
+        && GDRPICO_H2C2H_DST_CUDA == picoevb_abi::H2C2H_DST_CUDA
+        && GDRPICO_DMABUF_SYSTEM == picoevb_abi::DMABUF_SYSTEM
+        && GDRPICO_DMABUF_PEER == picoevb_abi::DMABUF_PEER,
     "the C flags are the driver's"
 );
 
@@ -187,6 +193,43 @@ pub unsafe extern "C" fn gdrpico_pin_host(
     unsafe { pin_into(handle, || borrow(fd).and_then(|d| d.pin_host(va, size))) }
 }
 
+/// Imports `size` bytes at `offset` of dma-buf `dmabuf_fd` as a surface (the driver's ABI 1.4, CAP_DMABUF); stores
+/// its handle in `*handle` and, unless `placement` is NULL, where its bytes lie (GDRPICO_DMABUF_* bits) in
+/// `*placement`. `offset` and `size` are whole host pages. The handle works wherever a gdrpico_pin_cuda
+/// handle does; `dmabuf_fd` may be closed after.
+///
+/// # Safety
+/// `fd` must be an open card fd; `handle` a valid pointer; `placement` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_import_dmabuf(
+    fd: c_int,
+    dmabuf_fd: c_int,
+    offset: u64,
+    size: u64,
+    handle: *mut u32,
+    placement: *mut u32,
+) -> c_int {
+    let mut where_ = 0;
+    let import = || {
+        if dmabuf_fd < 0 {
+            return Err(Error::InvalidArgument("dmabuf_fd is negative".into()));
+        }
+        // SAFETY: a plain number the kernel checks; borrowed for the call only.
+        let buf = unsafe { std::os::fd::BorrowedFd::borrow_raw(dmabuf_fd) };
+        let d = borrow(fd)?;
+        let (h, p) = d.import_dmabuf(buf, offset, size)?;
+        where_ = p;
+        Ok(h)
+    };
+    // SAFETY: the caller's contract, passed on.
+    let rc = unsafe { pin_into(handle, import) };
+    if rc == 0 && !placement.is_null() {
+        // SAFETY: non-null, and valid by the caller's contract.
+        unsafe { *placement = where_ };
+    }
+    rc
+}
+
 /// Runs a pin and stores its handle in `*handle`.
 ///
 /// # Safety
@@ -297,7 +340,7 @@ mod tests {
             let line = format!("#define {name} {}", e.code());
             assert!(header.contains(&line), "gdrpico.h lacks '{line}'");
         }
-        assert_eq!(gdrpico_version(), 1 << 16 | 1);
+        assert_eq!(gdrpico_version(), 1 << 16 | 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! An open `/dev/picoevbN` and its ioctls (the ABI from `picoevb-abi`). Works the same on an fd from the
 //! agent's `Open` and on a node opened directly (tests, the self-test child).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use picoevb_abi as abi;
@@ -194,6 +194,27 @@ impl Device {
     /// memory is unmapped.
     pub fn pin_host(&self, va: u64, size: u64) -> Result<CudaHandle, Error> {
         self.pin_ioctl("PIN_HOST", abi::IOC_PIN_HOST, va, size)
+    }
+
+    /// Imports `size` bytes at `offset` of dma-buf `buf` (a dGPU's memory exported by
+    /// `cuMemGetHandleForAddressRange`, a udmabuf, a heap's buffer) as a surface: returns its handle, which
+    /// works wherever a PIN_CUDA handle does, and where its bytes lie (`abi::DMABUF_*`). `offset` and `size`
+    /// are whole host pages. Needs `CAP_DMABUF` (ABI 1.4). The import holds the buffer: `buf` may be closed
+    /// after. It lives until [`Self::unpin_cuda`], the fd closes, or the exporter moves the buffer.
+    pub fn import_dmabuf(
+        &self,
+        buf: BorrowedFd<'_>,
+        offset: u64,
+        size: u64,
+    ) -> Result<(CudaHandle, u32), Error> {
+        let mut a = abi::ImportDmabuf {
+            fd: buf.as_raw_fd(),
+            offset,
+            size,
+            ..Default::default()
+        };
+        self.ioctl("IMPORT_DMABUF", abi::IOC_IMPORT_DMABUF, &mut a)?;
+        Ok((CudaHandle(a.handle), a.placement))
     }
 
     /// PIN_CUDA or PIN_HOST (one argument struct).

@@ -11,7 +11,7 @@
 //!   driver with `CAP_HOST_SURFACE` pins it as a surface (PIN_HOST: one handle, revoked when the memory
 //!   goes, as nv-p2p surfaces are); an older one moves it as plain host memory.
 
-use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON, CAP_HOST_SURFACE};
+use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON, CAP_DMABUF, CAP_HOST_SURFACE};
 
 /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (CUDA 11.3+).
 pub const CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED: i32 = 116;
@@ -41,12 +41,12 @@ pub struct DriverPaths {
 }
 
 impl DriverPaths {
-    /// From `AbiInfo::caps`. No driver has a dma-buf capability bit yet, so `dma_buf` stays false.
+    /// From `AbiInfo::caps`.
     pub fn from_caps(caps: u64) -> Self {
         Self {
             nv_p2p_tegra: caps & CAP_CUDA_JETSON != 0,
             nv_p2p_dgpu: caps & CAP_CUDA_DGPU != 0,
-            dma_buf: false,
+            dma_buf: caps & CAP_DMABUF != 0,
             host_surface: caps & CAP_HOST_SURFACE != 0,
         }
     }

@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use cudarc::driver::{result, sys};
 use gdr_client::gpu_path::{self, CudaAttrs, DriverPaths, GpuPath};
-use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON, CAP_HOST_SURFACE};
+use picoevb_abi::{CAP_CUDA_DGPU, CAP_CUDA_JETSON, CAP_DMABUF, CAP_HOST_SURFACE};
 
 use super::gpu::{Gpu, GpuError, cu, unavailable};
 
@@ -216,11 +216,8 @@ pub fn run() -> Result<String, GpuError> {
         ),
         ("a driver before PIN_HOST", DriverPaths::from_caps(0)),
         (
-            "a driver that imports dma-buf",
-            DriverPaths {
-                dma_buf: true,
-                ..Default::default()
-            },
+            "a 6.18 dGPU build (CAP_DMABUF)",
+            DriverPaths::from_caps(CAP_DMABUF | CAP_HOST_SURFACE),
         ),
     ] {
         let p = gpu_path::choose(attrs, paths);
@@ -233,7 +230,7 @@ pub fn run() -> Result<String, GpuError> {
                 format!("PIN_CUDA {{ va: {buf:#x}, size: {len} }}")
             }
             GpuPath::DmaBuf => format!(
-                "dma-buf import of [{buf:#x}, +{len}): {}",
+                "export of [{buf:#x}, +{len}): {}; IMPORT_DMABUF {{ fd, offset: 0, size: {len} }}",
                 n.export(buf, len)
             ),
             GpuPath::PinnedHost if paths.host_surface => {

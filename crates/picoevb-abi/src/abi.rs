@@ -171,8 +171,8 @@ const _: () = {
 // incompatibly; a minor bump adds ioctls or `caps` bits. Structs only grow at the end, into `reserved`.
 
 /// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
-/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST.
-pub const ABI_VERSION: u32 = 1 << 16 | 3;
+/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST, 1.4 IOC_IMPORT_DMABUF.
+pub const ABI_VERSION: u32 = 1 << 16 | 4;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -192,6 +192,8 @@ pub const CAP_REG_CACHE: u64 = 1 << 4;
 pub const CAP_RAM_OWNER: u64 = 1 << 5;
 /// Capability: IOC_PIN_HOST pins host memory (`cuMemHostAlloc`) as a surface; no GPU provider needed.
 pub const CAP_HOST_SURFACE: u64 = 1 << 6;
+/// Capability: IOC_IMPORT_DMABUF imports another driver's dma-buf as a surface.
+pub const CAP_DMABUF: u64 = 1 << 7;
 
 /// `PICOEVB_IOC_ABI_INFO` argument.
 #[repr(C)]
@@ -324,3 +326,45 @@ const _: () = {
 pub const IOC_PIN_HOST: u32 = iowr(0x43, core::mem::size_of::<PinCuda>());
 
 const _: () = assert!(IOC_PIN_HOST == 0xc018_5043);
+
+/// [`ImportDmabuf::placement`]: some of the bytes lie in system memory.
+pub const DMABUF_SYSTEM: u32 = 1 << 0;
+/// [`ImportDmabuf::placement`]: some of the bytes lie in another device's memory (a peer's BAR, e.g. a
+/// dGPU's). Neither bit: the kernel cannot tell where an address the exporter gave lies.
+pub const DMABUF_PEER: u32 = 1 << 1;
+
+/// `PICOEVB_IOC_IMPORT_DMABUF` argument.
+///
+/// Alignment contract: `offset` and `size` are whole host pages (`sysconf(_SC_PAGESIZE)`), inside the
+/// buffer; anything else is EINVAL, with a line in the kernel log.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImportDmabuf {
+    /// In: the dma-buf's file descriptor. The import holds the buffer itself: the fd may be closed after.
+    pub fd: i32,
+    /// In: zero.
+    pub flags: u32,
+    /// In: where the window starts in the buffer, in bytes.
+    pub offset: u64,
+    /// In: the window's length in bytes, at most the largest H2C2H.
+    pub size: u64,
+    /// Out: handle for the DMA ioctls, as PIN_CUDA's.
+    pub handle: u32,
+    /// Out: `DMABUF_*` bits: where the window's bytes lie.
+    pub placement: u32,
+    /// Reserved: zero in, zero out.
+    pub reserved: [u64; 2],
+}
+
+/// Import a window of a dma-buf as a surface (only with [`CAP_DMABUF`]): a dGPU's memory exported by
+/// NVIDIA's open kernel modules (`cuMemGetHandleForAddressRange`), a memfd through udmabuf, a heap's
+/// buffer. The handle shares PIN_CUDA's handles: UNPIN_CUDA ends it, and the DMA ioctls take it with their
+/// `*_CUDA` flags. The exporter moving or revoking the buffer ends it as the GPU provider's free callback
+/// would (DMAs in flight finish first, later ones are EINVAL); a new import maps it where it is then.
+/// EBADF for no fd, EINVAL for one that is no dma-buf, EAGAIN if the buffer moved during the import.
+pub const IOC_IMPORT_DMABUF: u32 = iowr(0x44, core::mem::size_of::<ImportDmabuf>());
+
+const _: () = {
+    assert!(core::mem::size_of::<ImportDmabuf>() == 48);
+    assert!(IOC_IMPORT_DMABUF == 0xc030_5044);
+};

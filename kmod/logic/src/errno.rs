@@ -10,6 +10,8 @@ impl Errno {
     pub const EINTR: Errno = Errno(4);
     /// I/O error: the engine reported a bus or descriptor error.
     pub const EIO: Errno = Errno(5);
+    /// Bad file descriptor (IMPORT_DMABUF's fd).
+    pub const EBADF: Errno = Errno(9);
     /// Busy: another holder owns the card RAM (`ram_owner`), or a surface already maps the memory.
     pub const EBUSY: Errno = Errno(16);
     /// Try again: the memory was remapped while it was being pinned (PIN_CUDA).

@@ -118,6 +118,18 @@ pub fn pin_cuda(req: &abi::PinCuda) -> Result<(u64, u64), Errno> {
     }
 }
 
+/// Checks PICOEVB_IOC_IMPORT_DMABUF: returns the fd and the window (offset, length). Whole host pages and
+/// the buffer's bounds are the kernel's to check: it knows both.
+pub fn import_dmabuf(req: &abi::ImportDmabuf) -> Result<(i32, u64, u64), Errno> {
+    match req.offset.checked_add(req.size) {
+        _ if req.flags != 0 || req.reserved != [0; 2] => Err(Errno::EINVAL),
+        _ if req.size == 0 || req.size > MAX_PIN_CUDA_LEN => Err(Errno::EINVAL),
+        None => Err(Errno::EINVAL),
+        _ if req.fd < 0 => Err(Errno::EBADF),
+        Some(_) => Ok((req.fd, req.offset, req.size)),
+    }
+}
+
 /// The value PICOEVB_IOC_LED writes to the GPIO data register. The argument is the value itself (the
 /// reference passes it by value); the register is 32 bits wide, so wider arguments are refused rather than
 /// silently truncated.
@@ -235,6 +247,30 @@ mod tests {
             rt(8, 3).map(|r| (r.src, r.dst)),
             Ok((Host::Cuda(0x1000), Host::Cuda(0x2000)))
         );
+    }
+
+    #[test]
+    fn import_dmabuf_checks_what_the_kernel_need_not() {
+        let ok = abi::ImportDmabuf {
+            fd: 3,
+            offset: 4096,
+            size: 8192,
+            ..Default::default()
+        };
+        let p = |f: &dyn Fn(&mut abi::ImportDmabuf)| {
+            let mut a = ok;
+            f(&mut a);
+            import_dmabuf(&a)
+        };
+        assert_eq!(p(&|_| {}), Ok((3, 4096, 8192)));
+        assert_eq!(p(&|a| a.flags = 1), Err(Errno::EINVAL));
+        assert_eq!(p(&|a| a.reserved[1] = 1), Err(Errno::EINVAL));
+        assert_eq!(p(&|a| a.size = 0), Err(Errno::EINVAL));
+        assert_eq!(p(&|a| a.size = MAX_PIN_CUDA_LEN + 4096), Err(Errno::EINVAL));
+        assert_eq!(p(&|a| a.offset = u64::MAX), Err(Errno::EINVAL));
+        assert_eq!(p(&|a| a.fd = -1), Err(Errno::EBADF));
+        // Whole pages are the kernel's check (it knows the page size): passed through.
+        assert_eq!(p(&|a| a.offset = 1), Ok((3, 1, 8192)));
     }
 
     #[test]

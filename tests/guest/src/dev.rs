@@ -261,6 +261,25 @@ impl Device {
         self.pin_ioctl(surface::pin_kind().cmd(), va, size)
     }
 
+    /// IMPORT_DMABUF of `size` bytes at `offset` of dma-buf `fd`; returns the filled-in argument (handle,
+    /// placement).
+    pub fn import_dmabuf(&self, fd: i32, offset: u64, size: u64) -> io::Result<abi::ImportDmabuf> {
+        let mut a = abi::ImportDmabuf {
+            fd,
+            offset,
+            size,
+            ..Default::default()
+        };
+        self.import_dmabuf_raw(&mut a)?;
+        Ok(a)
+    }
+
+    /// IMPORT_DMABUF with every field the caller's (bad flags, reserved bits).
+    pub fn import_dmabuf_raw(&self, a: &mut abi::ImportDmabuf) -> io::Result<()> {
+        // SAFETY: IMPORT_DMABUF reads and writes only the struct, which is ours and live.
+        unsafe { self.ioctl_ptr(abi::IOC_IMPORT_DMABUF, a) }
+    }
+
     /// UNPIN_CUDA of `handle`.
     pub fn unpin_cuda(&self, handle: u32) -> io::Result<()> {
         let mut a = abi::UnpinCuda { handle };

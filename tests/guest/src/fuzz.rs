@@ -11,11 +11,14 @@
 //! they started.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::thread;
 
 use picoevb_abi::{self as abi, RegCache};
+use picoevb_regs::pci::FPGA_RAM_SIZE;
 
 use crate::dev::{Device, Mapping};
+use crate::exporter;
 use crate::kstat;
 use crate::rng::Rng;
 use crate::surface::{Flavour, Surface};
@@ -287,6 +290,37 @@ fn reg_cache_call(
     cache.last[d] = Some(a);
 }
 
+/// IMPORT_DMABUF of a fresh udmabuf with a window that is sometimes wrong; an imported one is used by an H2C
+/// and unpinned (on this thread's own file, so no other thread's UNPIN can end it first).
+fn dmabuf_call(rng: &mut Rng, dev: &Device, tally: &mut Tally) {
+    let page = exporter::page_size();
+    let pages = 1 + rng.next_u64() % 16;
+    let size = pages * page;
+    let (_memfd, buf) = match exporter::udmabuf_from_memfd(size) {
+        Ok(b) => b,
+        Err(e) => {
+            tally.failures.push(format!("udmabuf of {size}: {e}"));
+            return;
+        }
+    };
+    let (offset, len) = if rng.next_u64().is_multiple_of(3) {
+        (rng.next_u64() % (2 * size), rng.next_u64() % (2 * size))
+    } else {
+        let first = rng.next_u64() % pages;
+        (first * page, (1 + rng.next_u64() % (pages - first)) * page)
+    };
+    let r = dev.import_dmabuf(buf.as_raw_fd(), offset, len);
+    if tally.record("IMPORT_DMABUF", &r, &[libc::EINVAL])
+        && let Ok(a) = r
+    {
+        tally.pins += 1;
+        let r = dev.h2c_cuda(a.handle.into(), 0, len.min(FPGA_RAM_SIZE));
+        tally.record("H2C from an import", &r, &[]);
+        let r = dev.unpin_cuda(a.handle);
+        tally.record("UNPIN of an import", &r, &[]);
+    }
+}
+
 /// One thread's run: its own two files and the one shared by all threads.
 fn worker(
     opts: &Options,
@@ -327,6 +361,11 @@ fn worker(
             return tally;
         }
     };
+    // dma-buf import (CAP_DMABUF) of udmabufs, when the kernel has both.
+    let dmabuf = shared
+        .abi_info()
+        .is_ok_and(|i| i.caps & abi::CAP_DMABUF != 0)
+        && std::path::Path::new(exporter::UDMABUF_PATH).exists();
     // Pinned surfaces: (file index, handle, surface, length pinned).
     let mut pinned: Vec<(usize, u32, Surface, u64)> = Vec::new();
     // EBUSY: a malformed range can run into a surface this thread has pinned (one pin per range).
@@ -481,6 +520,10 @@ fn worker(
                 // Never on the shared file: another thread's random UNPIN_CUDA could end this thread's pin.
                 let d = d % 2;
                 let dev = devs[d];
+                if dmabuf && rng.next_u64().is_multiple_of(4) {
+                    dmabuf_call(&mut rng, dev, &mut tally);
+                    continue;
+                }
                 // PIN_HOST (host memory as a surface, no provider needed) half the time, and always
                 // without a provider; its handles behave as PIN_CUDA's.
                 let host = flavour.is_none() || rng.next_u64().is_multiple_of(2);

@@ -5,6 +5,7 @@
 mod bench;
 mod buf;
 mod dev;
+mod exporter;
 mod fuzz;
 mod kstat;
 mod loopback;

@@ -89,6 +89,8 @@ pub fn run(opts: &Options) -> i32 {
                 }
                 Needs::JetsonUserfaultfd => " (needs the Jetson provider and userfaultfd)",
                 Needs::HostSurface => " (needs host surfaces)",
+                Needs::DmaBuf => " (needs dma-buf import and udmabuf)",
+                Needs::DmaBufExporter => " (needs dma-buf import and the bench exporter)",
                 Needs::FailNth => " (needs fault injection and no virtio-iommu)",
             };
             let ext = if t.extended { " (extended)" } else { "" };

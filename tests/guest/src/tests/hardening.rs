@@ -72,7 +72,11 @@ pub fn register(v: &mut Vec<Test>) {
 }
 
 /// Waits (up to `HUNG`) until the model's state says the slowed `engine` has started its run.
-fn started(rpc: &mut Rpc, engine: &str, run: impl Fn(&ModelState) -> bool) -> TestResult {
+pub(super) fn started(
+    rpc: &mut Rpc,
+    engine: &str,
+    run: impl Fn(&ModelState) -> bool,
+) -> TestResult {
     let until = Instant::now() + HUNG;
     while !run(&rpc.state()?) {
         ensure!(Instant::now() < until, "the {engine} never started");
@@ -320,7 +324,7 @@ fn unpin_waits_for_dma(ctx: &mut Ctx) -> TestResult {
 }
 
 /// How long the model slows the H2C of `slowed_h2c`.
-const SLOW: u64 = 1500;
+pub(super) const SLOW: u64 = 1500;
 
 /// An H2C from a surface, slowed by `SLOW` ms and running on another thread.
 struct SlowedH2c {

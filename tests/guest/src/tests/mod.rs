@@ -4,6 +4,7 @@ mod basic;
 mod cards;
 mod cuda;
 mod dma;
+mod dmabuf;
 mod errors;
 mod failslab;
 mod faults;
@@ -110,6 +111,10 @@ pub enum Needs {
     HostSurface,
     /// Fault injection in the kernel: one thread's N-th allocation can be failed (failslab, fail-nth).
     FailNth,
+    /// ABI_INFO announces dma-buf import (`CAP_DMABUF`, ABI 1.4) and the kernel has udmabuf.
+    DmaBuf,
+    /// dma-buf import and the bench's exporter module (kmod/bench-exporter), which moves buffers.
+    DmaBufExporter,
 }
 
 impl Needs {
@@ -154,6 +159,20 @@ impl Needs {
             return (caps & picoevb_abi::CAP_RAM_OWNER == 0).then(|| {
                 format!(
                     "no RAM ownership: ABI_INFO caps {caps:#x} lack CAP_RAM_OWNER (abi_version {:#x})",
+                    info.abi_version
+                )
+            });
+        }
+        if self == Needs::DmaBufExporter {
+            return dmabuf::exporter_unmet().or_else(|| Needs::DmaBuf.unmet(dev));
+        }
+        if self == Needs::DmaBuf {
+            if !std::path::Path::new("/dev/udmabuf").exists() {
+                return Some("no /dev/udmabuf in this kernel (CONFIG_UDMABUF)".into());
+            }
+            return (caps & picoevb_abi::CAP_DMABUF == 0).then(|| {
+                format!(
+                    "no dma-buf import: ABI_INFO caps {caps:#x} lack CAP_DMABUF (abi_version {:#x})",
                     info.abi_version
                 )
             });
@@ -295,6 +314,7 @@ pub fn all() -> Vec<Test> {
     cards::register(&mut v);
     cuda::register(&mut v);
     host_surface::register(&mut v);
+    dmabuf::register(&mut v);
     // Before lifecycle's counter checks: they pin memory whose other mappings are on their way out.
     overlap::register(&mut v);
     // Each gives the shared file's RAM back and runs the other holder in a child process.
@@ -303,6 +323,7 @@ pub fn all() -> Vec<Test> {
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
     removal::register(&mut v);
+    dmabuf::register_removal(&mut v);
     removal_callback::register(&mut v);
     stall::register(&mut v);
     failslab::register(&mut v);
