@@ -4,6 +4,7 @@
 //! attributes and the driver's capabilities: PIN_CUDA (nv-p2p, unpinned before the memory is freed) or the
 //! host DMA path on `cuMemHostAlloc` memory (pinned host: Thor, Orin after CUDA 14).
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -30,8 +31,6 @@ pub enum ChildError {
     TooLarge,
     #[error("CUDA memory required: {0}")]
     CudaRequired(Unavailable),
-    #[error("the dma-buf path has no self-test yet")]
-    DmaBufUntested,
     #[error(transparent)]
     Gpu(#[from] GpuError),
 }
@@ -103,7 +102,7 @@ pub fn cuda(dev: &Device, words: usize) -> Result<Measurement, ChildError> {
         GpuPath::NvP2pTegra | GpuPath::NvP2pDgpu => p2p(dev, &g, words, path),
         GpuPath::PinnedHost if driver.host_surface => p2p(dev, &g, words, path),
         GpuPath::PinnedHost => pinned_host(dev, &g, words),
-        GpuPath::DmaBuf => Err(ChildError::DmaBufUntested),
+        GpuPath::DmaBuf => dma_buf(dev, &g, words),
     }
 }
 
@@ -141,6 +140,53 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
     let (h2c, c2h) = moved?;
     unpinned?;
     verified(g, &dst, n, path, h2c, c2h)
+}
+
+/// dma-buf: device memory (`cuMemAlloc`, whole host pages) exported by CUDA and imported by the driver
+/// (IMPORT_DMABUF), moved through the imports' handles, verified on the GPU.
+fn dma_buf(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, ChildError> {
+    let n = u32::try_from(words).map_err(|_| ChildError::TooLarge)?;
+    let bytes = (words * 4) as u64;
+    // The export and the import take whole host pages (docs/driver.md, the alignment contract).
+    let page = gpupaths::page_size();
+    let span = bytes.div_ceil(page) * page;
+    let alloc_words = usize::try_from(span / 4).map_err(|_| ChildError::TooLarge)?;
+    let (ds, dd) = (g.alloc_device(alloc_words)?, g.alloc_device(alloc_words)?);
+    g.fill(ds, dd, n)?;
+    let export = |p| gpupaths::export_dmabuf(p, span as usize);
+    let (fs, fd) = (export(ds)?, export(dd)?);
+    let (hs, _) = dev.import_dmabuf(fs.as_fd(), 0, span)?;
+    let hd = match dev.import_dmabuf(fd.as_fd(), 0, span) {
+        Ok((h, _)) => h,
+        Err(e) => {
+            let _ = dev.unpin_cuda(hs);
+            return Err(e.into());
+        }
+    };
+    let moved = dev
+        .h2c_cuda(hs, bytes, 0)
+        .and_then(|h2c| Ok((h2c, dev.c2h_cuda(hd, bytes, 0)?)));
+    let unpinned = dev.unpin_cuda(hs).and(dev.unpin_cuda(hd));
+    let (h2c, c2h) = moved?;
+    unpinned?;
+    let (count, first) = g.verify(dd, n)?;
+    let first_mismatch = match first {
+        Some(i) => Some(Mismatch {
+            offset: u64::from(i) * 4,
+            expected: pattern::word(i as usize),
+            got: g.read_word(dd + u64::from(i) * 4)?,
+        }),
+        None => None,
+    };
+    Ok(measurement(
+        "cuda",
+        GpuPath::DmaBuf.name(),
+        g.name.clone(),
+        h2c,
+        c2h,
+        count.into(),
+        first_mismatch,
+    ))
 }
 
 /// Pinned host with a driver older than PIN_HOST: `cuMemHostAlloc` memory, filled by the GPU, moved by the

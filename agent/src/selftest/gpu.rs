@@ -141,6 +141,16 @@ impl Gpu {
         cu("cuMemAlloc", unsafe { result::malloc_sync(words * 4) })
     }
 
+    /// One word of device memory, read back (a mismatch's value).
+    pub fn read_word(&self, ptr: sys::CUdeviceptr) -> Result<u32, GpuError> {
+        let mut w = [0u32];
+        // SAFETY: `ptr` is a live device allocation holding at least one u32 there.
+        cu("cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(&mut w, ptr)
+        })?;
+        Ok(w[0])
+    }
+
     /// The device address of pinned host memory.
     pub fn device_ptr(&self, buf: &HostBuf) -> Result<sys::CUdeviceptr, GpuError> {
         let mut d: sys::CUdeviceptr = 0;

@@ -92,6 +92,24 @@ impl Newer {
     }
 }
 
+/// Exports `[ptr, ptr + len)` of device memory as a dma-buf (the self-test's dma-buf path): its fd.
+pub fn export_dmabuf(ptr: sys::CUdeviceptr, len: usize) -> Result<std::os::fd::OwnedFd, GpuError> {
+    let get = Newer::load()?
+        .get_handle
+        .ok_or(GpuError::Missing("cuMemGetHandleForAddressRange"))?;
+    let mut fd: i32 = -1;
+    // SAFETY: the handle for DMA_BUF_FD is an int written through the pointer.
+    let r = unsafe { get((&mut fd as *mut i32).cast(), ptr, len, DMA_BUF_FD, 0) };
+    if r != 0 || fd < 0 {
+        return Err(GpuError::Check(format!(
+            "cuMemGetHandleForAddressRange(DMA_BUF_FD) of {len} bytes: {}",
+            error_name(r)
+        )));
+    }
+    // SAFETY: CUDA just returned this fd to this process, and nothing else owns it.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
 /// The three attributes of device 0 (an attribute this driver does not know reads as false), for the
 /// self-test's choice of path. Needs a current context (`Gpu::new`).
 pub fn attrs() -> Result<CudaAttrs, GpuError> {
@@ -251,7 +269,7 @@ pub fn run() -> Result<String, GpuError> {
     Ok(r)
 }
 
-fn page_size() -> u64 {
+pub(super) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(p).unwrap_or(4096)
