@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "ad8c6631aaf1f1657cb85cacb86673466fdf40a5"
+SRCREV = "03a6b0c884b6be4eb65d549539583b0cc7fb4be3"
 S = "${UNPACKDIR}/gdr"
