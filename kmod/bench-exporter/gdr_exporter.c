@@ -16,6 +16,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
@@ -245,7 +246,7 @@ static long gdr_exp_move(struct gdr_exp_fd __user *uarg)
 
 	if (copy_from_user(&arg, uarg, sizeof(arg)))
 		return -EFAULT;
-	if (arg.flags)
+	if (arg.flags & ~GDR_EXP_MOVE_HOLD)
 		return -EINVAL;
 	dmabuf = gdr_exp_get(arg.fd);
 	if (IS_ERR(dmabuf))
@@ -266,6 +267,9 @@ static long gdr_exp_move(struct gdr_exp_fd __user *uarg)
 		ret = -EBUSY;
 		goto out_unlock;
 	}
+	/* An exporter busy with the buffer before it tells: an importer must not sleep on the lock meanwhile. */
+	if (arg.flags & GDR_EXP_MOVE_HOLD)
+		msleep(GDR_EXP_HOLD_MS);
 	dma_buf_move_notify(dmabuf);
 	/* As any exporter does, the storage goes only once every fence on it has signalled. */
 	ret = dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, true, MAX_SCHEDULE_TIMEOUT);

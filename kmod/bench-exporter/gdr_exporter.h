@@ -28,8 +28,12 @@ struct gdr_exp_create {
 /* GDR_EXP_MOVE: tell the importers the buffer moves (move_notify), then move its bytes to new pages. */
 struct gdr_exp_fd {
 	__s32 fd;
-	__u32 flags;	/* 0 */
+	__u32 flags;	/* GDR_EXP_MOVE: 0 or GDR_EXP_MOVE_HOLD */
 };
+
+/* GDR_EXP_MOVE flag: hold the reservation lock GDR_EXP_HOLD_MS before move_notify (removal meanwhile). */
+#define GDR_EXP_MOVE_HOLD	1U
+#define GDR_EXP_HOLD_MS		1000
 
 /* GDR_EXP_WRITE, GDR_EXP_READ: copy @len bytes between user memory at @uaddr and the buffer at @offset. */
 struct gdr_exp_io {

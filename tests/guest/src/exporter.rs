@@ -11,6 +11,9 @@ use std::path::Path;
 pub const PATH: &str = "/dev/gdr_exporter";
 /// The kernel's udmabuf device (CONFIG_UDMABUF).
 pub const UDMABUF_PATH: &str = "/dev/udmabuf";
+/// `GDR_EXP_MOVE_HOLD`, and how long the move then holds the lock before it notifies (`GDR_EXP_HOLD_MS`).
+const MOVE_HOLD: u32 = 1;
+pub const HOLD_MS: u64 = 1000;
 
 const IOC_WRITE: u32 = 1;
 const IOC_READ: u32 = 2;
@@ -168,9 +171,19 @@ impl Exporter {
     /// Moves `buf` to new pages: the importers are told (move_notify) and must unmap first; EBUSY if one did
     /// not, or if the buffer is pinned.
     pub fn move_buffer(&self, buf: BorrowedFd<'_>) -> io::Result<()> {
+        self.move_with(buf, 0)
+    }
+
+    /// MOVE after holding the buffer's reservation lock for [`HOLD_MS`] first (`GDR_EXP_MOVE_HOLD`): an
+    /// exporter busy with the buffer, which an importer must not sleep on.
+    pub fn move_holding(&self, buf: BorrowedFd<'_>) -> io::Result<()> {
+        self.move_with(buf, MOVE_HOLD)
+    }
+
+    fn move_with(&self, buf: BorrowedFd<'_>, flags: u32) -> io::Result<()> {
         let mut a = FdArg {
             fd: buf.as_raw_fd(),
-            flags: 0,
+            flags,
         };
         // SAFETY: MOVE only reads one `FdArg`, ours and live.
         unsafe { self.ioctl_raw(IOC_MOVE, &raw mut a as libc::c_ulong) }.map(|_| ())

@@ -36,8 +36,15 @@ pub fn register(v: &mut Vec<Test>) {
     v.push(test("dmabuf::close_detaches", close_detaches).needs(Needs::DmaBufExporter));
 }
 
-/// The removal test: with the other removal tests, last (it takes the card off the bus and back).
+/// The removal tests: with the other removal tests, last (they take the card off the bus and back).
 pub fn register_removal(v: &mut Vec<Test>) {
+    v.push(
+        test(
+            "dmabuf::removal_while_the_exporter_holds_the_buffer",
+            removal_during_move,
+        )
+        .needs(Needs::DmaBufExporter),
+    );
     v.push(test("dmabuf::removal_unmaps_an_import", removal_unmaps).needs(Needs::DmaBufExporter));
 }
 
@@ -389,6 +396,51 @@ fn removal_unmaps(ctx: &mut Ctx) -> TestResult {
         st.attachments == 0,
         "after close: {st:?}, want no attachment"
     );
+    rescan_and_use(ctx, &dev_path)
+}
+
+/// The card goes while the exporter holds the buffer's reservation lock on its way to move_notify (the
+/// exporter's hold switch): removal must not sleep on that lock while it holds the import (its unmap holds
+/// a use, which move_notify's callback waits for), so it waits for the callback's free instead, and both
+/// end. Fails by hanging (the harness's timeout) on a removal that takes the lock: removal holds the use
+/// and waits for the lock, move_notify holds the lock and waits for the use.
+fn removal_during_move(ctx: &mut Ctx) -> TestResult {
+    let exp = std::sync::Arc::new(ctx_err("open the bench exporter", Exporter::open())?);
+    let sysfs = card_sysfs()?;
+    let dev_path = ctx.dev_path.to_string();
+    let buf = std::sync::Arc::new(ctx_err("GDR_EXP_CREATE", exp.create(RAM as u64))?);
+    let dev = open(ctx)?;
+    let a = ctx_err(
+        "IMPORT_DMABUF",
+        dev.import_dmabuf(buf.as_raw_fd(), 0, RAM as u64),
+    )?;
+    let (e, b) = (exp.clone(), buf.clone());
+    let t0 = Instant::now();
+    let mover = thread::spawn(move || e.move_holding(b.as_fd()));
+    // The move holds the lock for HOLD_MS: remove well inside that.
+    thread::sleep(Duration::from_millis(exporter::HOLD_MS / 5));
+    remove_all(&sysfs)?;
+    wait_for("/dev node removed", Duration::from_secs(10), || {
+        fs::metadata(&dev_path).is_err()
+    })?;
+    let moved = mover.join().map_err(|_| "mover panicked".to_string())?;
+    ctx_err("the move during removal", moved)?;
+    ensure!(
+        t0.elapsed() >= Duration::from_millis(exporter::HOLD_MS / 2),
+        "the move ended after {:?}: the exporter's hold did not happen, so removal never met it",
+        t0.elapsed()
+    );
+    let st = ctx_err("GDR_EXP_STATE", exp.state(buf.as_fd()))?;
+    ensure!(
+        st.mapped == 0 && st.moves == 1,
+        "after removal and the move: {st:?}"
+    );
+    expect_errno(
+        "H2C after removal",
+        dev.h2c_cuda(a.handle.into(), 0, 4096),
+        libc::ENODEV,
+    )?;
+    drop(dev);
     rescan_and_use(ctx, &dev_path)
 }
 
