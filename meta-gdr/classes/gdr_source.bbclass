@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "03a6b0c884b6be4eb65d549539583b0cc7fb4be3"
+SRCREV = "c3787957594b4427ace5adeb6b199f2f1a4213c0"
 S = "${UNPACKDIR}/gdr"
