@@ -43,9 +43,11 @@ case $ARCH in
     KERNEL=$KDIR/arch/x86/boot/bzImage BUSYBOX= ;;
   arm64)
     CROSS=$("$REPO/bench/cross.sh")
-    # Debian's cargo in the cross chroot fetches crates itself; it trusts what the host's TLS trusts.
+    # cargo in the cross chroot (bench/cross.sh's toolchain) fetches crates itself; it trusts what the host's
+    # TLS trusts.
     cp /etc/ssl/certs/ca-certificates.crt "$GDR_CACHE/host-ca.crt"
-    in_root "$CROSS" bash -c "cd '$REPO' && export CARGO_HTTP_CAINFO='$GDR_CACHE/host-ca.crt' \
+    in_root "$CROSS" bash -c "cd '$REPO' && export PATH=\$(cat /etc/gdr-rust-bin):\$PATH \
+      CARGO_HTTP_CAINFO='$GDR_CACHE/host-ca.crt' \
       CARGO_HOME='$GDR_CACHE/cargo-cross' CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
       CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS='-C target-feature=+crt-static' &&
       cargo build --release --quiet -p gdr-guest-tests --target aarch64-unknown-linux-gnu \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cross-builds the Jetson's user space for aarch64-unknown-linux-gnu with the bench's cross toolchain
-# (bench/cross.sh: Debian's rustc with its arm64 standard library, aarch64-linux-gnu-gcc as the linker),
+# (bench/cross.sh: a rustup toolchain with the arm64 standard library, aarch64-linux-gnu-gcc as the linker),
 # from the committed Cargo.lock: the agent's programs (gdr-agent, gdrctl, gdr-selftest, gdr-helper) and the
 # client library (gdr-client, rlib and the staticlib C programs link). A crate or cfg that breaks on aarch64
 # (a c_char sign, an ioctl number type, a missing target in a dependency) fails here before it fails in
@@ -15,10 +15,12 @@ TRIPLE=aarch64-unknown-linux-gnu
 OUTDIR=$REPO/target/cross-$TRIPLE
 BINS=(gdr-agent gdrctl gdr-selftest gdr-helper)
 
-# Debian's cargo in the chroot fetches crates itself; it trusts what the host's TLS trusts.
+# cargo in the chroot (bench/cross.sh's rustup toolchain) fetches crates itself; it trusts what the host's TLS
+# trusts.
 cp /etc/ssl/certs/ca-certificates.crt "$GDR_CACHE/host-ca.crt"
 t0=$SECONDS
-in_root "$CROSS" bash -c "cd '$REPO' && export CARGO_HTTP_CAINFO='$GDR_CACHE/host-ca.crt' \
+in_root "$CROSS" bash -c "cd '$REPO' && export PATH=\$(cat /etc/gdr-rust-bin):\$PATH \
+  CARGO_HTTP_CAINFO='$GDR_CACHE/host-ca.crt' \
   CARGO_HOME='$GDR_CACHE/cargo-cross' CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc &&
   rustc --version && cargo build --release --locked --quiet -p gdr-agent -p gdr-client --bins --lib \
     --target $TRIPLE --target-dir '$OUTDIR'" ||
