@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "c3787957594b4427ace5adeb6b199f2f1a4213c0"
+SRCREV = "19b89e93e79f115f3ae9c367067533f8e804f69a"
 S = "${UNPACKDIR}/gdr"
