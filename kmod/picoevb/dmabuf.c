@@ -98,7 +98,10 @@ static u32 pevb_dmabuf_place(struct device *dev, dma_addr_t addr)
 	return page_is_ram(PHYS_PFN(phys)) ? PEVB_DMABUF_SYSTEM : PEVB_DMABUF_PEER;
 }
 
-/* The bytes [offset, offset + len) of the mapping as bus segments, neighbours merged; how many, or -EINVAL. */
+/*
+ * The bytes [offset, offset + len) of the mapping as bus segments in @out (room for sgt->nents), neighbours
+ * merged; how many, or -EINVAL.
+ */
 static ssize_t pevb_dmabuf_window(struct device *dev, struct sg_table *sgt, u64 offset, u64 len,
 				  struct pevb_seg *out, u32 *placement)
 {
@@ -112,16 +115,14 @@ static ssize_t pevb_dmabuf_window(struct device *dev, struct sg_table *sgt, u64 
 		u64 from = max(pos, offset), to = min(pos + l, end);
 
 		if (from < to) {
-			if (out) {
-				out[n].addr = a + (from - pos);
-				out[n].len = to - from;
-				*placement |= pevb_dmabuf_place(dev, out[n].addr);
-			}
+			out[n].addr = a + (from - pos);
+			out[n].len = to - from;
+			*placement |= pevb_dmabuf_place(dev, out[n].addr);
 			n++;
 		}
 		pos += l;
 		if (pos >= end)
-			return out ? pevb_segments_coalesce(out, n) : n;
+			return pevb_segments_coalesce(out, n);
 	}
 	return -EINVAL;	/* the exporter mapped less than its size */
 }
@@ -211,10 +212,9 @@ int pevb_dmabuf_import(struct device *dev, int fd, u64 offset, u64 len, void (*m
 	b->moves_at_map = b->moves;
 	/* A dynamic importer waits for the exporter's own moves (kernel fences) before using the memory. */
 	n = dma_resv_wait_timeout(buf->resv, DMA_RESV_USAGE_KERNEL, true, MAX_SCHEDULE_TIMEOUT);
-	if (n > 0)
-		n = pevb_dmabuf_window(dev, sgt, offset, len, NULL, NULL);
 	if (n > 0) {
-		b->segs = kmalloc_array(n, sizeof(*b->segs), GFP_KERNEL);
+		/* At most one segment per mapped entry: one walk fills and merges them. */
+		b->segs = kmalloc_array(sgt->nents, sizeof(*b->segs), GFP_KERNEL);
 		n = b->segs ? pevb_dmabuf_window(dev, sgt, offset, len, b->segs, &b->placement) : -ENOMEM;
 	}
 	if (n <= 0) {
