@@ -8,8 +8,9 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use cudarc::driver::sys;
 use gdr_client::gpu_path::{self, DriverPaths, GpuPath};
-use gdr_client::{Device, Error, Transfer};
+use gdr_client::{CudaHandle, Device, Error, Transfer};
 use picoevb_abi::CAP_CUDA_JETSON;
 
 use super::gpu::{GpuError, Unavailable};
@@ -124,8 +125,23 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
     g.sync_memops(ds)?;
     g.sync_memops(dd)?;
     let bytes = (words * 4) as u64;
-    let hs = pin(src.ptr as u64, bytes)?;
-    let hd = match pin(dst.ptr as u64, bytes) {
+    let (h2c, c2h) = through_surfaces(dev, bytes, pin(src.ptr as u64, bytes), || {
+        pin(dst.ptr as u64, bytes)
+    })?;
+    verified(g, dd, n, path, h2c, c2h)
+}
+
+/// H2C from surface `src` and C2H into the one `dst` takes (PIN_CUDA, PIN_HOST or IMPORT_DMABUF handles);
+/// both are unpinned before this returns, whatever happened, so before the memory can be freed (else
+/// nvidia_p2p's free callback fires).
+fn through_surfaces(
+    dev: &Device,
+    bytes: u64,
+    src: Result<CudaHandle, Error>,
+    dst: impl FnOnce() -> Result<CudaHandle, Error>,
+) -> Result<(Transfer, Transfer), ChildError> {
+    let hs = src?;
+    let hd = match dst() {
         Ok(h) => h,
         Err(e) => {
             let _ = dev.unpin_cuda(hs);
@@ -135,11 +151,10 @@ fn p2p(dev: &Device, g: &gpu::Gpu, words: usize, path: GpuPath) -> Result<Measur
     let moved = dev
         .h2c_cuda(hs, bytes, 0)
         .and_then(|h2c| Ok((h2c, dev.c2h_cuda(hd, bytes, 0)?)));
-    // Unpin before the memory can be freed, whatever happened (else nvidia_p2p's free callback fires).
     let unpinned = dev.unpin_cuda(hs).and(dev.unpin_cuda(hd));
-    let (h2c, c2h) = moved?;
+    let moved = moved?;
     unpinned?;
-    verified(g, &dst, n, path, h2c, c2h)
+    Ok(moved)
 }
 
 /// dma-buf: device memory (`cuMemAlloc`, whole host pages) exported by CUDA and imported by the driver
@@ -155,38 +170,9 @@ fn dma_buf(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, Chil
     g.fill(ds, dd, n)?;
     let export = |p| gpupaths::export_dmabuf(p, span as usize);
     let (fs, fd) = (export(ds)?, export(dd)?);
-    let (hs, _) = dev.import_dmabuf(fs.as_fd(), 0, span)?;
-    let hd = match dev.import_dmabuf(fd.as_fd(), 0, span) {
-        Ok((h, _)) => h,
-        Err(e) => {
-            let _ = dev.unpin_cuda(hs);
-            return Err(e.into());
-        }
-    };
-    let moved = dev
-        .h2c_cuda(hs, bytes, 0)
-        .and_then(|h2c| Ok((h2c, dev.c2h_cuda(hd, bytes, 0)?)));
-    let unpinned = dev.unpin_cuda(hs).and(dev.unpin_cuda(hd));
-    let (h2c, c2h) = moved?;
-    unpinned?;
-    let (count, first) = g.verify(dd, n)?;
-    let first_mismatch = match first {
-        Some(i) => Some(Mismatch {
-            offset: u64::from(i) * 4,
-            expected: pattern::word(i as usize),
-            got: g.read_word(dd + u64::from(i) * 4)?,
-        }),
-        None => None,
-    };
-    Ok(measurement(
-        "cuda",
-        GpuPath::DmaBuf.name(),
-        g.name.clone(),
-        h2c,
-        c2h,
-        count.into(),
-        first_mismatch,
-    ))
+    let import = |f: &std::os::fd::OwnedFd| dev.import_dmabuf(f.as_fd(), 0, span).map(|(h, _)| h);
+    let (h2c, c2h) = through_surfaces(dev, bytes, import(&fs), || import(&fd))?;
+    verified(g, dd, n, GpuPath::DmaBuf, h2c, c2h)
 }
 
 /// Pinned host with a driver older than PIN_HOST: `cuMemHostAlloc` memory, filled by the GPU, moved by the
@@ -207,29 +193,26 @@ fn pinned_host(dev: &Device, g: &gpu::Gpu, words: usize) -> Result<Measurement, 
     };
     let h2c = dev.h2c(s, 0)?;
     let c2h = dev.c2h(d, 0)?;
-    verified(g, &dst, n, GpuPath::PinnedHost, h2c, c2h)
+    verified(g, dd, n, GpuPath::PinnedHost, h2c, c2h)
 }
 
-/// Verifies `dst` on the GPU and builds the measurement.
+/// Verifies `dst` (device address of the destination: device memory, or pinned host memory's mapping) on
+/// the GPU and builds the measurement.
 fn verified(
     g: &gpu::Gpu,
-    dst: &gpu::HostBuf,
+    dst: sys::CUdeviceptr,
     n: u32,
     path: GpuPath,
     h2c: Transfer,
     c2h: Transfer,
 ) -> Result<Measurement, ChildError> {
-    let (count, first) = g.verify(g.device_ptr(dst)?, n)?;
+    let (count, first) = g.verify(dst, n)?;
     let first_mismatch = match first {
-        Some(i) => {
-            // SAFETY: `i` < n words of the live pinned buffer `dst`; the GPU is idle (verify synchronised).
-            let got = unsafe { *dst.ptr.add(i as usize) };
-            Some(Mismatch {
-                offset: u64::from(i) * 4,
-                expected: pattern::word(i as usize),
-                got,
-            })
-        }
+        Some(i) => Some(Mismatch {
+            offset: u64::from(i) * 4,
+            expected: pattern::word(i as usize),
+            got: g.read_word(dst + u64::from(i) * 4)?,
+        }),
         None => None,
     };
     Ok(measurement(

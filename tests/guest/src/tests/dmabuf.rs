@@ -15,7 +15,9 @@ use picoevb_regs::pci::FPGA_RAM_SIZE;
 use super::cuda::open;
 use super::hardening::{SLOW, started};
 use super::isolation::own_ram;
-use super::removal::{card_sysfs, remove_all, rescan_and_use, wait_for};
+use super::removal::{
+    card_sysfs, remove_all, removed_without_dma_errors, rescan_and_use, wait_for,
+};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, kernel_version, test};
 use crate::exporter::{self, Exporter};
 use crate::kstat;
@@ -370,16 +372,7 @@ fn removal_unmaps(ctx: &mut Ctx) -> TestResult {
         dev.h2c_cuda(a.handle.into(), 0, RAM as u64),
     )?;
 
-    remove_all(&sysfs)?;
-    wait_for("/dev node removed", Duration::from_secs(5), || {
-        fs::metadata(&dev_path).is_err()
-    })?;
-    let after = kstat::read()?;
-    ensure!(
-        after.dma_errors == before.dma_errors,
-        "DMA-API debug counted {} errors at unbind",
-        after.dma_errors - before.dma_errors
-    );
+    removed_without_dma_errors(&sysfs, &dev_path, &before, "the import")?;
     let st = ctx_err("GDR_EXP_STATE", exp.state(buf.as_fd()))?;
     ensure!(
         st.mapped == 0 && st.attachments == 1,

@@ -231,16 +231,7 @@ fn idle_pinned_surface(ctx: &mut Ctx) -> TestResult {
         st.replace('\n', " | ")
     );
 
-    remove_all(&sysfs)?;
-    wait_for("/dev node removed", Duration::from_secs(5), || {
-        fs::metadata(&dev_path).is_err()
-    })?;
-    let after = kstat::read()?;
-    ensure!(
-        after.dma_errors == before.dma_errors,
-        "DMA-API debug counted {} errors at unbind (a mapping of the idle surface left behind?)",
-        after.dma_errors - before.dma_errors
-    );
+    let after = removed_without_dma_errors(&sysfs, &dev_path, &before, "the idle surface")?;
     ensure!(
         after.pinned_pages == pinned,
         "removal changed the FOLL_PIN count from {pinned} to {}: the pin must stay until close",
@@ -499,6 +490,27 @@ fn open_races_probe(ctx: &mut Ctx, race_rounds: u32) -> TestResult {
         "{rounds} of {race_rounds} rounds"
     );
     rescan_and_use(ctx, &dev_path)
+}
+
+/// Removes every card (`remove_all`), waits for `dev_path` to go and checks that DMA-API debug counted no
+/// error at unbind since `before` (a mapping of `what` left behind); returns the counters after.
+pub(super) fn removed_without_dma_errors(
+    sysfs: &[PathBuf],
+    dev_path: &str,
+    before: &kstat::KernelCounters,
+    what: &str,
+) -> Result<kstat::KernelCounters, String> {
+    remove_all(sysfs)?;
+    wait_for("/dev node removed", Duration::from_secs(5), || {
+        fs::metadata(dev_path).is_err()
+    })?;
+    let after = kstat::read()?;
+    ensure!(
+        after.dma_errors == before.dma_errors,
+        "DMA-API debug counted {} errors at unbind (a mapping of {what} left behind?)",
+        after.dma_errors - before.dma_errors
+    );
+    Ok(after)
 }
 
 /// Takes every card off the bus, as a hot-unplug does.
