@@ -11,6 +11,7 @@
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include "services.h"
+#include "../picoevb/cpin.h"
 #include "../picoevb/node.h"
 #include "../picoevb/pin.h"
 #include "../picoevb/watched.h"

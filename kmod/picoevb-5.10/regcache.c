@@ -1,78 +1,66 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The registration cache of one open file ("lazy unpinning"), as kmod/picoevb/regcache.rs and helpers.c's
- * cached pins: host buffers stay pinned and DMA-mapped between requests. What hits, what merges, what is
- * evicted, the limits and the counters are cache_policy.rs's; what the cache does with its pins (a hit, a
- * miss, an eviction, a sweep, close) is cache_table.rs's, run by rust/cache_glue.rs (pevb_cache_*) over the
- * services below (pevb_ct_*, pevb_cpin_*, pevb_cache_call_*). This file holds the pins in a table with the
- * policy's slot numbers, their lifetimes and the card's list of caches.
+ * The registration cache of one open file ("lazy unpinning"), as kmod/picoevb/regcache.rs: host buffers stay
+ * pinned and DMA-mapped between requests. What hits, what merges, what is evicted, the limits and the
+ * counters are cache_policy.rs's; what the cache does with its buffers (a hit, a miss, an eviction, a sweep,
+ * close) is cache_table.rs's, run by rust/cache_glue.rs (pevb_cache_*) over the services below (pevb_ct_*,
+ * pevb_cbuf_*, pevb_cache_call_*). This file holds the buffers in a table with the policy's slot numbers,
+ * counts their holders and keeps the card's list of caches.
  *
- * A cached pin is a watched pin (../picoevb/watched.c, as 6.18's): pinned FOLL_LONGTERM and writable, mapped
- * bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each request syncs exactly its bytes), charged to
- * RLIMIT_MEMLOCK, and watched by an mmu interval notifier inserted before the pages are pinned. The notifier
- * only bumps the sequence (the buffer is stale from then on: it never serves a request again, checked under
- * the table lock at every hit) and queues the cache's work item, which drops the stale buffers from the
- * table.
+ * A buffer's pin is a cached pin of ../picoevb/cpin.c, as 6.18's: a watched pin (pinned FOLL_LONGTERM and
+ * writable, charged to RLIMIT_MEMLOCK, under an mmu interval notifier that marks it stale and queues the
+ * cache's work item), mapped bidirectionally with DMA_ATTR_SKIP_CPU_SYNC (each request syncs exactly its
+ * bytes). A stale buffer never serves a request again (checked under the table lock at every hit); the work
+ * item drops stale buffers from the table.
  *
- * Lifetimes: a pin is held (kref) by its table slot and by each request using it, so dropping it from the
- * table (sweep, eviction, flush, close, removal) never unpins under a running DMA. Its last holder hands it
- * to the cache's work item, which releases it: a request thread must never remove a notifier, because
- * mmu_interval_notifier_remove() waits for an invalidation in progress, and that invalidation may be
- * waiting (in the GPU provider's free callback) for a surface this very request holds. A pin handed over
- * stays mapped until its release is over (which may wait for such an invalidation), on the dead list and
- * then the releasing list, where PIN_CUDA finds it and waits before the provider maps its pages (DMA-API
- * debug: no overlapping mapping). A cache is held by its file, by the card's list and by each pin not yet
- * handed over (a pin quarantined on a wedged card may outlive its file); its last holder releases what is
- * left, cancels the work item and frees it.
+ * Lifetimes: a buffer is held (kref) by its table slot and by each request using it, so dropping it from the
+ * table (sweep, eviction, flush, close, removal) never unpins under a running DMA. Its last holder hands its
+ * pin to the cache's work item (pevb_cpin_release_later), which releases it off the request thread and keeps
+ * it listed until it is unmapped, where PIN_CUDA waits for it (pevb_work_wait_pages): cpin.c says why. A
+ * cache is held by its file, by the card's list and by each buffer (a buffer quarantined on a wedged card may
+ * outlive its file); its last holder releases what is left, cancels the work item and frees it.
  *
  * Locks, outermost first: card->pinlock (one PIN_CUDA or cached pin at a time checks the per-card rules and
- * pins), card->cachelock (the card's list of caches), cache->lock (the table), cache->dlock (the dead and
- * releasing lists, a spinlock taken with nothing else). The notifier takes none of them. Waits: flush_work()
- * in close and mmu_interval_read_begin() while pinning are lockdep-annotated, PIN_CUDA's wait for released
- * pins is by hand, and what they wait for is not all visible to lockdep: the work item takes only
- * cache->lock and dlock, and releasing a pin (mmu_interval_notifier_remove) waits for an invalidation in
- * progress, whose provider free callback waits by hand (wait_event, cuda.c) for the requests holding that
- * surface; those took their host pins before entering the surface and then wait for none of our locks, and
- * their engine waits time out.
+ * pins), card->cachelock (the card's list of caches), cache->lock (the table); cpin.c's list lock is taken
+ * with nothing else. The notifier takes none of them. Waits: flush_work() in close and
+ * mmu_interval_read_begin() while pinning are lockdep-annotated, PIN_CUDA's wait for released pins is by
+ * hand, and what they wait for is not all visible to lockdep: the work item takes only cache->lock, and
+ * releasing a pin (mmu_interval_notifier_remove) waits for an invalidation in progress, whose provider free
+ * callback waits by hand (wait_event, cuda.c) for the requests holding that surface; those took their host
+ * pins before entering the surface and then wait for none of our locks, and their engine waits time out.
  * The module needs CONFIG_MMU_NOTIFIER anyway (p2p.c's guard), so the cache is always there.
  */
 #include <linux/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
-#include <linux/workqueue.h>
 #include "picoevb.h"
 
 struct pevb_cache {
-	struct kref ref;		/* the file, the card's list, each pin not yet handed to dead */
+	struct kref ref;		/* the file, the card's list, each buffer */
 	struct list_head card_link;	/* card->caches, under card->cachelock, while listed */
 	bool listed;
 	struct list_head evict_link;	/* PIN_CUDA's list of caches to wait for, under card->pinlock */
-	struct mutex lock;		/* the table: policy, pins, closed */
-	struct pevb_cpin *pins[PEVB_CACHE_SLOTS];
+	struct mutex lock;		/* the table: policy, buffers, closed */
+	struct pevb_cbuf *bufs[PEVB_CACHE_SLOTS];
 	bool closed;			/* close or card removal: nothing is cached any more */
-	struct work_struct work;	/* sweeps stale pins, releases dead ones */
-	spinlock_t dlock;		/* dead, releasing */
-	struct list_head dead;		/* pins whose last holder let go, to release */
-	struct list_head releasing;	/* taken off dead by a release in progress, still mapped */
-	wait_queue_head_t released;	/* a pin of releasing was unmapped */
+	struct pevb_work *work;		/* cpin.c's: sweeps stale buffers, releases their pins */
 	u64 policy[];			/* cache_policy::Policy: PEVB_LAYOUT.policy bytes */
 };
 
-struct pevb_cpin {
+/* A cached buffer: its pin, and who holds it. */
+struct pevb_cbuf {
 	struct kref ref;		/* the table's slot, each request using it */
-	struct pevb_cache *cache;	/* a reference until handed to its dead list */
-	struct pevb_watched *w;		/* watched.c's: the notifier queues cache->work */
-	struct pevb_pin *pin;		/* w's, fixed while the cached pin lives */
+	struct pevb_cache *cache;	/* a reference */
+	struct pevb_cpin *cp;		/* cpin.c's, handed to cache->work by the last put */
 	u64 *frames;			/* the pages pinned, sorted (per-card overlap rules) */
 	size_t nframes;
 	bool written;			/* a C2H used it: its pages are dirtied when unpinned */
-	struct list_head dead_link;
 };
 
-/* A request's window [offset, offset + len) of a cached pin (regcache.rs's CacheUse). */
+/* A request's window [offset, offset + len) of a cached buffer (regcache.rs's CacheUse). */
 struct pevb_cuse {
-	struct pevb_cpin *p;		/* a reference */
+	struct pevb_cbuf *p;		/* a reference */
 	u64 offset, len;
 	bool to_device;
 	struct pevb_seg *segs;		/* the window's bus segments */
@@ -112,86 +100,26 @@ void pevb_ct_close(struct pevb_cache *c)
 	c->closed = true;
 }
 
-/* The pin in @slot (the table's reference, not a new one), or NULL. */
-struct pevb_cpin *pevb_ct_slot(struct pevb_cache *c, u32 slot)
+/* The buffer in @slot (the table's reference, not a new one), or NULL. */
+struct pevb_cbuf *pevb_ct_slot(struct pevb_cache *c, u32 slot)
 {
-	return slot < PEVB_CACHE_SLOTS ? c->pins[slot] : NULL;
+	return slot < PEVB_CACHE_SLOTS ? c->bufs[slot] : NULL;
 }
 
 /* Puts @p (a reference the caller hands over, or NULL) in @slot; the old one is the caller's. */
-void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cpin *p)
+void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cbuf *p)
 {
 	if (!WARN_ON_ONCE(slot >= PEVB_CACHE_SLOTS))
-		c->pins[slot] = p;
+		c->bufs[slot] = p;
 }
 
-/* ---- one cached pin ---- */
-
-/*
- * Stops watching, unmaps and unpins a pin on @c's releasing list, and takes it off. Only from the work
- * item, close or the cache's free (see the top).
- */
-static void cpin_release(struct pevb_cache *c, struct pevb_cpin *p)
-{
-	pevb_pin_drop(pevb_watched_end(p->w), READ_ONCE(p->written));
-	spin_lock(&c->dlock);
-	list_del(&p->dead_link);
-	spin_unlock(&c->dlock);
-	wake_up_all(&c->released);
-	kvfree(p->frames);
-	kfree(p);
-}
-
-/* Releases the pins handed over so far, one by one: each stays listed (releasing) until it is unmapped. */
-static void release_dead(struct pevb_cache *c)
-{
-	struct pevb_cpin *p;
-
-	for (;;) {
-		spin_lock(&c->dlock);
-		p = list_first_entry_or_null(&c->dead, struct pevb_cpin, dead_link);
-		if (p)
-			list_move_tail(&p->dead_link, &c->releasing);
-		spin_unlock(&c->dlock);
-		if (!p)
-			return;
-		cpin_release(c, p);
-	}
-}
-
-static bool list_holds(struct list_head *list, const u64 *frames, size_t n)
-{
-	struct pevb_cpin *p;
-
-	list_for_each_entry(p, list, dead_link)
-		if (pevb_share_page_frames(p->frames, p->nframes, frames, n))
-			return true;
-	return false;
-}
-
-/* Whether a pin handed over and not yet unmapped holds one of @frames (sorted). */
-static bool dead_holds(struct pevb_cache *c, const u64 *frames, size_t n)
-{
-	bool held;
-
-	spin_lock(&c->dlock);
-	held = list_holds(&c->dead, frames, n) || list_holds(&c->releasing, frames, n);
-	spin_unlock(&c->dlock);
-	return held;
-}
+/* ---- one cached buffer ---- */
 
 static void cache_free(struct kref *ref)
 {
 	struct pevb_cache *c = container_of(ref, struct pevb_cache, ref);
 
-	/*
-	 * No pin holds the cache: every pin left is on the dead list or being released by a running work item.
-	 * Their notifiers may still queue the work until removed, so release them first (removal waits for a
-	 * callback in progress), then cancel: that waits for a running instance, which removes the notifiers
-	 * of the pins it took before it returns, and nothing is left that could queue the work again.
-	 */
-	release_dead(c);
-	cancel_work_sync(&c->work);
+	pevb_work_free(c->work);	/* releases what is left and cancels the sweep (cpin.c) */
 	kfree(c);
 }
 
@@ -200,72 +128,70 @@ static void cache_put(struct pevb_cache *c)
 	kref_put(&c->ref, cache_free);
 }
 
-/* The last holder let go: the cache's work item (or close, or its free) releases it, never the caller. */
-static void cpin_last(struct kref *ref)
+/* The last holder let go: the cache's work item (or close, or its free) releases the pin, never the caller. */
+static void cbuf_last(struct kref *ref)
 {
-	struct pevb_cpin *p = container_of(ref, struct pevb_cpin, ref);
+	struct pevb_cbuf *p = container_of(ref, struct pevb_cbuf, ref);
 	struct pevb_cache *c = p->cache;
 
-	spin_lock(&c->dlock);
-	list_add_tail(&p->dead_link, &c->dead);
-	spin_unlock(&c->dlock);
-	schedule_work(&c->work);
+	pevb_cpin_release_later(p->cp, READ_ONCE(p->written));
+	kvfree(p->frames);
+	kfree(p);
 	cache_put(c);	/* never the last here while the caller holds the table (the file holds the cache) */
 }
 
-static void cpin_put(struct pevb_cpin *p)
+static void cbuf_put(struct pevb_cbuf *p)
 {
-	kref_put(&p->ref, cpin_last);
+	kref_put(&p->ref, cbuf_last);
 }
 
 /* Whether the memory changed since it was pinned: the pin no longer shows what the address maps. */
-bool pevb_cpin_stale(struct pevb_cpin *p)
+bool pevb_cbuf_stale(struct pevb_cbuf *p)
 {
-	return pevb_watched_stale(p->w);
+	return pevb_cpin_stale(p->cp);
 }
 
-void pevb_cpin_get(struct pevb_cpin *p)
+void pevb_cbuf_get(struct pevb_cbuf *p)
 {
 	kref_get(&p->ref);
 }
 
 /* The last put hands the pin to its cache's work item: never released on the caller's thread. */
-void pevb_cpin_put(struct pevb_cpin *p)
+void pevb_cbuf_put(struct pevb_cbuf *p)
 {
-	cpin_put(p);
+	cbuf_put(p);
 }
 
 /* The pages @p pinned, sorted; fixed while it lives. */
-const u64 *pevb_cpin_frames(struct pevb_cpin *p, size_t *n)
+const u64 *pevb_cbuf_frames(struct pevb_cbuf *p, size_t *n)
 {
 	*n = p->nframes;
 	return p->frames;
 }
 
-/* Pins @want of the caller's memory for cache @c (a watched pin); one reference, the caller's. */
-static int cpin_new(struct device *dev, const struct pevb_range *want, struct pevb_cache *c,
-		    struct pevb_cpin **out)
+/* Pins @want of the caller's memory for cache @c (a cached pin); one reference, the caller's. */
+static int cbuf_new(struct device *dev, const struct pevb_range *want, struct pevb_cache *c,
+		    struct pevb_cbuf **out)
 {
-	struct pevb_cpin *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	struct pevb_cbuf *p = kzalloc(sizeof(*p), GFP_KERNEL);
 	int ret;
 
 	if (!p)
 		return -ENOMEM;
+	ret = pevb_cpin_new(dev, want->addr, want->len, c->work, &p->cp);
+	if (ret)
+		goto err_free;
+	ret = pevb_pin_frames(pevb_cpin_pin(p->cp), &p->frames, &p->nframes);
+	if (ret) {
+		pevb_cpin_release_later(p->cp, false);
+		goto err_free;
+	}
 	kref_init(&p->ref);
 	kref_get(&c->ref);
 	p->cache = c;
-	ret = pevb_watched_new(dev, want->addr, want->len, &c->work, &p->w);
-	if (ret)
-		goto err_free;
-	p->pin = pevb_watched_pin(p->w);
-	ret = pevb_pin_frames(p->pin, &p->frames, &p->nframes);
-	if (!ret) {
-		*out = p;
-		return 0;
-	}
-	pevb_pin_drop(pevb_watched_end(p->w), false);
+	*out = p;
+	return 0;
 err_free:
-	cache_put(c);	/* the file holds it too: never the last */
 	kfree(p);
 	return ret;
 }
@@ -273,7 +199,7 @@ err_free:
 /* ---- a request's use ---- */
 
 /* Takes over the caller's reference to @p; hands the window to the device. */
-static int use_new(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, struct pevb_cuse **out)
+static int use_new(struct pevb_cbuf *p, u64 offset, u64 len, bool to_device, struct pevb_cuse **out)
 {
 	struct pevb_cuse *u = kzalloc(sizeof(*u), GFP_KERNEL);
 	const struct pevb_seg *all;
@@ -282,7 +208,7 @@ static int use_new(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, str
 
 	if (!u)
 		goto err;
-	all = pevb_pin_segments(p->pin, &n);
+	all = pevb_pin_segments(pevb_cpin_pin(p->cp), &n);
 	u->segs = kvmalloc_array(n, sizeof(*u->segs), GFP_KERNEL);
 	if (!u->segs)
 		goto err;
@@ -298,14 +224,14 @@ static int use_new(struct pevb_cpin *p, u64 offset, u64 len, bool to_device, str
 	u->to_device = to_device;
 	if (!to_device)
 		WRITE_ONCE(p->written, true);
-	pevb_pin_sync_window(p->pin, offset, len, to_device, true);
+	pevb_cpin_sync(p->cp, offset, len, to_device, true);
 	*out = u;
 	return 0;
 err:
 	if (u)
 		kvfree(u->segs);
 	kfree(u);
-	cpin_put(p);
+	cbuf_put(p);
 	return -ENOMEM;
 }
 
@@ -319,9 +245,9 @@ const struct pevb_seg *pevb_cuse_segments(struct pevb_cuse *u, size_t *n)
 void pevb_cuse_end(struct pevb_cuse *u)
 {
 	if (!u->to_device)
-		pevb_pin_sync_window(u->p->pin, u->offset, u->len, false, false);
+		pevb_cpin_sync(u->p->cp, u->offset, u->len, false, false);
 	kvfree(u->segs);
-	cpin_put(u->p);
+	cbuf_put(u->p);
 	kfree(u);
 }
 
@@ -340,16 +266,6 @@ void pevb_cuse_release_all(struct list_head *q)
 		list_del(&u->parked);
 		pevb_cuse_end(u);
 	}
-}
-
-/* The work item: releases what was handed over, drops the stale buffers, releases what that dropped. */
-static void cache_work(struct work_struct *work)
-{
-	struct pevb_cache *c = container_of(work, struct pevb_cache, work);
-
-	release_dead(c);
-	pevb_cache_sweep(c);
-	release_dead(c);
 }
 
 /*
@@ -425,11 +341,11 @@ bool pevb_cache_call_in_use(struct pevb_cache_call *k, const u64 *frames, size_t
  * refuses it: 5.10's FOLL_LONGTERM does not), over RLIMIT_MEMLOCK. The one-off pin then serves the
  * request, or gives its real error (a bad address).
  */
-struct pevb_cpin *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pevb_range *want)
+struct pevb_cbuf *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pevb_range *want)
 {
-	struct pevb_cpin *p;
+	struct pevb_cbuf *p;
 
-	return cpin_new(&k->card->pdev->dev, want, k->c, &p) ? NULL : p;
+	return cbuf_new(&k->card->pdev->dev, want, k->c, &p) ? NULL : p;
 }
 
 int pevb_cache_call_once(struct pevb_cache_call *k)
@@ -438,7 +354,7 @@ int pevb_cache_call_once(struct pevb_cache_call *k)
 }
 
 /* Takes over the reference to @p, also on failure. */
-int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cpin *p, u64 offset)
+int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cbuf *p, u64 offset)
 {
 	return use_new(p, offset, k->len, k->to_device, &k->cuse);
 }
@@ -468,13 +384,13 @@ int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out)
 
 	if (!c)
 		return -ENOMEM;
+	c->work = pevb_work_new(pevb_cache_sweep, c);	/* drops stale buffers (cache_table.rs) */
+	if (!c->work) {
+		kfree(c);
+		return -ENOMEM;
+	}
 	kref_init(&c->ref);
 	mutex_init(&c->lock);
-	INIT_WORK(&c->work, cache_work);
-	spin_lock_init(&c->dlock);
-	INIT_LIST_HEAD(&c->dead);
-	INIT_LIST_HEAD(&c->releasing);
-	init_waitqueue_head(&c->released);
 	pevb_policy_init(policy(c), PAGE_SIZE);
 	kref_get(&c->ref);	/* the card's list */
 	mutex_lock(&card->cachelock);
@@ -493,8 +409,7 @@ int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out)
 static void cache_close(struct pevb_cache *c)
 {
 	pevb_cache_shut(c);
-	release_dead(c);
-	flush_work(&c->work);
+	pevb_work_drain(c->work);
 }
 
 /*
@@ -554,8 +469,7 @@ void pevb_card_evict_cached(struct pevb_card *card, unsigned long mm, u64 first,
 	mutex_unlock(&card->cachelock);
 	/* Outside the list's lock: a closing file takes it to forget its cache. */
 	list_for_each_entry_safe(c, next, &caches, evict_link) {
-		if (n)
-			wait_event(c->released, !dead_holds(c, frames, n));
+		pevb_work_wait_pages(c->work, frames, n);
 		list_del(&c->evict_link);
 		cache_put(c);
 	}

@@ -50,22 +50,22 @@ int pevb_cuda_pin_publish(struct pevb_cuda_pin_call *c, struct pevb_surface *s);
 /*
  * The registration cache's services (regcache.c), for rust/cache_glue.rs (pevb_cache_* run
  * kmod/logic/src/cache_table.rs over them): cache @c's table (pevb_ct_*: under c->lock but for lock and
- * unlock), its pins (pevb_cpin_*), and the struct pevb_cache_call @k of one request's pin.
+ * unlock), its buffers (pevb_cbuf_*), and the struct pevb_cache_call @k of one request's pin.
  */
 struct pevb_cache;
-struct pevb_cpin;
+struct pevb_cbuf;
 struct pevb_cache_call;
 void pevb_ct_lock(struct pevb_cache *c);
 void pevb_ct_unlock(struct pevb_cache *c);
 struct pevb_policy *pevb_ct_policy(struct pevb_cache *c);
 bool pevb_ct_closed(struct pevb_cache *c);
 void pevb_ct_close(struct pevb_cache *c);
-struct pevb_cpin *pevb_ct_slot(struct pevb_cache *c, u32 slot);
-void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cpin *p);
-bool pevb_cpin_stale(struct pevb_cpin *p);
-void pevb_cpin_get(struct pevb_cpin *p);
-void pevb_cpin_put(struct pevb_cpin *p);
-const u64 *pevb_cpin_frames(struct pevb_cpin *p, size_t *n);
+struct pevb_cbuf *pevb_ct_slot(struct pevb_cache *c, u32 slot);
+void pevb_ct_set(struct pevb_cache *c, u32 slot, struct pevb_cbuf *p);
+bool pevb_cbuf_stale(struct pevb_cbuf *p);
+void pevb_cbuf_get(struct pevb_cbuf *p);
+void pevb_cbuf_put(struct pevb_cbuf *p);
+const u64 *pevb_cbuf_frames(struct pevb_cbuf *p, size_t *n);
 struct pevb_cache *pevb_cache_call_cache(struct pevb_cache_call *k);
 void pevb_cache_call_pin_lock(struct pevb_cache_call *k);
 void pevb_cache_call_pin_unlock(struct pevb_cache_call *k);
@@ -73,9 +73,9 @@ bool pevb_cache_call_overlaps(struct pevb_cache_call *k, u64 mm, u64 first, u64 
 int pevb_cache_call_frames(u64 first, u64 end, struct pevb_frames *out);
 bool pevb_cache_call_in_use(struct pevb_cache_call *k, const u64 *frames, size_t n,
 			    const struct pevb_range *replacing);
-struct pevb_cpin *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pevb_range *want);
+struct pevb_cbuf *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pevb_range *want);
 int pevb_cache_call_once(struct pevb_cache_call *k);
-int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cpin *p, u64 offset);
+int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cbuf *p, u64 offset);
 
 /* The Rust panic handler's way out (main.c). */
 void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);

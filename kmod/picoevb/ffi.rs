@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Declarations of the C helpers in `helpers.c`, `node.c`, `pin.c`, `prefault.c` and `p2p.c`.
+//! Declarations of the C helpers in `helpers.c`, `cpin.c`, `node.c`, `pin.c`, `prefault.c` and `p2p.c`.
 
 use kernel::bindings;
 use kernel::ffi::{c_int, c_long, c_uint, c_void};

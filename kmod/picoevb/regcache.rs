@@ -6,10 +6,10 @@
 //! module; this file holds the pins and gives `cache_table` its kernel services.
 //!
 //! A cached buffer is pinned writable, mapped bidirectionally and watched by an mmu interval notifier
-//! (`helpers.c`). When its memory changes the notifier marks it stale and queues `sweep`, which drops it;
-//! a stale buffer never serves a request (checked under the table lock at every hit). Requests hold their
-//! buffer by reference, so dropping it from the table (sweep, eviction, flush, removal) never unpins under
-//! a running DMA: the last holder unpins. Pinning happens outside the table lock (it may fault pages in
+//! (`cpin.c`, shared with the 5.10 module). When its memory changes the notifier marks it stale and
+//! queues `sweep`, which drops it; a stale buffer never serves a request (checked under the table lock
+//! at every hit). Requests hold their buffer by reference, so dropping it from the table (sweep,
+//! eviction, flush, removal) never unpins under a running DMA: the last holder unpins. Pinning happens outside the table lock (it may fault pages in
 //! for a long time), under the card's pin lock (PIN_CUDA evicts cached buffers under it); the notifier
 //! takes no lock of ours.
 
@@ -106,7 +106,7 @@ impl CachedPin {
 
 impl Drop for CachedPin {
     fn drop(&mut self) {
-        // The last holder may be a request thread, which must not remove the notifier (helpers.c, struct
+        // The last holder may be a request thread, which must not remove the notifier (cpin.c, struct
         // pevb_work): the cache's work item releases it.
         // SAFETY: `self.raw` came from `pevb_cpin_new` and is handed over exactly once, here; its work item
         // is alive: `_cache` is dropped after this, and only the cache's drop frees the work item.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A watched pin: a long-term pin of the caller's memory (pin.c's pevb_pin_long) under an mmu interval
- * notifier, charged to the owner's RLIMIT_MEMLOCK. What the registration caches of both builds keep (6.18:
- * helpers.c's cached pins; 5.10: regcache.c's) and what a pinned host surface is (p2p.c, PIN_HOST). One
+ * notifier, charged to the owner's RLIMIT_MEMLOCK. What the registration caches of both builds keep (cpin.c's
+ * cached pins) and what a pinned host surface is (p2p.c, PIN_HOST). One
  * source for both builds (the 5.10 module includes it).
  *
  * The notifier is inserted before the pages are pinned, so a change between the two is seen, not missed.

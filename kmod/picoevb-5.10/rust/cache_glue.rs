@@ -2,7 +2,7 @@
 
 //! The registration cache's sequences for the 5.10 glue: the shared `cache_table` (`kmod/logic/src/
 //! cache_table.rs`, the very file the 6.18 module runs) over the table, pin and card services
-//! `regcache.c` defines (`pevb_ct_*`, `pevb_cpin_*`, `pevb_cache_call_*`), exported as `pevb_cache_*`.
+//! `regcache.c` defines (`pevb_ct_*`, `pevb_cbuf_*`, `pevb_cache_call_*`), exported as `pevb_cache_*`.
 //! Kernel build only, as `gate_glue.rs`: the sequences are host-tested in `kmod/logic`.
 
 use crate::cache_policy::{self, Policy, Range};
@@ -16,7 +16,7 @@ use core::ffi::{c_int, c_void};
 /// cbindgen:ignore
 #[allow(unused_doc_comments)]
 extern "C" {
-    // regcache.c. `c` is a `struct pevb_cache`, `p` a `struct pevb_cpin`, `call` the `struct
+    // regcache.c. `c` is a `struct pevb_cache`, `p` a `struct pevb_cbuf`, `call` the `struct
     // pevb_cache_call` of one request's pin.
     fn pevb_ct_lock(c: *mut c_void);
     fn pevb_ct_unlock(c: *mut c_void);
@@ -25,10 +25,10 @@ extern "C" {
     fn pevb_ct_close(c: *mut c_void);
     fn pevb_ct_slot(c: *mut c_void, slot: u32) -> *mut c_void;
     fn pevb_ct_set(c: *mut c_void, slot: u32, p: *mut c_void);
-    fn pevb_cpin_stale(p: *mut c_void) -> bool;
-    fn pevb_cpin_get(p: *mut c_void);
-    fn pevb_cpin_put(p: *mut c_void);
-    fn pevb_cpin_frames(p: *mut c_void, n: *mut usize) -> *const u64;
+    fn pevb_cbuf_stale(p: *mut c_void) -> bool;
+    fn pevb_cbuf_get(p: *mut c_void);
+    fn pevb_cbuf_put(p: *mut c_void);
+    fn pevb_cbuf_frames(p: *mut c_void, n: *mut usize) -> *const u64;
     fn pevb_cache_call_cache(call: *mut c_void) -> *mut c_void;
     fn pevb_cache_call_pin_lock(call: *mut c_void);
     fn pevb_cache_call_pin_unlock(call: *mut c_void);
@@ -45,10 +45,10 @@ extern "C" {
     fn pevb_cache_call_use(call: *mut c_void, p: *mut c_void, offset: u64) -> c_int;
 }
 
-/// A reference to a `struct pevb_cpin`, let go of when dropped.
-pub struct CPin(*mut c_void);
+/// A reference to a `struct pevb_cbuf`, let go of when dropped.
+pub struct CBuf(*mut c_void);
 
-impl CPin {
+impl CBuf {
     /// Hands the reference over to C.
     fn into_raw(self) -> *mut c_void {
         core::mem::ManuallyDrop::new(self).0
@@ -57,15 +57,15 @@ impl CPin {
     fn frames(&self) -> &[u64] {
         let mut n = 0;
         // SAFETY: a pin we hold a reference to; its page array is `n` long and fixed while the pin lives.
-        unsafe { slice(pevb_cpin_frames(self.0, &mut n), n) }
+        unsafe { slice(pevb_cbuf_frames(self.0, &mut n), n) }
     }
 }
 
-impl Drop for CPin {
+impl Drop for CBuf {
     fn drop(&mut self) {
         // SAFETY: our reference, given back once. A request thread never releases: the last put hands
         // the pin to its cache's work item (regcache.c).
-        unsafe { pevb_cpin_put(self.0) };
+        unsafe { pevb_cbuf_put(self.0) };
     }
 }
 
@@ -75,7 +75,7 @@ pub struct CTable(*mut c_void);
 // Every call below passes a live cache whose lock this thread holds (`with_table`, `locked`), slots below
 // `CAPACITY`, and pins as the table holds them.
 impl cache_table::Table for CTable {
-    type Pin = CPin;
+    type Pin = CBuf;
     fn policy(&mut self) -> &mut Policy {
         // SAFETY: see above; the policy was initialised when the cache was made (`pevb_policy_init`) and
         // only its lock's holder uses it.
@@ -89,22 +89,22 @@ impl cache_table::Table for CTable {
         // SAFETY: see above.
         unsafe { pevb_ct_close(self.0) }
     }
-    fn fresh(&self, slot: usize) -> Option<CPin> {
+    fn fresh(&self, slot: usize) -> Option<CBuf> {
         // SAFETY: see above; the table's reference keeps the pin alive while we take ours.
         unsafe {
             let p = pevb_ct_slot(self.0, slot as u32);
-            if p.is_null() || pevb_cpin_stale(p) {
+            if p.is_null() || pevb_cbuf_stale(p) {
                 return None;
             }
-            pevb_cpin_get(p);
-            Some(CPin(p))
+            pevb_cbuf_get(p);
+            Some(CBuf(p))
         }
     }
     fn stale(&self, slot: usize) -> bool {
         // SAFETY: see above.
         unsafe {
             let p = pevb_ct_slot(self.0, slot as u32);
-            !p.is_null() && pevb_cpin_stale(p)
+            !p.is_null() && pevb_cbuf_stale(p)
         }
     }
     fn holds_frames(&self, slot: usize, frames: &[u64]) -> bool {
@@ -114,24 +114,24 @@ impl cache_table::Table for CTable {
             return false;
         }
         // Borrowed, not ours: the table's reference keeps it alive under the lock.
-        let p = core::mem::ManuallyDrop::new(CPin(p));
+        let p = core::mem::ManuallyDrop::new(CBuf(p));
         cache_policy::share_page_frames(p.frames(), frames)
     }
-    fn keep(&mut self, slot: usize, pin: &CPin) {
+    fn keep(&mut self, slot: usize, pin: &CBuf) {
         // SAFETY: see above; the slot's new reference is taken here.
         unsafe {
-            pevb_cpin_get(pin.0);
+            pevb_cbuf_get(pin.0);
             pevb_ct_set(self.0, slot as u32, pin.0);
         }
     }
     fn drop_pin(&mut self, slot: usize) {
-        // SAFETY: see above; the slot's reference moves into `CPin`, dropped (put) after the slot is
+        // SAFETY: see above; the slot's reference moves into `CBuf`, dropped (put) after the slot is
         // cleared.
         let p = unsafe { pevb_ct_slot(self.0, slot as u32) };
         if !p.is_null() {
             // SAFETY: as above.
             unsafe { pevb_ct_set(self.0, slot as u32, core::ptr::null_mut()) };
-            drop(CPin(p));
+            drop(CBuf(p));
         }
     }
 }
@@ -166,7 +166,7 @@ fn range(r: Range) -> PevbRange {
 // Every call below passes the live `struct pevb_cache_call` that `pevb_cache_get`'s caller owns for the
 // whole call, and its cache.
 impl Services for Call {
-    type Pin = CPin;
+    type Pin = CBuf;
     type Table = CTable;
     type Frames = Frames;
     fn with_table<R>(&self, f: impl FnOnce(&mut CTable) -> R) -> R {
@@ -196,18 +196,18 @@ impl Services for Call {
         // SAFETY: see above; under the pin lock, no table lock held; `frames` sorted, `r` a local.
         unsafe { pevb_cache_call_in_use(self.call, frames.as_ptr(), frames.len(), &r) }
     }
-    fn pin(&self, want: Range) -> Option<CPin> {
+    fn pin(&self, want: Range) -> Option<CBuf> {
         let r = range(want);
         // SAFETY: see above; a non-null answer is a new pin with one reference, ours.
         let p = unsafe { pevb_cache_call_pin(self.call, &r) };
-        // Never a `CPin` of null: dropping it would put a null pin (`then_some(CPin(p))` would).
+        // Never a `CBuf` of null: dropping it would put a null pin (`then_some(CBuf(p))` would).
         if p.is_null() {
             None
         } else {
-            Some(CPin(p))
+            Some(CBuf(p))
         }
     }
-    fn pin_frames<'a>(&self, pin: &'a CPin) -> &'a [u64] {
+    fn pin_frames<'a>(&self, pin: &'a CBuf) -> &'a [u64] {
         pin.frames()
     }
 }
