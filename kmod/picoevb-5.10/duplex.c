@@ -4,7 +4,8 @@
  * schedule is the shared logic's (pipeline.rs, through pevb_pipeline_step), this runs its steps on the two
  * engines. Each step starts H2C of one chunk and C2H of the previous one on disjoint halves of the RAM and
  * ends both before the next step reuses a half; which run is polled and which interrupts is the logic's
- * (pevb_pipeline_polled): n chunks cost n + 1 interrupts, at most 2n.
+ * (pevb_pipeline_polled): the PicoEVB's chunks are polled, so a round trip normally costs no interrupt,
+ * at most 2n for n chunks if every spin gives up.
  */
 #include "picoevb.h"
 
@@ -12,8 +13,8 @@
 #define CHUNK_ALIGN 4096
 
 /*
- * Waits for and ends both runs, C2H first (its interrupt is the one armed when both run). If one fails the
- * other is still ended (stopped, if not yet judged) before the first error returns: no engine touches the
+ * Waits for and ends both runs, C2H first (it ends first; when chunks are large its interrupt is the one
+ * armed). If one fails the other is still ended (stopped, if not yet judged) before the first error returns: no engine touches the
  * caller's pages after the request.
  */
 static int end_both(struct pevb_card *card, struct pevb_run *h, struct pevb_run *c)

@@ -178,11 +178,13 @@ struct pevb_seg {
 };
 
 /**
- * A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, and the protocol's
- * [`Run`] as opaque words.
+ * A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, its engine's
+ * write-back word, and the protocol's [`Run`] as opaque words.
  */
 struct pevb_run_state {
         uint64_t bytes;
+        uint32_t *wb;
+        uint64_t wb_bus;
         uint64_t opaque[PEVB_RUN_WORDS];
 };
 
@@ -522,7 +524,8 @@ bool pevb_engine_stop(void *card, uint32_t idx);
 
 /**
  * Moves `len` bytes between `segs` (from byte `host_off`) and FPGA RAM at `fpga` on engine `idx`, as few
- * chains as the table allows, each waited for by interrupt and ended before the next.
+ * chains as the table allows, each waited for (polled if small, else by interrupt) and ended before the
+ * next.
  *
  * # Safety
  * As `pevb_engine_start`.
@@ -647,10 +650,11 @@ size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
 int pevb_pipeline_step(uint64_t len, uint64_t ram, uint64_t align, uint64_t s, struct pevb_step *out);
 
 /**
- * How the H2C and C2H runs started together learn they ended (`pipeline::wakes`): bit 0 set if H2C is
- * polled, bit 1 if C2H is; a clear bit means its interrupt is armed.
+ * How an H2C run of `h2c` bytes and a C2H run of `c2h` bytes started together (0: that engine does not
+ * run) learn they ended (`pipeline::wakes`): bit 0 set if H2C is polled, bit 1 if C2H is; a clear bit
+ * means its interrupt is armed.
  */
-uint32_t pevb_pipeline_polled(bool h2c, bool c2h);
+uint32_t pevb_pipeline_polled(uint64_t h2c, uint64_t c2h);
 
 /**
  * Whether a status read says the run is over (`channel::Status::ended`): idle, or an error bit.

@@ -16,7 +16,10 @@
 #include "../picoevb/pin.h"
 #include "../picoevb/watched.h"
 
-/* One page of descriptors per engine: no adjacent block crosses 4 KiB; longer requests run as more chains. */
+/*
+ * One page per engine: no adjacent block crosses 4 KiB. Its last slot holds the engine's write-back word
+ * (the logic's engine::writeback_offset), the others descriptors; longer requests run as more chains.
+ */
 #define PEVB_TABLE_LEN (PAGE_SIZE / PEVB_DESC_SIZE)
 
 struct pevb_engine {

@@ -4,10 +4,10 @@
 //! logic's (`pipeline.rs`); this runs its steps on the two engines.
 //!
 //! In a step where both engines run, H2C (the slower direction of the link: read requests and completions
-//! against posted writes) is started first and polled; C2H's interrupt wakes the waiter, who then reads
-//! H2C's status, arming H2C's interrupt only if it is still busy after a few reads. A step where one engine
-//! runs (the first and the last) waits for its interrupt. So `n` chunks cost `n + 1` interrupts, and at
-//! most `2n` (every H2C outlasting its poll).
+//! against posted writes) is started first; the waiter learns C2H's end first, then H2C's. Which run is
+//! polled (its write-back word watched, its interrupt armed only if the spin gives up) and which sleeps on
+//! its interrupt is the logic's (`pipeline::wakes`): the PicoEVB's chunks are small enough to be polled,
+//! so a round trip normally costs no interrupt, and at most `2n` for `n` chunks (every spin giving up).
 
 use crate::engine::{Engine, Run, Table};
 use crate::errors::kerr;
@@ -74,7 +74,7 @@ fn run_step(
 ) -> Result {
     let (mut h, mut c) = (Left::of(step.h2c), Left::of(step.c2h));
     while h.len > 0 || c.len > 0 {
-        let (h_wake, c_wake) = pipeline::wakes(h.len > 0, c.len > 0);
+        let (h_wake, c_wake) = pipeline::wakes(h.len, c.len);
         let h_run = match h.len {
             0 => None,
             n => Some(e.h2c.start(e.port, h2c, src, h.ram, n, h_wake)?),
@@ -97,9 +97,9 @@ fn run_step(
     Ok(())
 }
 
-/// Waits for and ends both runs, C2H first (its interrupt is the one armed when both run). If one fails
-/// the other is still ended (stopped, if not yet judged) before the first error is returned: no engine
-/// touches the caller's pages after the request.
+/// Waits for and ends both runs, C2H first (it ends first; when chunks are large its interrupt is the one
+/// armed). If one fails the other is still ended (stopped, if not yet judged) before the first error is
+/// returned: no engine touches the caller's pages after the request.
 fn end_both(h: Option<Run<'_>>, c: Option<Run<'_>>) -> Result<(u64, u64)> {
     let cb = match c {
         Some(mut run) => {

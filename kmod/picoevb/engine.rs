@@ -20,8 +20,9 @@ use crate::xdma::{self, Descriptor, Dir};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{dma::CoherentAllocation, prelude::*, time::Delta};
 
-/// Descriptors in one table: one page, so no adjacent block can cross 4 KiB; a request that needs more
-/// (a very fragmented buffer) simply runs as several chains.
+/// Slots in one table: one page, so no adjacent block can cross 4 KiB; the last holds the engine's
+/// write-back word (`engine_logic::writeback_offset`), the others chains. A request that needs more
+/// descriptors (a very fragmented buffer) simply runs as several chains.
 pub(crate) const TABLE_LEN: usize = 4096 / xdma::DESC_SIZE;
 
 /// One DMA engine. Its mutex serialises users of the engine (the other engine runs independently);
@@ -88,7 +89,7 @@ impl Engine {
         len: u64,
     ) -> Result {
         let table = table.as_mut().ok_or(ENODEV)?;
-        let p = self.platform(port);
+        let p = self.platform_with(port, table);
         engine::transfer(&p, len, |done| {
             self.build(table, host, fpga + done, len - done)
         })
@@ -108,7 +109,7 @@ impl Engine {
         wake: Wake,
     ) -> Result<Run<'a>> {
         let table = table.as_mut().ok_or(ENODEV)?;
-        let p = self.platform(port);
+        let p = self.platform_with(port, table);
         let run =
             engine::Run::start(&p, wake, || self.build(table, host, fpga, len)).map_err(kerr)?;
         Ok(Run::new(p, table, run))
@@ -129,7 +130,8 @@ impl Engine {
         // it was a `Run` holding this borrow until it ended (`finish`, `cancel` or its drop), which
         // returned only once the engine was shown idle, or else wedged the card, which the shared
         // protocol refuses before calling this.
-        let descs = unsafe { table.as_slice_mut(0, TABLE_LEN) }.map_err(|_| Errno::EINVAL)?;
+        let descs = unsafe { table.as_slice_mut(0, engine::chain_slots(TABLE_LEN)) }
+            .map_err(|_| Errno::EINVAL)?;
         chain::build(self.dir, host, len, fpga, xdma::DESC_LEN_MAX, descs, base)
     }
 
@@ -138,17 +140,55 @@ impl Engine {
         engine::stop(&self.platform(port))
     }
 
-    /// The kernel services the shared protocol runs on, for this engine of `port`'s card.
+    /// The kernel services the shared protocol runs on, for this engine of `port`'s card, without a
+    /// write-back word (a stop, which starts nothing).
     pub(crate) fn platform<'a>(&'a self, port: &'a Port) -> Platform<'a> {
-        Platform { engine: self, port }
+        Platform {
+            engine: self,
+            port,
+            wb: None,
+        }
+    }
+
+    /// The same with the write-back word in the last slot of `table`, which the caller borrows for as
+    /// long as the platform lives (`transfer`, a [`Run`]).
+    fn platform_with<'a>(
+        &'a self,
+        port: &'a Port,
+        table: &mut CoherentAllocation<Descriptor>,
+    ) -> Platform<'a> {
+        let at = engine::writeback_offset(TABLE_LEN);
+        Platform {
+            engine: self,
+            port,
+            wb: Some(WriteBack {
+                // In bounds: `at` lies inside the last of the table's `TABLE_LEN` slots.
+                cpu: table
+                    .start_ptr_mut()
+                    .cast::<u8>()
+                    .wrapping_add(at)
+                    .cast::<u32>(),
+                bus: table.dma_handle() + at as u64,
+            }),
+        }
     }
 }
 
+/// An engine's write-back word: where the engine writes its completed count (PG195's poll mode), in the
+/// last slot of its descriptor table.
+#[derive(Clone, Copy)]
+struct WriteBack {
+    cpu: *mut u32,
+    bus: u64,
+}
+
 /// One engine of a card as the shared protocol (`kmod/logic/src/engine.rs`) sees it: the DMA BAR, the
-/// gate, the completion and status the interrupt handler fills, the clock and the log.
+/// gate, the completion and status the interrupt handler fills, the write-back word, the clock and the log.
 pub(crate) struct Platform<'a> {
     engine: &'a Engine,
     port: &'a Port,
+    /// Set only while the table it lies in is borrowed for the platform's whole life (`platform_with`).
+    wb: Option<WriteBack>,
 }
 
 impl Regs32 for Platform<'_> {
@@ -202,6 +242,25 @@ impl engine::Platform for Platform<'_> {
     }
     fn wait(&self, ms: u32) -> Waited {
         self.engine.done.wait(ms)
+    }
+    fn writeback_addr(&self) -> Option<u64> {
+        self.wb.map(|w| w.bus)
+    }
+    fn writeback(&self) -> u32 {
+        self.wb.map_or(0, |w| {
+            // SAFETY: `w.cpu` is the 4-byte aligned word at `writeback_offset` in the engine's coherent
+            // descriptor table, which `platform_with`'s caller borrows while this platform lives, so it is
+            // mapped; the engine writes it, hence the volatile read.
+            unsafe { core::ptr::read_volatile(w.cpu) }
+        })
+    }
+    fn clear_writeback(&self) {
+        if let Some(w) = self.wb {
+            // SAFETY: as in `writeback`; no run of this engine is going (the protocol zeroes the word
+            // before it sets Run), so only this thread touches it. The MMIO write that sets Run orders it
+            // before the engine's own write.
+            unsafe { core::ptr::write_volatile(w.cpu, 0) };
+        }
     }
     fn now_us(&self) -> u64 {
         // SAFETY: ktime_get() may be called from any context but NMI.

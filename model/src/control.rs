@@ -167,6 +167,7 @@ pub fn state_reply(s: &Snapshot) -> StateReply {
             descriptors: e.descriptors,
             bytes: e.bytes,
             errors: e.errors,
+            writebacks: e.writebacks,
             host_addr: s.stats.host_addrs.last(d),
         }
     };

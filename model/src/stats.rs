@@ -11,6 +11,8 @@ pub struct EngineStats {
     pub bytes: u64,
     /// Transfers that stopped on an error.
     pub errors: u64,
+    /// Poll-mode write-backs that reached host memory.
+    pub writebacks: u64,
 }
 
 /// Everything the model counts; `reset_counters` zeroes it.

@@ -183,6 +183,9 @@ pub struct EngineCounters {
     pub descriptors: u64,
     pub bytes: u64,
     pub errors: u64,
+    /// Poll-mode write-backs that reached host memory (one per completed run the driver asked it of).
+    #[serde(default)]
+    pub writebacks: u64,
     /// The host address of the last descriptor this engine fetched.
     pub host_addr: Option<u64>,
 }

@@ -63,6 +63,14 @@ impl<'a, R: Regs32 + ?Sized> Channel<'a, R> {
         self.regs.write32(first_adj, sg + xdma::SG_DESC_ADJ)
     }
 
+    /// Where the engine writes its poll-mode write-back word (bus address, 4-byte aligned).
+    pub fn set_writeback(&self, addr: u64) -> Result<(), R::Error> {
+        self.regs
+            .write32(addr as u32, self.ch(xdma::CH_POLL_WB_LO))?;
+        self.regs
+            .write32((addr >> 32) as u32, self.ch(xdma::CH_POLL_WB_HI))
+    }
+
     /// Which status bits raise the channel's interrupt (0: none).
     pub fn set_int_mask(&self, mask: u32) -> Result<(), R::Error> {
         self.regs.write32(mask, self.ch(xdma::CH_INT_MASK))

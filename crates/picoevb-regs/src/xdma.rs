@@ -169,6 +169,10 @@ pub const CTRL_IE_DESC_ERROR: u32 = 0x1f << 19;
 pub const CTRL_NON_INC_ADDR: u32 = 1 << 25;
 /// Control: poll-mode write-back enable.
 pub const CTRL_POLLMODE_WB: u32 = 1 << 26;
+/// Poll-mode write-back word: the engine ended with an error (PG195: `Sts_err`).
+pub const WB_ERROR: u32 = 1 << 31;
+/// Poll-mode write-back word: descriptors completed since Run rose.
+pub const WB_COUNT: u32 = 0x00ff_ffff;
 /// Every `ie_*` bit.
 pub const CTRL_IE_ALL: u32 = CTRL_IE_DESC_STOPPED
     | CTRL_IE_DESC_COMPLETED

@@ -2,18 +2,42 @@
 //! set Run last), learn that it ended (interrupt or poll, then arm), judge it, and the only ways out of a
 //! run: the engine stopped and shown idle, or the card wedged. The glue (6.18 `kmod/picoevb/engine.rs`,
 //! 5.10 `kmod/picoevb-5.10/engine.c` through `rust/surface.rs`) only implements [`Platform`]: the engine's
-//! register window, the gate, the completion the interrupt handler signals, a clock, sleep and the log.
+//! register window, the gate, the completion the interrupt handler signals, the poll-mode write-back word,
+//! a clock, sleep and the log.
+//!
+//! Latency first: every run has the engine write back its completed count to host memory (PG195's poll
+//! mode), kept in the descriptor table's last slot ([`chain_slots`], [`writeback_offset`]). A small run
+//! ([`pipeline::POLL_BYTES`]) is polled: the CPU spins on that word, which costs no register read, for at
+//! most [`SPIN_US`], then reads the status once (the stop and error bits, and whether the engine is idle);
+//! only a run still going then has its interrupt armed. The count in the word also spares every run the
+//! completed-count read.
 
 use crate::chain::Chain;
 use crate::channel::{Channel, Regs32, Status};
 use crate::errno::Errno;
-use crate::pipeline::Wake;
+use crate::pipeline::{self, Wake};
 use crate::status;
 use crate::xdma::{self, Dir};
 
-/// Status reads a polled run gets before its interrupt is armed: each is a non-posted round trip over the
-/// link (about 1 us on Gen2 x1), so about 32 us of spinning, a third of a 32 KiB H2C.
+/// Status reads a polled run gets before its interrupt is armed, where the glue keeps no write-back word:
+/// each is a non-posted round trip over the link (about 1 us on Gen2 x1), so about 32 us of spinning, a
+/// third of a 32 KiB H2C.
 pub const POLL_READS: u32 = 32;
+
+/// How long a polled run's write-back word is watched before its interrupt is armed. A 32 KiB H2C takes
+/// about 90 us on Gen2 x1; the bench's emulated card takes longer in wall time, and a run that ends inside
+/// the spin costs no interrupt and no register read but the one status read.
+pub const SPIN_US: u64 = 200;
+
+/// Descriptors of a table of `table_len` slots that chains may use: the last slot holds the write-back word.
+pub const fn chain_slots(table_len: usize) -> usize {
+    table_len - 1
+}
+
+/// Where in a table of `table_len` slots the engine's write-back word is (bytes from its start).
+pub const fn writeback_offset(table_len: usize) -> usize {
+    chain_slots(table_len) * xdma::DESC_SIZE
+}
 
 /// Interrupt sources the engine reports to us: the end of the chain and every error.
 pub const INT_MASK: u32 = xdma::STAT_DESC_STOPPED | xdma::STAT_DESC_COMPLETED | xdma::STAT_ERRORS;
@@ -82,6 +106,13 @@ pub trait Platform: Regs32<Error = Errno> {
     fn rearm(&self);
     /// Waits up to `ms` for the completion (the interrupt handler, or removal's wake-up).
     fn wait(&self, ms: u32) -> Waited;
+    /// Bus address of this engine's write-back word ([`writeback_offset`] into its table), or None where
+    /// the glue keeps none: then a poll reads the status register and the count is read too.
+    fn writeback_addr(&self) -> Option<u64>;
+    /// The write-back word now (read as the device writes it: volatile).
+    fn writeback(&self) -> u32;
+    /// Zeroes the write-back word, before a run starts.
+    fn clear_writeback(&self);
     /// A monotonic clock in microseconds.
     fn now_us(&self) -> u64;
     /// Sleeps about `us` microseconds.
@@ -100,6 +131,8 @@ pub struct Run {
     completed: bool,
     /// The wait ended on a fatal signal: the run is stopped unjudged (EINTR).
     killed: bool,
+    /// The engine writes back its completed count.
+    writeback: bool,
 }
 
 impl Run {
@@ -121,6 +154,7 @@ impl Run {
             wake,
             completed: false,
             killed: false,
+            writeback: p.writeback_addr().is_some(),
         })
     }
 
@@ -130,10 +164,17 @@ impl Run {
     }
 
     /// Waits until the chain ended or its timeout passed (or removal woke us, or a fatal signal came). A
-    /// polled run still busy after [`POLL_READS`] reads gets its interrupt armed.
+    /// polled run still going after [`SPIN_US`] of its write-back word (or [`POLL_READS`] status reads
+    /// without one) gets its interrupt armed.
     pub fn wait<P: Platform + ?Sized>(&mut self, p: &P) {
         if self.wake == Wake::Poll {
-            if poll(p) {
+            // After the word shows the end, the first status read normally shows it too.
+            let ended = if self.writeback {
+                spin(p, self.chain.count) && poll(p, POLL_READS)
+            } else {
+                poll(p, POLL_READS)
+            };
+            if ended {
                 self.completed = true;
                 return;
             }
@@ -158,7 +199,7 @@ impl Run {
                 Errno::EINTR
             })
         } else {
-            outcome(p, &self.chain, self.completed)
+            outcome(p, &self.chain, self.completed, self.writeback)
         };
         end(p, judged)?;
         Ok(self.chain.bytes)
@@ -172,7 +213,8 @@ impl Run {
 }
 
 /// Moves `len` bytes in as few chains as the table allows: `build(done)` builds the chain that starts
-/// `done` bytes in. Each chain is waited for by interrupt and ended before the next is built.
+/// `done` bytes in. Each chain is waited for (polled if it is small and the engine writes back, else by
+/// interrupt) and ended before the next is built.
 pub fn transfer<P: Platform + ?Sized>(
     p: &P,
     len: u64,
@@ -180,7 +222,12 @@ pub fn transfer<P: Platform + ?Sized>(
 ) -> Result<(), Errno> {
     let mut done = 0;
     while done < len {
-        let mut run = Run::start(p, Wake::Irq, || build(done))?;
+        // Without a write-back word a poll reads registers: then every chain sleeps on its interrupt.
+        let wake = match p.writeback_addr() {
+            Some(_) => pipeline::wake_for(len - done),
+            None => Wake::Irq,
+        };
+        let mut run = Run::start(p, wake, || build(done))?;
         run.wait(p);
         done += run.finish(p)?;
     }
@@ -191,6 +238,7 @@ pub fn transfer<P: Platform + ?Sized>(
 /// Run was not written: nothing runs. No stale status is read first: every run's status was read-to-clear
 /// when it ended (interrupt handler, poll or `stop`), and Run's rising edge clears bits [23:1] anyway.
 fn program<P: Platform + ?Sized>(p: &P, c: &Chain, irq: bool) -> Result<(), Errno> {
+    let wb = p.writeback_addr();
     p.gated(&mut || {
         let ch = Channel::new(p, p.dir());
         ch.set_chain(c.first, c.first_adj)?;
@@ -198,8 +246,15 @@ fn program<P: Platform + ?Sized>(p: &P, c: &Chain, irq: bool) -> Result<(), Errn
         if irq {
             ch.irq_enable(true)?;
         }
-        // The glue's MMIO write orders the descriptor writes in coherent memory before it.
-        ch.control(CTRL_START)
+        let mut ctrl = CTRL_START;
+        if let Some(addr) = wb {
+            p.clear_writeback();
+            ch.set_writeback(addr)?;
+            ctrl |= xdma::CTRL_POLLMODE_WB;
+        }
+        // The glue's MMIO write orders the descriptor writes (and the zeroed write-back word) in coherent
+        // memory before it.
+        ch.control(ctrl)
     })
 }
 
@@ -212,11 +267,28 @@ fn arm<P: Platform + ?Sized>(p: &P) -> Result<(), Errno> {
     ch.irq_enable(true)
 }
 
-/// Reads the status of an unarmed run up to [`POLL_READS`] times: whether it ended (stopped, or an error
-/// bit), every bit the reads cleared kept.
-fn poll<P: Platform + ?Sized>(p: &P) -> bool {
+/// Watches the write-back word of an unarmed run for up to [`SPIN_US`]: whether the engine wrote back
+/// `count` completed descriptors or an error. It reads no register: the status read that follows tells
+/// how the run ended.
+fn spin<P: Platform + ?Sized>(p: &P, count: usize) -> bool {
+    let start = p.now_us();
+    loop {
+        let wb = p.writeback();
+        if wb & xdma::WB_ERROR != 0 || (wb & xdma::WB_COUNT) as usize >= count {
+            return true;
+        }
+        if p.now_us().saturating_sub(start) >= SPIN_US {
+            return false;
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// Reads the status of an unarmed run up to `reads` times: whether it ended (stopped, or an error bit),
+/// every bit the reads cleared kept.
+fn poll<P: Platform + ?Sized>(p: &P, reads: u32) -> bool {
     let ch = Channel::new(p, p.dir());
-    for _ in 0..POLL_READS {
+    for _ in 0..reads {
         let s = match ch.take_status() {
             // All ones: the card may be gone; the armed wait and its timeout decide.
             Ok(s) if !s.unreachable() => s,
@@ -243,9 +315,14 @@ fn removal_or<P: Platform + ?Sized>(p: &P, e: Errno) -> Errno {
     }
 }
 
-/// What the run came to, judged before the engine is stopped (the completed count is read while Run is
-/// still set).
-fn outcome<P: Platform + ?Sized>(p: &P, c: &Chain, completed: bool) -> Result<(), Errno> {
+/// What the run came to, judged before the engine is stopped (the completed count is taken while Run is
+/// still set: from the write-back word where the engine wrote it, else from its register).
+fn outcome<P: Platform + ?Sized>(
+    p: &P,
+    c: &Chain,
+    completed: bool,
+    writeback: bool,
+) -> Result<(), Errno> {
     if p.gone() {
         // Removal is stopping the engines; `end` still waits for this one to be idle.
         return Err(Errno::ENODEV);
@@ -270,7 +347,14 @@ fn outcome<P: Platform + ?Sized>(p: &P, c: &Chain, completed: bool) -> Result<()
         p.log(Event::Failed { status: st });
         return Err(e);
     }
-    let n = Channel::new(p, p.dir()).completed_count()?;
+    // The word is written before the engine's stop is seen (status or interrupt); a count it does not show
+    // is read from the register, which also decides a short run.
+    let wb = if writeback { p.writeback() } else { 0 };
+    let n = if writeback && wb & xdma::WB_ERROR == 0 && (wb & xdma::WB_COUNT) as usize == c.count {
+        c.count as u32
+    } else {
+        Channel::new(p, p.dir()).completed_count()?
+    };
     if n as usize != c.count {
         p.log(Event::Short {
             completed: n,

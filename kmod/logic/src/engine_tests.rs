@@ -34,6 +34,13 @@ struct Fake {
     status: Cell<u32>,
     clock: Cell<u64>,
     events: RefCell<Vec<Event>>,
+    /// The write-back word's bus address (None: the glue keeps none), the word, and whether the running
+    /// chain has poll mode on.
+    wb_addr: Option<u64>,
+    wb: Cell<u32>,
+    pollmode: Cell<bool>,
+    /// The engine ends after this many reads of the word (each read takes 1 us of the clock).
+    wb_after: Cell<Option<u32>>,
 }
 
 impl Fake {
@@ -55,6 +62,16 @@ impl Fake {
             status: Cell::new(0),
             clock: Cell::new(0),
             events: RefCell::default(),
+            wb_addr: None,
+            wb: Cell::new(0),
+            pollmode: Cell::new(false),
+            wb_after: Cell::new(None),
+        }
+    }
+    fn with_writeback(dir: Dir) -> Self {
+        Self {
+            wb_addr: Some(0x1_0000_1fe0),
+            ..Self::new(dir)
         }
     }
     fn ch(&self, reg: usize) -> usize {
@@ -63,6 +80,10 @@ impl Fake {
     fn end_chain(&self) {
         self.hw.set(self.end_with.0 & !xdma::STAT_BUSY);
         self.completed.set(self.end_with.1);
+        if self.pollmode.get() {
+            let err = self.end_with.0 & xdma::STAT_ERRORS != 0;
+            self.wb.set(u32::from(err) << 31 | self.end_with.1);
+        }
     }
     fn writes(&self) -> Vec<(usize, u32)> {
         let log = self.log.borrow();
@@ -109,6 +130,7 @@ impl Regs32 for Fake {
         if offset == self.ch(xdma::CH_CONTROL) && value & xdma::CTRL_RUN != 0 {
             self.hw.set(xdma::STAT_BUSY);
             self.completed.set(0);
+            self.pollmode.set(value & xdma::CTRL_POLLMODE_WB != 0);
         } else if offset == self.ch(xdma::CH_CONTROL_W1C) && !self.sticky_busy {
             self.hw.set(self.hw.get() & !xdma::STAT_BUSY);
         }
@@ -171,6 +193,24 @@ impl Platform for Fake {
             _ => self.clock.set(self.clock.get() + u64::from(ms) * 1000),
         }
         self.waited
+    }
+    fn writeback_addr(&self) -> Option<u64> {
+        self.wb_addr
+    }
+    fn writeback(&self) -> u32 {
+        self.clock.set(self.clock.get() + 1);
+        if let Some(n) = self.wb_after.get() {
+            if n <= 1 {
+                self.wb_after.set(None);
+                self.end_chain();
+            } else {
+                self.wb_after.set(Some(n - 1));
+            }
+        }
+        self.wb.get()
+    }
+    fn clear_writeback(&self) {
+        self.wb.set(0);
     }
     fn now_us(&self) -> u64 {
         self.clock.get()
@@ -418,4 +458,122 @@ fn wedged_card_never_gets_its_table_rewritten() {
     let r = Run::start(&f, Wake::Irq, || panic!("table written on a wedged card"));
     assert_eq!(r.map(|_| ()), Err(Errno::EIO));
     assert!(f.log.borrow().is_empty());
+}
+
+/// The start sequence's writes for C2H with the write-back word at the fake's address, armed or not.
+fn start_writes_wb(irq: bool) -> Vec<(usize, u32)> {
+    let mut w = start_writes(irq);
+    let run = w.pop().unwrap();
+    w.extend([
+        (C2H_CH + xdma::CH_POLL_WB_LO, 0x1fe0),
+        (C2H_CH + xdma::CH_POLL_WB_HI, 1),
+        (run.0, CTRL_START | xdma::CTRL_POLLMODE_WB),
+    ]);
+    w
+}
+
+#[test]
+fn the_tables_last_slot_is_the_writeback_word() {
+    assert_eq!(chain_slots(128), 127);
+    assert_eq!(writeback_offset(128), 4064);
+    // 4-byte aligned in any table (PG195), and past every descriptor a chain may use.
+    assert_eq!(writeback_offset(128) % 4, 0);
+    assert_eq!(writeback_offset(128), chain_slots(128) * xdma::DESC_SIZE);
+}
+
+#[test]
+fn polled_run_with_writeback_reads_one_register() {
+    let f = Fake::with_writeback(Dir::C2h);
+    f.wb_after.set(Some(3));
+    assert_eq!(run(&f, Wake::Poll), Ok(4096));
+    // The word told it; one status read (stop bits, idle) and no count read, no interrupt.
+    let reads: Vec<usize> = f
+        .log
+        .borrow()
+        .iter()
+        .filter(|a| a.0 == 'r')
+        .map(|a| a.1)
+        .collect();
+    assert_eq!(reads, [C2H_CH + xdma::CH_STATUS_RC]);
+    let mut want = start_writes_wb(false);
+    want.extend([
+        (C2H_CH + xdma::CH_CONTROL_W1C, xdma::CTRL_RUN),
+        (C2H_CH + xdma::CH_INT_MASK, 0),
+    ]);
+    assert_eq!(f.writes(), want);
+}
+
+#[test]
+fn writeback_that_does_not_come_arms_the_interrupt_after_the_spin() {
+    let f = Fake::with_writeback(Dir::C2h);
+    assert_eq!(run(&f, Wake::Poll), Ok(4096));
+    assert!(f.clock.get() >= SPIN_US);
+    // No status poll after the spin: armed at once; the handler's status read; the count from the word.
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_STATUS_RC), 1);
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_COMPLETED_COUNT), 0);
+    let w = f.writes();
+    assert_eq!(w[..7], start_writes_wb(false)[..]);
+    assert_eq!(
+        w[7..9],
+        [
+            (C2H_CH + xdma::CH_INT_MASK, INT_MASK),
+            (xdma::IRQ_BLOCK + xdma::IRQ_CHAN_EN_W1S, 1 << 1)
+        ]
+    );
+}
+
+#[test]
+fn interrupt_run_takes_its_count_from_the_writeback_word() {
+    let f = Fake::with_writeback(Dir::C2h);
+    assert_eq!(run(&f, Wake::Irq), Ok(4096));
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_COMPLETED_COUNT), 0);
+    assert_eq!(f.writes()[..8], start_writes_wb(true)[..]);
+}
+
+#[test]
+fn writeback_error_is_judged_by_the_status() {
+    let mut f = Fake::with_writeback(Dir::C2h);
+    f.end_with = (xdma::STAT_DESC_STOPPED | xdma::STAT_READ_ERROR_UR, 1);
+    f.wb_after.set(Some(2));
+    assert_eq!(run(&f, Wake::Poll), Err(Errno::EIO));
+    let st = xdma::STAT_DESC_STOPPED | xdma::STAT_READ_ERROR_UR;
+    assert_eq!(*f.events.borrow(), [Event::Failed { status: st }]);
+    assert!(f.writes().ends_with(&stop_writes()));
+}
+
+#[test]
+fn short_writeback_count_is_read_from_the_register_and_is_eio() {
+    let mut f = Fake::with_writeback(Dir::C2h);
+    f.end_with.1 = 0;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EIO));
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_COMPLETED_COUNT), 1);
+    assert_eq!(
+        *f.events.borrow(),
+        [Event::Short {
+            completed: 0,
+            count: 1
+        }]
+    );
+}
+
+#[test]
+fn transfer_polls_small_chains_and_sleeps_on_large_ones() {
+    let f = Fake::with_writeback(Dir::C2h);
+    f.wb_after.set(Some(1));
+    assert_eq!(
+        transfer(&f, crate::pipeline::POLL_BYTES, |_| Ok(chain(
+            crate::pipeline::POLL_BYTES,
+            1
+        ))),
+        Ok(())
+    );
+    assert!(!f.writes().contains(&(C2H_CH + xdma::CH_INT_MASK, INT_MASK)));
+    let f = Fake::with_writeback(Dir::C2h);
+    let big = crate::pipeline::POLL_BYTES + 4096;
+    assert_eq!(transfer(&f, big, |_| Ok(chain(big, 1))), Ok(()));
+    assert_eq!(f.writes()[..8], start_writes_wb(true)[..]);
+    // Without a write-back word every one-way chain sleeps on its interrupt, as before.
+    let f = Fake::new(Dir::C2h);
+    assert_eq!(transfer(&f, 4096, |_| Ok(chain(4096, 1))), Ok(()));
+    assert_eq!(f.writes()[..6], start_writes(true)[..]);
 }

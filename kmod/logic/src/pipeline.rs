@@ -11,9 +11,10 @@
 //! Interrupt bounds for `n` chunks: `n + 1` steps, each needing one completion the driver must wait for,
 //! so at least `n + 1` interrupts; at most `2n` when every run interrupts (the first and last steps run one
 //! engine only). The driver (`kmod/picoevb/duplex.rs`) reaches the lower bound: when both engines run it
-//! arms only C2H's interrupt (the faster direction on the PicoEVB's link, so it ends first) and then reads
-//! H2C's status, arming H2C's interrupt only if it is still busy after a few reads. The serial scheme needs
-//! `2 * ceil(len / ram)`.
+//! arms only C2H's interrupt (the faster direction on the PicoEVB's link, so it ends first) and then
+//! watches H2C's write-back word, arming H2C's interrupt only if it is still busy after the spin. Chunks of
+//! at most [`POLL_BYTES`] are polled whatever runs beside them (latency first): they interrupt only when
+//! the spin gives up, so the lower bound is 0. The serial scheme needs `2 * ceil(len / ram)`.
 
 use crate::errno::Errno;
 use core::num::NonZeroU64;
@@ -55,14 +56,32 @@ pub enum Wake {
     Poll,
 }
 
-/// The wake-ups of the H2C and C2H runs started together: when both run, C2H (the faster direction on
-/// the PicoEVB's link, so it ends first) interrupts and H2C is polled after it; a lone run interrupts.
-/// One interrupt per step is what makes the `n + 1` of [`Pipeline::irq_bounds`].
-pub fn wakes(h2c: bool, c2h: bool) -> (Wake, Wake) {
-    if h2c && c2h {
-        (Wake::Poll, Wake::Irq)
+/// Chains of at most this many bytes are polled (the engine protocol watches their write-back word, then
+/// arms the interrupt): a round trip's chunk (half the PicoEVB's 64 KiB RAM), about 90 us on Gen2 x1, so
+/// that no step of a round trip pays an interrupt's wake-up and its handler's register reads (about 7 us
+/// of each 90). Longer chains (one-way requests beyond 32 KiB) sleep on their interrupt, which costs the
+/// CPU nothing while the data moves.
+pub const POLL_BYTES: u64 = 32 * 1024;
+
+/// How a lone chain of `len` bytes is waited for (one-way requests, and a round trip's first and last
+/// steps).
+pub fn wake_for(len: u64) -> Wake {
+    if len <= POLL_BYTES {
+        Wake::Poll
     } else {
-        (Wake::Irq, Wake::Irq)
+        Wake::Irq
+    }
+}
+
+/// The wake-ups of an H2C run of `h2c` bytes and a C2H run of `c2h` bytes started together (0: that
+/// engine does not run). When both run, H2C is polled after C2H (the faster direction on the PicoEVB's
+/// link, so it ends first), which interrupts unless it is small; a lone run as [`wake_for`] says. At most
+/// one interrupt per step is what makes the `n + 1` of [`Pipeline::irq_bounds`].
+pub fn wakes(h2c: u64, c2h: u64) -> (Wake, Wake) {
+    if h2c > 0 && c2h > 0 {
+        (Wake::Poll, wake_for(c2h))
+    } else {
+        (wake_for(h2c), wake_for(c2h))
     }
 }
 
@@ -113,7 +132,12 @@ impl Pipeline {
 
     /// The least and most interrupts the schedule needs (see the module comment).
     pub fn irq_bounds(&self) -> (u64, u64) {
-        (self.steps(), 2 * self.chunks)
+        let least = if self.chunk <= POLL_BYTES {
+            0
+        } else {
+            self.steps()
+        };
+        (least, 2 * self.chunks)
     }
 
     /// Interrupts the serial scheme (H2C a RAM-sized window, then C2H it) needs for `len` through `ram`.
@@ -218,16 +242,20 @@ mod tests {
     fn chunk_counts_and_interrupt_bounds() {
         let (p, _) = simulate(1 << 20);
         assert_eq!((p.chunks(), p.steps()), (32, 33));
-        assert_eq!(p.irq_bounds(), (33, 64));
+        // The PicoEVB's chunks (32 KiB) are polled: from no interrupt to two per chunk.
+        assert_eq!(p.irq_bounds(), (0, 64));
         assert_eq!(Pipeline::serial_irqs(1 << 20, RAM), 32);
         let one = Pipeline::new(100, RAM, PAGE).unwrap();
         assert_eq!(
             (one.chunks(), one.steps(), one.irq_bounds()),
-            (1, 2, (2, 2))
+            (1, 2, (0, 2))
         );
         // 16 MiB: 512 chunks of 32 KiB.
         let big = Pipeline::new(16 << 20, RAM, PAGE).unwrap();
-        assert_eq!(big.irq_bounds(), (513, 1024));
+        assert_eq!(big.irq_bounds(), (0, 1024));
+        // Through a RAM four times larger the chunks (128 KiB) interrupt: one per step at least.
+        let larger = Pipeline::new(16 << 20, 4 * RAM, PAGE).unwrap();
+        assert_eq!(larger.irq_bounds(), (129, 256));
     }
 
     #[test]
@@ -260,22 +288,40 @@ mod tests {
         assert_eq!(steps[1].c2h.unwrap().ram_addr, 0);
     }
 
-    #[test]
-    fn one_interrupt_armed_per_step() {
-        assert_eq!(wakes(true, true), (Wake::Poll, Wake::Irq));
-        assert_eq!(wakes(true, false).0, Wake::Irq);
-        assert_eq!(wakes(false, true).1, Wake::Irq);
-        // Over a schedule: exactly one armed run per step, so the lower bound of `irq_bounds`.
-        let p = Pipeline::new(1 << 20, RAM, PAGE).unwrap();
-        let armed: u64 = p
-            .iter()
+    /// Interrupts armed over a schedule.
+    fn armed(p: &Pipeline) -> u64 {
+        p.iter()
             .map(|s| {
-                let (h, c) = wakes(s.h2c.is_some(), s.c2h.is_some());
+                let len = |m: Option<Move>| m.map_or(0, |m| m.len);
+                let (h, c) = wakes(len(s.h2c), len(s.c2h));
                 u64::from(s.h2c.is_some() && h == Wake::Irq)
                     + u64::from(s.c2h.is_some() && c == Wake::Irq)
             })
-            .sum();
-        assert_eq!(armed, p.irq_bounds().0);
+            .sum()
+    }
+
+    #[test]
+    fn one_interrupt_armed_per_step() {
+        let big = POLL_BYTES + PAGE;
+        assert_eq!(wakes(big, big), (Wake::Poll, Wake::Irq));
+        assert_eq!(wakes(big, 0).0, Wake::Irq);
+        assert_eq!(wakes(0, big).1, Wake::Irq);
+        // Over a schedule of big chunks (a RAM larger than the PicoEVB's): exactly one armed run per step,
+        // the lower bound of `irq_bounds`.
+        let p = Pipeline::new(1 << 20, 4 * RAM, PAGE).unwrap();
+        assert!(p.chunks() > 1 && p.irq_bounds().0 == p.steps());
+        assert_eq!(armed(&p), p.irq_bounds().0);
+    }
+
+    #[test]
+    fn small_chunks_are_polled() {
+        assert_eq!(wakes(POLL_BYTES, POLL_BYTES), (Wake::Poll, Wake::Poll));
+        assert_eq!(wakes(PAGE, 0), (Wake::Poll, Wake::Poll));
+        assert_eq!(wake_for(POLL_BYTES + 1), Wake::Irq);
+        for len in [PAGE, POLL_BYTES, 1 << 20] {
+            let p = Pipeline::new(len, RAM, PAGE).unwrap();
+            assert_eq!((armed(&p), p.irq_bounds().0), (0, 0));
+        }
     }
 
     #[test]

@@ -55,6 +55,9 @@ extern "C" {
 struct CEngine {
     card: *mut c_void,
     idx: u32,
+    /// The write-back word (CPU pointer, bus address) in the last slot of the engine's table, while a run
+    /// holds the table (`engine_with`); None for a stop.
+    wb: Option<(*mut u32, u64)>,
 }
 
 // The calls below are sound for any `card` the glue passes: a live `struct pevb_card` (the callers hold a
@@ -129,6 +132,23 @@ impl Platform for CEngine {
             _ => Waited::Killed,
         }
     }
+    fn writeback_addr(&self) -> Option<u64> {
+        self.wb.map(|w| w.1)
+    }
+    fn writeback(&self) -> u32 {
+        // SAFETY: the word lies in the engine's coherent table (`engine_with`), which the caller holds
+        // (its engine lock and a run) while this exists; 4-byte aligned; the engine writes it, hence
+        // volatile.
+        self.wb
+            .map_or(0, |w| unsafe { core::ptr::read_volatile(w.0) })
+    }
+    fn clear_writeback(&self) {
+        if let Some(w) = self.wb {
+            // SAFETY: as in `writeback`; no run of this engine is going, so only this thread touches it,
+            // and the MMIO write that sets Run orders it before the engine's own write.
+            unsafe { core::ptr::write_volatile(w.0, 0) };
+        }
+    }
     fn now_us(&self) -> u64 {
         // SAFETY: no argument.
         unsafe { pevb_plat_now_us() }
@@ -155,22 +175,68 @@ impl Platform for CEngine {
 pub const PEVB_RUN_WORDS: usize = 6;
 const _: () = assert!(size_of::<Run>() <= PEVB_RUN_WORDS * 8 && align_of::<Run>() <= 8);
 
-/// A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, and the protocol's
-/// [`Run`] as opaque words.
+/// A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, its engine's
+/// write-back word, and the protocol's [`Run`] as opaque words.
 #[repr(C)]
 pub struct PevbRunState {
     pub bytes: u64,
+    wb: *mut u32,
+    wb_bus: u64,
     opaque: [u64; PEVB_RUN_WORDS],
 }
 
 fn engine(card: *mut c_void, idx: u32) -> CEngine {
     // An index other than 0 or 1 is a glue bug: a BUG() (panic), never another engine's registers.
     assert!(idx < 2 && !card.is_null());
-    CEngine { card, idx }
+    CEngine {
+        card,
+        idx,
+        wb: None,
+    }
 }
 
-/// Builds a chain into the table `descs[..ndescs]` (at bus address `base`) from the host buffer
-/// `segs[..nsegs]` at byte `host_off`.
+/// Engine `idx` with the write-back word in the last of the `ndescs` slots of its table `descs` at bus
+/// address `base` (`engine::writeback_offset`); EINVAL for a table too small to hold a chain and the word.
+///
+/// # Safety
+/// `descs` is the engine's table, valid for `ndescs` descriptors, held by the caller while the result is
+/// used.
+unsafe fn engine_with(
+    card: *mut c_void,
+    idx: u32,
+    descs: *mut Descriptor,
+    ndescs: usize,
+    base: u64,
+) -> Result<CEngine, Errno> {
+    if ndescs < 2 || descs.is_null() {
+        return Err(Errno::EINVAL);
+    }
+    let at = engine::writeback_offset(ndescs);
+    Ok(CEngine {
+        // In bounds: `at` is inside the last of the `ndescs` slots.
+        wb: Some((
+            descs.cast::<u8>().wrapping_add(at).cast::<u32>(),
+            base + at as u64,
+        )),
+        ..engine(card, idx)
+    })
+}
+
+/// The engine a run in `r` was started on, with its write-back word.
+///
+/// # Safety
+/// `r` holds a run `pevb_engine_start` wrote and nothing ended yet.
+unsafe fn engine_of(card: *mut c_void, idx: u32, r: *const PevbRunState) -> CEngine {
+    // SAFETY: caller's contract: `pevb_engine_start` wrote both fields, from the table the run holds.
+    let (wb, bus) = unsafe { ((*r).wb, (*r).wb_bus) };
+    CEngine {
+        wb: (!wb.is_null()).then_some((wb, bus)),
+        ..engine(card, idx)
+    }
+}
+
+/// Builds a chain into the table `descs[..ndescs]` (at bus address `base`; its last slot left to the
+/// write-back word) from the host buffer `segs[..nsegs]` at byte `host_off`.
 ///
 /// # Safety
 /// `segs` valid for reading `nsegs` segments, `descs` for writing `ndescs` descriptors the engine does not
@@ -186,14 +252,14 @@ unsafe fn build(
     ndescs: usize,
     base: u64,
 ) -> Result<Chain, Errno> {
-    if segs.is_null() || descs.is_null() {
+    if segs.is_null() || descs.is_null() || ndescs < 2 {
         return Err(Errno::EINVAL);
     }
-    // SAFETY: caller's contract.
+    // SAFETY: caller's contract. The last slot is the write-back word's, never a descriptor's.
     let (segs, descs) = unsafe {
         (
             core::slice::from_raw_parts(segs, nsegs),
-            core::slice::from_raw_parts_mut(descs, ndescs),
+            core::slice::from_raw_parts_mut(descs, engine::chain_slots(ndescs)),
         )
     };
     let mut cur = Cursor::new(segs);
@@ -224,7 +290,11 @@ pub unsafe extern "C" fn pevb_engine_start(
     poll: bool,
     out: *mut PevbRunState,
 ) -> c_int {
-    let p = engine(card, idx);
+    // SAFETY: caller's contract (the table, held under the engine lock and then by the run).
+    let p = match unsafe { engine_with(card, idx, descs, ndescs, base) } {
+        Ok(p) => p,
+        Err(e) => return neg(e),
+    };
     let wake = if poll { Wake::Poll } else { Wake::Irq };
     let dir = p.dir();
     // SAFETY: caller's contract.
@@ -238,6 +308,7 @@ pub unsafe extern "C" fn pevb_engine_start(
             // above at compile time) and their alignment (u64) is enough.
             unsafe {
                 (*out).bytes = bytes;
+                ((*out).wb, (*out).wb_bus) = p.wb.unwrap_or((core::ptr::null_mut(), 0));
                 core::ptr::addr_of_mut!((*out).opaque)
                     .cast::<Run>()
                     .write(run);
@@ -263,7 +334,8 @@ unsafe fn run_of<'a>(r: *mut PevbRunState) -> &'a mut Run {
 /// As `pevb_engine_start`'s `card`; `r` holds a run started on engine `idx` and not yet ended.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_engine_wait(card: *mut c_void, idx: u32, r: *mut PevbRunState) {
-    let p = engine(card, idx);
+    // SAFETY: caller's contract.
+    let p = unsafe { engine_of(card, idx, r) };
     // SAFETY: caller's contract.
     unsafe { run_of(r) }.wait(&p);
 }
@@ -279,7 +351,8 @@ pub unsafe extern "C" fn pevb_engine_finish(
     idx: u32,
     r: *mut PevbRunState,
 ) -> c_int {
-    let p = engine(card, idx);
+    // SAFETY: caller's contract.
+    let p = unsafe { engine_of(card, idx, r) };
     // SAFETY: caller's contract; the run is plain data, read out once to end it.
     let run = unsafe { core::ptr::read(run_of(r)) };
     match run.finish(&p) {
@@ -298,7 +371,8 @@ pub unsafe extern "C" fn pevb_engine_cancel(
     idx: u32,
     r: *mut PevbRunState,
 ) -> c_int {
-    let p = engine(card, idx);
+    // SAFETY: caller's contract.
+    let p = unsafe { engine_of(card, idx, r) };
     // SAFETY: caller's contract; as in `pevb_engine_finish`.
     let run = unsafe { core::ptr::read(run_of(r)) };
     match run.cancel(&p) {
@@ -317,7 +391,8 @@ pub unsafe extern "C" fn pevb_engine_stop(card: *mut c_void, idx: u32) -> bool {
 }
 
 /// Moves `len` bytes between `segs` (from byte `host_off`) and FPGA RAM at `fpga` on engine `idx`, as few
-/// chains as the table allows, each waited for by interrupt and ended before the next.
+/// chains as the table allows, each waited for (polled if small, else by interrupt) and ended before the
+/// next.
 ///
 /// # Safety
 /// As `pevb_engine_start`.
@@ -334,7 +409,11 @@ pub unsafe extern "C" fn pevb_engine_transfer(
     ndescs: usize,
     base: u64,
 ) -> c_int {
-    let p = engine(card, idx);
+    // SAFETY: caller's contract (the table, held under the engine lock for the whole transfer).
+    let p = match unsafe { engine_with(card, idx, descs, ndescs, base) } {
+        Ok(p) => p,
+        Err(e) => return neg(e),
+    };
     let dir = p.dir();
     // SAFETY: caller's contract, for every chain: each earlier one ended before the next is built.
     let r = engine::transfer(&p, len, |done| unsafe {

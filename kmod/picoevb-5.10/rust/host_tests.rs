@@ -2,7 +2,7 @@
 //! logic, chains are the logic's own, and the register map carries the shared definitions.
 
 use super::surface::*;
-use super::{abi, chain, segments::Cursor, segments::Segment, xdma};
+use super::{abi, chain, pipeline, segments::Cursor, segments::Segment, xdma};
 use core::mem::size_of;
 
 fn bytes<T: Copy>(v: &T) -> Vec<u8> {
@@ -271,8 +271,10 @@ fn pipeline_steps() {
     assert_eq!(step(3, &mut st), 1);
     // SAFETY: as above.
     assert_eq!(unsafe { pevb_pipeline_step(0, ram, 4096, 0, &mut st) }, -22);
-    assert_eq!(pevb_pipeline_polled(true, true), 1);
-    assert_eq!(pevb_pipeline_polled(true, false), 0);
+    let big = pipeline::POLL_BYTES + 4096;
+    assert_eq!(pevb_pipeline_polled(big, big), 1);
+    assert_eq!(pevb_pipeline_polled(big, 0) & 1, 0);
+    assert_eq!(pevb_pipeline_polled(4096, 0), 3);
     assert!(
         pevb_status_ended(0) && !pevb_status_ended(1) && pevb_status_ended(xdma::STAT_ERRORS | 1)
     );

@@ -454,10 +454,11 @@ pub unsafe extern "C" fn pevb_pipeline_step(
     0
 }
 
-/// How the H2C and C2H runs started together learn they ended (`pipeline::wakes`): bit 0 set if H2C is
-/// polled, bit 1 if C2H is; a clear bit means its interrupt is armed.
+/// How an H2C run of `h2c` bytes and a C2H run of `c2h` bytes started together (0: that engine does not
+/// run) learn they ended (`pipeline::wakes`): bit 0 set if H2C is polled, bit 1 if C2H is; a clear bit
+/// means its interrupt is armed.
 #[no_mangle]
-pub extern "C" fn pevb_pipeline_polled(h2c: bool, c2h: bool) -> u32 {
+pub extern "C" fn pevb_pipeline_polled(h2c: u64, c2h: u64) -> u32 {
     let (h, c) = pipeline::wakes(h2c, c2h);
     u32::from(h == pipeline::Wake::Poll) | (u32::from(c == pipeline::Wake::Poll) << 1)
 }

@@ -9,6 +9,9 @@
 //! * a descriptor length of 0, or with bits above the 28-bit field set, is invalid_length;
 //! * every error stops the engine; its status bit is logged only when the matching `ie_*` bit is set;
 //! * in poll mode an error stop also writes back the completed count with `Sts_err` set;
+//! * in poll mode the stopping descriptor's write-back is the engine's last act: busy is clear, the status
+//!   final and the run's modeled end known when it lands, so a driver that saw the word and then reads a
+//!   register sees the run ended (PG195 does not order the two);
 //! * clearing Run while busy stops the engine at the next descriptor boundary and logs idle_stopped;
 //! * while bus mastering is off the engine issues no memory request: it holds its next descriptor fetch or
 //!   data piece, and goes on when bus mastering is enabled again (or stops there if Run was cleared);
@@ -89,6 +92,8 @@ struct Transfer<'a> {
     paced_until: Instant,
     /// What the run costs on the modeled link (timing mode).
     cost: Option<RunCost>,
+    /// The stopping descriptor asked for a write-back, which `finish` sends.
+    wb_at_stop: bool,
 }
 
 impl<'a> Transfer<'a> {
@@ -102,6 +107,7 @@ impl<'a> Transfer<'a> {
             corrupt_pending: job.faults.corrupt_data,
             paced_until: Instant::now(),
             cost: job.timing.map(|p| RunCost::new(dir, p)),
+            wb_at_stop: false,
         }
     }
 
@@ -532,16 +538,20 @@ impl<'a> Transfer<'a> {
         let e = st.xdma.engine_mut(self.dir);
         e.completed = e.completed.wrapping_add(1);
         e.perf.account(cycles, beats);
+        let stop = desc.control & xdma::DESC_STOP != 0;
         if desc.control & xdma::DESC_COMPLETED != 0 {
             e.log(xdma::STAT_DESC_COMPLETED);
             if e.pollmode() {
-                self.write_back(&mut st, false);
                 if let Some(c) = &mut self.cost {
                     c.writeback();
                 }
+                if stop {
+                    self.wb_at_stop = true;
+                } else {
+                    self.write_back(&mut st, false);
+                }
             }
         }
-        let stop = desc.control & xdma::DESC_STOP != 0;
         if stop {
             st.xdma.engine_mut(self.dir).log(xdma::STAT_DESC_STOPPED);
         } else {
@@ -554,7 +564,7 @@ impl<'a> Transfer<'a> {
     /// Poll-mode write-back: the DWORD `Sts_err << 31 | completed[23:0]` at the write-back address.
     fn write_back(&self, st: &mut State, error: bool) {
         let e = st.xdma.engine(self.dir);
-        let value = u32::from(error) << 31 | (e.completed & 0x00ff_ffff);
+        let value = if error { xdma::WB_ERROR } else { 0 } | (e.completed & xdma::WB_COUNT);
         let addr = e.writeback;
         if self.shared.mem.write(addr, &value.to_le_bytes()).is_err() {
             warn!(
@@ -562,6 +572,8 @@ impl<'a> Transfer<'a> {
                 self.dir
             );
             st.stats.dropped_writes += 1;
+        } else {
+            st.stats.engines[self.dir.index()].writebacks += 1;
         }
     }
 
@@ -599,6 +611,10 @@ impl<'a> Transfer<'a> {
             self.dir, e.status, e.completed
         );
         let irqs = st.stats.irqs_msi + st.stats.irqs_intx;
+        // Before the interrupt: the write-back is posted ahead of the MSI on the link.
+        if self.wb_at_stop && matches!(end, End::Stopped) && st.xdma.engine(self.dir).pollmode() {
+            self.write_back(&mut st, false);
+        }
         self.raise(&mut st);
         if let Some(c) = &self.cost {
             let raised = st.stats.irqs_msi + st.stats.irqs_intx > irqs;

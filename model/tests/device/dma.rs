@@ -299,6 +299,36 @@ fn poll_mode_write_back() {
     assert_eq!(r.peek(WB, 4), [0xaa; 4]);
 }
 
+/// The stopping descriptor's write-back is the engine's last act: whenever the word shows the count, a
+/// status read shows the engine stopped and idle (the driver's fast path reads the status right after
+/// the word). Each write-back that reached memory is counted.
+#[test]
+fn stop_write_back_lands_after_the_engine_is_idle() {
+    let r = Rig::new();
+    // The driver's control word (kmod/logic/src/engine.rs): Run, every status bit logged, poll mode.
+    let poll = xdma::CTRL_RUN | xdma::CTRL_IE_ALL | xdma::CTRL_POLLMODE_WB;
+    r.set_ch(Dir::C2h, xdma::CH_POLL_WB_LO, WB as u32);
+    r.set_ch(Dir::C2h, xdma::CH_POLL_WB_HI, (WB >> 32) as u32);
+    for round in 1..=50u64 {
+        r.poke(WB, &[0; 4]);
+        r.put_desc(DESC, last(4096, 0, DST));
+        r.start(Dir::C2h, DESC, 0, poll);
+        let t0 = std::time::Instant::now();
+        while r.peek(WB, 4) != [1, 0, 0, 0] {
+            assert!(t0.elapsed().as_secs() < 5, "no write-back after 5 s");
+            std::hint::spin_loop();
+        }
+        let st = r.ch(Dir::C2h, xdma::CH_STATUS);
+        assert_eq!(
+            st & (xdma::STAT_BUSY | xdma::STAT_DESC_STOPPED),
+            xdma::STAT_DESC_STOPPED,
+            "round {round}: status {st:#x} when the word landed"
+        );
+        assert_eq!(r.dev.snapshot().engine(Dir::C2h).writebacks, round);
+        r.stop(Dir::C2h);
+    }
+}
+
 #[test]
 fn descriptor_halt_stops_fetching_until_released() {
     let r = Rig::new();

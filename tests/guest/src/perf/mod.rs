@@ -91,6 +91,8 @@ struct Row {
     model: Counters,
     pins: Option<u64>,
     wall: Duration,
+    /// Each request's modeled time (ns), for its latency distribution.
+    lat_ns: Vec<u64>,
 }
 
 impl Row {
@@ -102,7 +104,16 @@ impl Row {
             model: Counters::default(),
             pins: Some(0),
             wall: Duration::ZERO,
+            lat_ns: Vec::new(),
         }
+    }
+
+    /// The modeled latency at quantile `q` (0..=1) of this row's requests, in microseconds (nearest rank).
+    fn lat_us(&self, q: f64) -> f64 {
+        let mut v = self.lat_ns.clone();
+        v.sort_unstable();
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));
+        v.get(rank - 1).map_or(0.0, |&ns| ns as f64 / 1000.0)
     }
 
     fn mbps(&self) -> f64 {
@@ -173,6 +184,7 @@ impl Ctx {
         let c1 = self.counters()?;
         row.reps += 1;
         row.model.clock_ns += c1.clock_ns - c0.clock_ns;
+        row.lat_ns.push(c1.clock_ns - c0.clock_ns);
         row.model.irqs += c1.irqs - c0.irqs;
         row.model.descs += c1.descs - c0.descs;
         row.model.runs += c1.runs - c0.runs;
@@ -548,7 +560,8 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
             .map_or("n/a".into(), |p| format!("{:.1}", p as f64 / r.reps as f64));
         println!(
             "GUEST PERF {} {mem} {size} {}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
-             descriptors {:.1}/MiB, runs {:.1}/MiB, {pins} pages pinned/req, wall {:.1} us/req, x{}",
+             descriptors {:.1}/MiB, runs {:.1}/MiB, {pins} pages pinned/req, wall {:.1} us/req, x{}, \
+             modeled us/req p50 {:.1} p99 {:.1} max {:.1}",
             op.name(),
             r.scheme.name(),
             r.mbps(),
@@ -558,6 +571,9 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
             r.per_mib(r.model.runs),
             r.wall_us(),
             r.reps,
+            r.lat_us(0.5),
+            r.lat_us(0.99),
+            r.lat_us(1.0),
         );
     }
     let get = |s: Scheme| rows.iter().find(|r| r.scheme == s);

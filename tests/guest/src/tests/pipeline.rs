@@ -20,6 +20,10 @@ const MID: [(&str, u64); 2] = [("h2c", 3), ("c2h", 4)];
 pub fn register(v: &mut Vec<Test>) {
     v.push(test("pipeline::chunk_edges", chunk_edges));
     v.push(test("pipeline::runs_and_interrupts", runs_and_interrupts));
+    v.push(test(
+        "pipeline::every_run_writes_back",
+        every_run_writes_back,
+    ));
     for fault in ERRORS {
         for (engine, after) in MID {
             // C2H has no write-error status: the model drops the host writes, the engine reports success.
@@ -51,9 +55,9 @@ fn chunk_edges(ctx: &mut Ctx) -> TestResult {
 }
 
 /// A round trip of `n` chunks is `n` runs per engine (each chunk one chain) and between `n + 1` and `2n`
-/// interrupts (one per step when the polled H2C is done by the time C2H's interrupt arrives). Fails on
-/// the serial round trip (1 MiB: 16 runs and 32 interrupts) and on a driver that interrupts more than
-/// twice per chunk.
+/// interrupts (one per step when the polled H2C is done by the time C2H's interrupt arrives); chunks of
+/// at most `pipeline::POLL_BYTES` are polled, so from 0. Fails on the serial round trip (1 MiB: 16 runs
+/// and 32 interrupts) and on a driver that interrupts more than twice per chunk.
 fn runs_and_interrupts(ctx: &mut Ctx) -> TestResult {
     for len in [4096usize, 65536, 1 << 20] {
         let plan = Pipeline::new(len as u64, FPGA_RAM_SIZE, PAGE).map_err(|e| format!("{e:?}"))?;
@@ -81,6 +85,40 @@ fn runs_and_interrupts(ctx: &mut Ctx) -> TestResult {
             "{len} bytes: {irqs} interrupts, want {lo}..={hi}"
         );
     }
+    Ok(())
+}
+
+/// Every engine run, one-way or in a round trip, polled or interrupted, has the engine write back its
+/// completed count (the driver's latency fast path, `kmod/logic/src/engine.rs`) into host memory the
+/// device may write: one write-back per run, none dropped as unmapped. Fails on a driver that leaves
+/// poll mode off (no write-backs) or points the engine at an address it did not map (dropped writes).
+fn every_run_writes_back(ctx: &mut Ctx) -> TestResult {
+    let s0 = ctx.rpc.get()?.state()?;
+    for len in [64usize, 4096, 16384, 65536] {
+        let mut buf = vec![0u8; len];
+        ctx.rng.fill(&mut buf);
+        ctx.dev
+            .h2c(&buf, 0)
+            .map_err(|e| format!("h2c {len}: {e}"))?;
+        ctx.dev
+            .c2h(&mut buf, 0)
+            .map_err(|e| format!("c2h {len}: {e}"))?;
+        h2c2h_check(ctx.dev, &mut ctx.rng, len, 0, 0)?;
+    }
+    let s1 = ctx.rpc.get()?.state()?;
+    for (name, a, b) in [("h2c", &s0.h2c, &s1.h2c), ("c2h", &s0.c2h, &s1.c2h)] {
+        let (runs, wbs) = (b.runs - a.runs, b.writebacks - a.writebacks);
+        println!("GUEST WRITEBACK {name}: {runs} runs, {wbs} write-backs");
+        ensure!(
+            runs > 0 && wbs == runs,
+            "{name}: {wbs} write-backs for {runs} runs, want one each"
+        );
+    }
+    ensure!(
+        s1.dropped_writes == s0.dropped_writes,
+        "{} device writes dropped as unmapped",
+        s1.dropped_writes - s0.dropped_writes
+    );
     Ok(())
 }
 
