@@ -150,8 +150,9 @@ impl Engine {
         }
     }
 
-    /// The same with the write-back word in the last slot of `table`, which the caller borrows for as
-    /// long as the platform lives (`transfer`, a [`Run`]).
+    /// The same with the write-back word in the last slot of `table`. Its two callers keep `table`
+    /// borrowed for as long as the platform lives: `transfer` for the whole call, `start` in the returned
+    /// [`Run`], which holds both and drops its platform before its table borrow (field order).
     fn platform_with<'a>(
         &'a self,
         port: &'a Port,
@@ -249,8 +250,10 @@ impl engine::Platform for Platform<'_> {
     fn writeback(&self) -> u32 {
         self.wb.map_or(0, |w| {
             // SAFETY: `w.cpu` is the 4-byte aligned word at `writeback_offset` in the engine's coherent
-            // descriptor table, which `platform_with`'s caller borrows while this platform lives, so it is
-            // mapped; the engine writes it, hence the volatile read.
+            // descriptor table (`platform_with`), whose allocation outlives this platform: both callers of
+            // `platform_with` keep the table borrowed while the platform lives, and the table is freed
+            // only through `release_table`, which takes the engine lock they hold. The engine writes the
+            // word, hence the volatile read.
             unsafe { core::ptr::read_volatile(w.cpu) }
         })
     }

@@ -671,3 +671,25 @@ pub fn run(opts: &Options) -> i32 {
     }
     summary(passed, failed, skipped)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_are_nearest_rank() {
+        let mut r = Row::new(Scheme::Hit, 4096);
+        assert_eq!(r.lat_us(0.5), 0.0, "no request: no latency");
+        // 100 requests of 1..=100 us, shuffled: p50 is the 50th, p99 the 99th, max the 100th.
+        r.lat_ns = (1..=100u64).rev().map(|us| us * 1000).collect();
+        assert_eq!(
+            (r.lat_us(0.5), r.lat_us(0.99), r.lat_us(1.0)),
+            (50.0, 99.0, 100.0)
+        );
+        // Ten requests: the 99th percentile is the slowest one (rank 10), never the one before it.
+        r.lat_ns = (1..=10u64).map(|us| us * 1000).collect();
+        assert_eq!((r.lat_us(0.5), r.lat_us(0.99)), (5.0, 10.0));
+        r.lat_ns = vec![7000];
+        assert_eq!((r.lat_us(0.5), r.lat_us(1.0)), (7.0, 7.0));
+    }
+}
