@@ -204,7 +204,8 @@ pub struct StateReply {
     pub c2h: EngineCounters,
     /// DMA maps the model holds.
     pub dma_maps: u64,
-    /// Writes to the card dropped while it was unplugged.
+    /// Device writes (C2H data, poll-mode write-backs) to host memory no DMA map covers, dropped like a
+    /// posted write that goes nowhere; once per descriptor or write-back.
     pub dropped_writes: u64,
     /// Descriptors fetched by an engine left running (`leave_running`) rather than started by the driver.
     pub stray_dma: u64,
