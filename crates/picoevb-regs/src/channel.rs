@@ -37,6 +37,32 @@ impl Status {
     }
 }
 
+/// An engine's poll-mode write-back word (PG195: `Sts_err << 31 | completed[23:0]`), in host memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteBack(pub u32);
+
+impl WriteBack {
+    /// The engine stopped on an error.
+    pub const fn error(self) -> bool {
+        self.0 & xdma::WB_ERROR != 0
+    }
+
+    /// Descriptors completed since Run rose.
+    pub const fn count(self) -> u32 {
+        self.0 & xdma::WB_COUNT
+    }
+
+    /// The word says a chain of `count` descriptors ended: all of them completed, or an error.
+    pub const fn ended(self, count: usize) -> bool {
+        self.error() || self.count() as usize >= count
+    }
+
+    /// The word says a chain of `count` descriptors completed, all of them and no error.
+    pub const fn completed(self, count: usize) -> bool {
+        !self.error() && self.count() as usize == count
+    }
+}
+
 /// One engine's registers.
 pub struct Channel<'a, R: ?Sized> {
     regs: &'a R,
@@ -200,6 +226,18 @@ mod tests {
     use super::fake::Fake;
     use super::*;
     use std::vec::Vec;
+
+    #[test]
+    fn writeback_word_decodes_pg195s_fields() {
+        let done = WriteBack(3);
+        assert!(done.ended(3) && done.completed(3) && !done.error());
+        // Short, or more than the chain has: ended only once all came, completed only at exactly all.
+        assert!(!done.ended(4) && !done.completed(4) && !done.completed(2));
+        let failed = WriteBack(xdma::WB_ERROR | 3);
+        assert!(failed.error() && failed.ended(5) && !failed.completed(3));
+        // Bits 30:24 are not part of the count.
+        assert_eq!(WriteBack(0x7f00_0002).count(), 2);
+    }
 
     #[test]
     fn c2h_chain_and_run_hit_pg195_offsets() {

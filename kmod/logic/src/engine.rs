@@ -13,7 +13,7 @@
 //! completed-count read.
 
 use crate::chain::Chain;
-use crate::channel::{Channel, Regs32, Status};
+use crate::channel::{Channel, Regs32, Status, WriteBack};
 use crate::errno::Errno;
 use crate::pipeline::{self, Wake};
 use crate::status;
@@ -109,7 +109,7 @@ pub trait Platform: Regs32<Error = Errno> {
     /// Bus address of this engine's write-back word ([`writeback_offset`] into its table), or None where
     /// the glue keeps none: then a poll reads the status register and the count is read too.
     fn writeback_addr(&self) -> Option<u64>;
-    /// The write-back word now (read as the device writes it: volatile).
+    /// The write-back word now (its raw value, read as the device writes it: volatile).
     fn writeback(&self) -> u32;
     /// Zeroes the write-back word, before a run starts.
     fn clear_writeback(&self);
@@ -273,8 +273,7 @@ fn arm<P: Platform + ?Sized>(p: &P) -> Result<(), Errno> {
 fn spin<P: Platform + ?Sized>(p: &P, count: usize) -> bool {
     let start = p.now_us();
     loop {
-        let wb = p.writeback();
-        if wb & xdma::WB_ERROR != 0 || (wb & xdma::WB_COUNT) as usize >= count {
+        if WriteBack(p.writeback()).ended(count) {
             return true;
         }
         if p.now_us().saturating_sub(start) >= SPIN_US {
@@ -349,8 +348,7 @@ fn outcome<P: Platform + ?Sized>(
     }
     // The word is written before the engine's stop is seen (status or interrupt); a count it does not show
     // is read from the register, which also decides a short run.
-    let wb = if writeback { p.writeback() } else { 0 };
-    let n = if writeback && wb & xdma::WB_ERROR == 0 && (wb & xdma::WB_COUNT) as usize == c.count {
+    let n = if writeback && WriteBack(p.writeback()).completed(c.count) {
         c.count as u32
     } else {
         Channel::new(p, p.dir()).completed_count()?
