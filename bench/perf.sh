@@ -9,7 +9,8 @@
 #   GDR_PERF_SIZES   (default 4K,64K,1M,16M): request sizes
 #   GDR_PERF_OPS     (default h2c,c2h,h2c2h): operations
 #   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 32 requests, at least 1)
-#   GDR_PERF_TIMING  (default on): the model's --timing value, e.g. mps=256,irq_latency_ns=2000
+#   GDR_PERF_TIMING  (default on, the Jetson profile): the model's --timing value, e.g. pcie-reset or
+#                    pcie-reset,irq_latency_ns=2000
 . "$(dirname "$0")/lib.sh"
 need_root
 . "$REPO/bench/runs.sh"

@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod dbus;
 pub mod health;
+pub mod latency;
 pub mod loader;
 pub mod logging;
 pub mod manifest;

@@ -17,8 +17,10 @@ and exits when it disconnects.
   --control PATH        control socket (newline-delimited JSON, see README.md)
   --design NAME         gdr (default: GPIO + ID block in BAR0) or reference (NVIDIA's bitstream: GPIO only)
   --bandwidth-mbps N    limit each DMA engine to N MB/s (default: as fast as possible)
-  --timing SPEC         timing mode: a modeled PCIe Gen2 x1 clock (docs/perf.md); 'on' for the PicoEVB
-                        defaults, or parameters such as mps=256,irq_latency_ns=2000
+  --timing SPEC         timing mode: a modeled PCIe Gen2 x1 clock (docs/perf.md); 'on' or 'jetson' for the
+                        PicoEVB behind a Jetson (MPS 256, MRRS 512), 'pcie-reset' for the PCIe reset values
+                        (MPS 128, MRRS 512, or what the OS programs), then parameters such as
+                        irq_latency_ns=2000 (e.g. pcie-reset,mps=256)
   --build-hash HEX      ID block BUILD_HASH (default 0)
   --build-time SECS     ID block BUILD_TIME (default: the model's start time)
   -v                    debug logging (RUST_LOG overrides)

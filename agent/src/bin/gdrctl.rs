@@ -57,6 +57,28 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "4096,16384,65536")]
         sizes: Vec<u32>,
     },
+    /// How long one small transfer takes: P50, P99, P99.9 and max per operation and size, wall time,
+    /// host memory through an fd from the agent (the card RAM claimed while it runs).
+    Latency {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+        /// Bytes per transfer, comma-separated; K suffix for KiB (at most the card RAM).
+        #[arg(long, value_delimiter = ',', value_parser = size_arg,
+              default_value = "64,256,1K,4K,16K,64K")]
+        sizes: Vec<usize>,
+        /// Operations, comma-separated.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "h2c,c2h,h2c2h"
+        )]
+        ops: Vec<gdr_agent::latency::Op>,
+        /// Transfers timed per operation and size (after two warm-ups).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        samples: u32,
+    },
     /// The last self-test results, oldest first.
     History {
         /// The card, as --card takes it.
@@ -127,13 +149,36 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(Failure::Client(e)) => fail(json, &e),
+        Err(Failure::Failed(m)) => {
+            if json {
+                println!("{}", json!({"error": m, "exit": 1}));
+            }
+            eprintln!("gdrctl: {m}");
+            ExitCode::from(1)
+        }
     }
 }
 
-/// Why a command did not run.
+/// A byte count: digits with an optional K (KiB) suffix, above 0.
+fn size_arg(s: &str) -> Result<usize, String> {
+    let (digits, unit) = match s.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1024),
+        None => (s, 1),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("'{s}' is not a byte count above 0 (64, 4K)"))
+}
+
+/// Why a command did not run, or failed.
 enum Failure {
     Usage(String),
     Client(Error),
+    /// The operation ran and failed (exit 1).
+    Failed(String),
 }
 
 impl From<Error> for Failure {
@@ -150,7 +195,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
     // everything else must answer within the client's default timeout.
     let timeout = match cli.cmd {
-        Cmd::Selftest { .. } | Cmd::Bench { .. } | Cmd::Reprogram { .. } => None,
+        Cmd::Selftest { .. } | Cmd::Bench { .. } | Cmd::Reprogram { .. } | Cmd::Latency { .. } => {
+            None
+        }
         _ => Some(gdr_client::DEFAULT_TIMEOUT),
     };
     let agent = match bus.as_deref() {
@@ -171,6 +218,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Cmd::Selftest { at: c } => selftest(&agent, &out, card(c)?),
         Cmd::Bench { at: c, sizes } => bench(&agent, &out, card(c)?, &sizes),
         Cmd::History { at: c, n } => history(&agent, &out, card(c)?, n),
+        Cmd::Latency {
+            at: c,
+            sizes,
+            ops,
+            samples,
+        } => latency(&agent, &out, card(c)?, &ops, &sizes, samples),
         Cmd::Leds { args } => {
             let (c, mask) = match args.as_slice() {
                 [mask] => (None, mask),
@@ -412,6 +465,48 @@ fn bench(agent: &Agent, out: &Out, card: u32, sizes: &[u32]) -> Result<ExitCode,
     Ok(code(v.iter().all(|t| t.passed)))
 }
 
+fn latency(
+    agent: &Agent,
+    out: &Out,
+    card: u32,
+    ops: &[gdr_agent::latency::Op],
+    sizes: &[usize],
+    samples: u32,
+) -> Result<ExitCode, Failure> {
+    use gdr_agent::validate::run::{Claimed, CouldNotRun, claim};
+    let Claimed { dev, ram, .. } = claim(agent, card).map_err(|e| match e {
+        CouldNotRun::Status { source, .. }
+        | CouldNotRun::Open { source, .. }
+        | CouldNotRun::Claim(source)
+        | CouldNotRun::CardInfo(source) => Failure::Client(source),
+        other => Failure::Failed(other.to_string()),
+    })?;
+    let rows = gdr_agent::latency::measure(&dev, ram, ops, sizes, samples)
+        .map_err(|e| Failure::Failed(e.to_string()))?;
+    if out.json {
+        out.json(&rows);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("card{card}: wall time per transfer, microseconds, host memory ({samples} each)");
+    println!(
+        "{:<6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "op", "bytes", "min", "p50", "p99", "p99.9", "max"
+    );
+    for r in &rows {
+        println!(
+            "{:<6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            r.op.name(),
+            r.bytes,
+            r.min_us,
+            r.p50_us,
+            r.p99_us,
+            r.p999_us,
+            r.max_us
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn history(agent: &Agent, out: &Out, card: u32, n: u32) -> Result<ExitCode, Failure> {
     let v = agent.history(card, n)?;
     if out.json {
@@ -510,6 +605,46 @@ mod tests {
     #[test]
     fn the_cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn latency_takes_sizes_with_k_and_refuses_nonsense() {
+        let cli = parse("gdrctl latency 0 --sizes 64,4K,64k --ops c2h,h2c2h --samples 10").unwrap();
+        match cli.cmd {
+            Cmd::Latency {
+                at,
+                sizes,
+                ops,
+                samples,
+            } => {
+                assert_eq!(at, Some(CardSel::Index(0)));
+                assert_eq!(sizes, [64, 4096, 65536]);
+                use gdr_agent::latency::Op;
+                assert_eq!(ops, [Op::C2h, Op::H2c2h]);
+                assert_eq!(samples, 10);
+            }
+            _ => panic!("not latency"),
+        }
+        let defaults = parse("gdrctl latency").unwrap();
+        assert!(
+            matches!(defaults.cmd, Cmd::Latency { ref sizes, samples: 1000, .. }
+            if sizes[..] == gdr_agent::latency::DEFAULT_SIZES)
+        );
+        for bad in [
+            "gdrctl latency --sizes 0",
+            "gdrctl latency --sizes 4M",
+            "gdrctl latency --ops h2d",
+            "gdrctl latency --samples 0",
+        ] {
+            let e = parse(bad).err().unwrap_or_else(|| panic!("{bad} parsed"));
+            assert!(
+                matches!(
+                    e.kind(),
+                    ErrorKind::ValueValidation | ErrorKind::InvalidValue
+                ),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -82,36 +82,32 @@ fn id_expect(opts: &Options, agent: &AgentDesign) -> Result<IdExpect, NoExpectat
     })
 }
 
-/// Runs every check on `opts.card`.
-pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
-    let card = opts.card;
+/// A card opened for measuring, as an application opens it: the agent's status, the fd, the live
+/// ABI_INFO, and the card RAM (claimed for this fd, its size).
+pub struct Claimed {
+    pub status: CardStatus,
+    pub dev: Device,
+    pub info: Result<picoevb_abi::AbiInfo, gdr_client::Error>,
+    pub ram: usize,
+}
+
+/// Opens card `card` through the agent and claims its RAM: never over an application's data (the RAM is
+/// ours until the fd closes, or nothing runs).
+pub fn claim(agent: &Agent, card: u32) -> Result<Claimed, CouldNotRun> {
     let status = agent
         .status(card)
         .map_err(|source| CouldNotRun::Status { card, source })?;
-    let pci = status.pci.clone();
-    let mut checks = Vec::new();
-
-    let l = Link::read(&opts.sysfs, &pci);
-    checks.push(link::judge(l.as_ref(), opts.thresholds.link, &pci));
-
     let dev = agent.open(card).map_err(|source| CouldNotRun::Open {
         card,
         stage: status.stage.name(),
         source,
     })?;
-    // Never over an application's data: the RAM is ours until the fd closes, or nothing runs.
     match dev.claim_ram() {
         Ok(true) => {}
         Ok(false) => return Err(CouldNotRun::Busy),
         Err(e) => return Err(CouldNotRun::Claim(e)),
     }
     let info = dev.abi_info();
-    let live = info.as_ref().map(|i| Identity {
-        design_version: i.design_version,
-        build_hash: i.build_hash,
-    });
-    let want = id_expect(opts, &AgentDesign::from(&status));
-    checks.push(judge::id_block(live, want.as_ref()));
     let ram = match &info {
         Ok(i) => i.fpga_ram_size,
         Err(_) => {
@@ -124,10 +120,38 @@ pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
         .ok()
         .filter(|r| (4096..=1 << 30).contains(r))
         .ok_or(CouldNotRun::RamSize(ram))?;
+    Ok(Claimed {
+        status,
+        dev,
+        info,
+        ram,
+    })
+}
+
+/// Runs every check on `opts.card`.
+pub fn run(agent: &Agent, opts: &Options) -> Result<Report, CouldNotRun> {
+    let Claimed {
+        status,
+        dev,
+        info,
+        ram,
+    } = claim(agent, opts.card)?;
+    let pci = status.pci.clone();
+    let mut checks = Vec::new();
+
+    let l = Link::read(&opts.sysfs, &pci);
+    checks.push(link::judge(l.as_ref(), opts.thresholds.link, &pci));
+
+    let live = info.as_ref().map(|i| Identity {
+        design_version: i.design_version,
+        build_hash: i.build_hash,
+    });
+    let want = id_expect(opts, &AgentDesign::from(&status));
+    checks.push(judge::id_block(live, want.as_ref()));
 
     checks.extend(measure(&dev, ram, opts));
     checks.push(judge::gpu_path(gpu(&dev, ram), &opts.thresholds));
-    Ok(Report::new(card, pci, checks))
+    Ok(Report::new(opts.card, pci, checks))
 }
 
 /// The host-memory DMA checks.
@@ -140,7 +164,12 @@ fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
         bw(Direction::C2h),
         bw(Direction::RoundTrip),
     );
-    let lat = dma::latency(dev, opts.latency_bytes.min(ram), opts.latency_samples);
+    let lat = dma::latency(
+        dev,
+        Direction::RoundTrip,
+        opts.latency_bytes.min(ram),
+        opts.latency_samples,
+    );
     vec![
         judge::integrity(integrity.as_ref()),
         judge::bandwidth("h2c-bandwidth", h2c.as_ref(), t.min_h2c_mbps),

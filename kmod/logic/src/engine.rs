@@ -133,6 +133,8 @@ pub struct Run {
     killed: bool,
     /// The engine writes back its completed count.
     writeback: bool,
+    /// Its interrupt mask was set (at start or by [`arm`]): the end clears it. Between runs it is 0.
+    armed: bool,
 }
 
 impl Run {
@@ -148,13 +150,15 @@ impl Run {
         }
         let chain = build()?;
         p.rearm();
-        program(p, &chain, wake == Wake::Irq)?;
+        let armed = wake == Wake::Irq;
+        program(p, &chain, armed)?;
         Ok(Run {
             chain,
             wake,
             completed: false,
             killed: false,
             writeback: p.writeback_addr().is_some(),
+            armed,
         })
     }
 
@@ -178,6 +182,7 @@ impl Run {
                 self.completed = true;
                 return;
             }
+            self.armed = true;
             if arm(p).is_err() {
                 return;
             }
@@ -201,7 +206,7 @@ impl Run {
         } else {
             outcome(p, &self.chain, self.completed, self.writeback)
         };
-        end(p, judged)?;
+        end(p, judged, self.armed)?;
         Ok(self.chain.bytes)
     }
 
@@ -237,13 +242,19 @@ pub fn transfer<P: Platform + ?Sized>(
 /// Programs the chain and sets Run, last, under the gate; with `irq` its interrupt is armed. An error means
 /// Run was not written: nothing runs. No stale status is read first: every run's status was read-to-clear
 /// when it ended (interrupt handler, poll or `stop`), and Run's rising edge clears bits [23:1] anyway.
+///
+/// Every address is written for every run, never assumed kept: a reset of the function behind the
+/// driver's back (sysfs `reset`) zeroes them, and a stale zero would send the engine's descriptor fetch
+/// and write-back to bus address 0. The interrupt mask of an unarmed run is not written: between runs it
+/// is 0 (every armed run's end clears it, `stop` clears it, and 0 is its reset value), so a reset leaves
+/// it as the driver expects.
 fn program<P: Platform + ?Sized>(p: &P, c: &Chain, irq: bool) -> Result<(), Errno> {
     let wb = p.writeback_addr();
     p.gated(&mut || {
         let ch = Channel::new(p, p.dir());
         ch.set_chain(c.first, c.first_adj)?;
-        ch.set_int_mask(if irq { INT_MASK } else { 0 })?;
         if irq {
+            ch.set_int_mask(INT_MASK)?;
             ch.irq_enable(true)?;
         }
         let mut ctrl = CTRL_START;
@@ -366,9 +377,9 @@ fn outcome<P: Platform + ?Sized>(
 /// The one way out of a judged run: the engine is stopped and shown idle before the caller may unpin its
 /// pages or rewrite the table. An engine that cannot be shown idle wedges the card and the request fails
 /// with EIO (ENODEV if the card is gone): the caller keeps its pages pinned until unbind.
-fn end<P: Platform + ?Sized>(p: &P, judged: Result<(), Errno>) -> Result<(), Errno> {
+fn end<P: Platform + ?Sized>(p: &P, judged: Result<(), Errno>, armed: bool) -> Result<(), Errno> {
     let idle = match judged {
-        Ok(()) => clear_run(p) || stop(p),
+        Ok(()) => clear_run(p, armed) || stop(p),
         Err(_) => stop(p),
     };
     if idle {
@@ -391,15 +402,18 @@ pub fn halt<P: Platform + ?Sized>(p: &P) -> Result<(), Errno> {
     Err(removal_or(p, Errno::EIO))
 }
 
-/// After a completed chain: clears Run and the interrupt mask; whether the engine is idle. The status that
-/// told us the chain ended (read-to-clear, bit 0 the live busy bit) already shows it when busy was clear
-/// then: a stopped engine starts again only on a rising edge of Run. Otherwise it is read again.
-fn clear_run<P: Platform + ?Sized>(p: &P) -> bool {
+/// After a completed chain: clears Run and, if the run was `armed`, the interrupt mask; whether the engine
+/// is idle. The status that told us the chain ended (read-to-clear, bit 0 the live busy bit) already shows
+/// it when busy was clear then: a stopped engine starts again only on a rising edge of Run. Otherwise it
+/// is read again.
+fn clear_run<P: Platform + ?Sized>(p: &P, armed: bool) -> bool {
     let seen_idle = !Status(p.status()).busy();
     let ch = Channel::new(p, p.dir());
     let idle = || -> Result<bool, Errno> {
         ch.clear_run()?;
-        ch.set_int_mask(0)?;
+        if armed {
+            ch.set_int_mask(0)?;
+        }
         Ok(seen_idle || !ch.status()?.busy())
     };
     idle().unwrap_or(false)

@@ -26,9 +26,10 @@ pub const DLLP_BYTES: u64 = 8;
 /// A TLP never crosses this host address boundary.
 pub const TLP_BOUNDARY: u64 = 4096;
 
-/// The link and host parameters of the timing model. Defaults: the PicoEVB (Gen2 x1) in a host that
-/// programs MPS 128 / MRRS 512 (what Linux leaves by default, and what the model's config space resets to);
-/// `mps`/`mrrs` are overridden by what the OS wrote into the device control register when Run rises.
+/// The link and host parameters of the timing model. [`Params::default`] is [`Profile::Jetson`]: the PicoEVB
+/// (Gen2 x1) behind a Jetson root port, which L4T programs to MPS 256 / MRRS 512. [`Profile::PcieReset`]
+/// keeps the PCIe reset values (MPS 128 / MRRS 512) and takes what the OS wrote into the device control
+/// register when Run rises, as a generic Linux host leaves them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
     /// Wire time of one byte in picoseconds: 2000 ps = 500 MB/s (5 GT/s, 8b/10b, x1).
@@ -37,6 +38,10 @@ pub struct Params {
     pub mps: u64,
     /// Max read request size (bytes).
     pub mrrs: u64,
+    /// 1: MPS and MRRS are what the OS wrote into the device control register when Run rose, instead of
+    /// `mps`/`mrrs`. 0 in the Jetson profile: the bench's guest cannot program MPS 256 (QEMU's root port
+    /// supports 128 only), so the profile stands for what L4T programs.
+    pub os_payload: u64,
     /// Payload of each read completion the host returns (its read completion boundary split).
     pub cpl_bytes: u64,
     /// DLLPs (Ack or UpdateFC) the receiver sends back per 1000 TLPs received.
@@ -53,12 +58,34 @@ pub struct Params {
     pub mmio_write_ns: u64,
 }
 
-impl Default for Params {
-    fn default() -> Self {
-        Self {
+/// The named starting points of [`Params`] (`--timing NAME[,key=value...]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// The default: MPS 256 / MRRS 512 as L4T's root port programs them, whatever the guest wrote.
+    Jetson,
+    /// The PCIe reset values, MPS 128 / MRRS 512, overridden by what the OS programs (the pessimistic corner).
+    PcieReset,
+}
+
+impl Profile {
+    /// Every profile with its name on the command line and the control channel.
+    pub const ALL: [(&'static str, Profile); 2] = [
+        ("jetson", Profile::Jetson),
+        ("pcie-reset", Profile::PcieReset),
+    ];
+
+    /// The profile called `name`.
+    pub fn named(name: &str) -> Option<Profile> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
+    }
+
+    /// Its parameters.
+    pub fn params(self) -> Params {
+        let reset = Params {
             ps_per_byte: 2000,
             mps: 128,
             mrrs: 512,
+            os_payload: 1,
             cpl_bytes: 64,
             dllps_per_1000_tlps: 500,
             read_latency_ns: 1000,
@@ -66,6 +93,36 @@ impl Default for Params {
             irq_latency_ns: 5000,
             mmio_read_ns: 1000,
             mmio_write_ns: 60,
+        };
+        match self {
+            Profile::PcieReset => reset,
+            Profile::Jetson => Params {
+                mps: 256,
+                os_payload: 0,
+                ..reset
+            },
+        }
+    }
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Profile::Jetson.params()
+    }
+}
+
+impl Params {
+    /// The PCIe reset profile's parameters ([`Profile::PcieReset`]).
+    pub fn pcie_reset() -> Self {
+        Profile::PcieReset.params()
+    }
+
+    /// MPS and MRRS for a run, given what the OS programmed.
+    pub fn payload(&self, os_mps: u64, os_mrrs: u64) -> (u64, u64) {
+        if self.os_payload != 0 {
+            (os_mps, os_mrrs)
+        } else {
+            (self.mps, self.mrrs)
         }
     }
 }
@@ -121,6 +178,12 @@ impl Params {
             if v == 0 {
                 return Err(format!("timing parameter {name} must be > 0"));
             }
+        }
+        if self.os_payload > 1 {
+            return Err(format!(
+                "timing parameter os_payload must be 0 or 1, not {}",
+                self.os_payload
+            ));
         }
         for (name, v) in [
             ("mps", self.mps),
@@ -233,7 +296,7 @@ mod tests {
 
     #[test]
     fn c2h_64k_at_mps_128_takes_what_the_formula_says() {
-        let p = Params::default();
+        let p = Params::pcie_reset();
         let w = p.wire(Dir::C2h, 0x1000, 65536);
         // 512 write TLPs of 128 bytes, each with a 16-byte header and 8 bytes of framing.
         assert_eq!(w.data_tlps, 512);
@@ -251,7 +314,7 @@ mod tests {
     fn c2h_at_mps_256_is_faster() {
         let p = Params {
             mps: 256,
-            ..Params::default()
+            ..Params::pcie_reset()
         };
         let w = p.wire(Dir::C2h, 0, 65536);
         assert_eq!(w.data_tlps, 256);
@@ -260,7 +323,7 @@ mod tests {
 
     #[test]
     fn h2c_64k_counts_requests_and_completions() {
-        let p = Params::default();
+        let p = Params::pcie_reset();
         let w = p.wire(Dir::H2c, 0, 65536);
         assert_eq!(w.request_tlps, 128, "MRRS 512");
         assert_eq!(w.data_tlps, 1024, "64-byte completions");
@@ -277,7 +340,7 @@ mod tests {
         let p = Params {
             read_tags: 2,
             read_latency_ns: 10_000,
-            ..Params::default()
+            ..Params::pcie_reset()
         };
         let w = p.wire(Dir::H2c, 0, 65536);
         assert_eq!(p.data_ns(Dir::H2c, &w), 640_000);
@@ -285,14 +348,14 @@ mod tests {
 
     #[test]
     fn unaligned_host_addresses_cost_extra_tlps() {
-        let p = Params::default();
+        let p = Params::pcie_reset();
         assert_eq!(p.wire(Dir::C2h, 0x1040, 4096).data_tlps, 33);
         assert_eq!(p.wire(Dir::C2h, 0x1000, 4096).data_tlps, 32);
     }
 
     #[test]
     fn fetch_and_small_writes() {
-        let p = Params::default();
+        let p = Params::pcie_reset();
         // One descriptor: 1 us latency + (32 + 20) bytes.
         assert_eq!(p.fetch_ns(1), 1000 + 104);
         // 64 descriptors: 2048 bytes in 32 completions.
@@ -302,15 +365,15 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused() {
-        assert!(Params::default().validate().is_ok());
+        assert!(Params::pcie_reset().validate().is_ok());
         let zero = Params {
             mps: 0,
-            ..Params::default()
+            ..Params::pcie_reset()
         };
         assert!(zero.validate().unwrap_err().contains("mps must be > 0"));
         let odd = Params {
             mrrs: 384,
-            ..Params::default()
+            ..Params::pcie_reset()
         };
         assert!(odd.validate().unwrap_err().contains("power of two"));
     }

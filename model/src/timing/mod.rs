@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use gdr_model_control::{Ceiling, TimingEngine, TimingReply};
 
-pub use link::{Params, Wire};
+pub use link::{Params, Profile, Wire};
 
 /// What one engine run did, accumulated by the worker without the state lock.
 #[derive(Clone, Copy, Debug, Default)]
@@ -190,14 +190,16 @@ impl Timing {
         self.clock += self.params.mmio_read_ns;
     }
 
-    /// Run rose on `dir`: the parameters its run uses, or None with timing off.
-    pub fn start(&mut self, dir: Dir, mps: u64, mrrs: u64) -> Option<Params> {
+    /// Run rose on `dir` with the OS's MPS and MRRS in the device control register: the parameters its run
+    /// uses (the profile's MPS and MRRS unless it follows the OS), or None with timing off.
+    pub fn start(&mut self, dir: Dir, os_mps: u64, os_mrrs: u64) -> Option<Params> {
         if !self.enabled {
             return None;
         }
         let e = &mut self.engines[dir.index()];
         e.started = Some(self.clock.max(e.free_at));
         e.unobserved = None;
+        let (mps, mrrs) = self.params.payload(os_mps, os_mrrs);
         Some(Params {
             mps,
             mrrs,
@@ -307,10 +309,11 @@ impl DirBits for u32 {
 }
 
 /// The parameter names the CLI and the control socket accept, with their fields.
-const NAMES: [&str; 10] = [
+const NAMES: [&str; 11] = [
     "ps_per_byte",
     "mps",
     "mrrs",
+    "os_payload",
     "cpl_bytes",
     "dllps_per_1000_tlps",
     "read_latency_ns",
@@ -325,6 +328,7 @@ fn field<'a>(p: &'a mut Params, name: &str) -> Option<&'a mut u64> {
         "ps_per_byte" => &mut p.ps_per_byte,
         "mps" => &mut p.mps,
         "mrrs" => &mut p.mrrs,
+        "os_payload" => &mut p.os_payload,
         "cpl_bytes" => &mut p.cpl_bytes,
         "dllps_per_1000_tlps" => &mut p.dllps_per_1000_tlps,
         "read_latency_ns" => &mut p.read_latency_ns,
@@ -348,13 +352,30 @@ pub fn set_param(p: &mut Params, name: &str, value: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses the CLI's `--timing` value: `on`, or `key=value,...` over the defaults.
+/// Parses the CLI's `--timing` value: `on` (the default profile), or a profile name
+/// ([`Profile::ALL`]) and/or `key=value` pairs over it, comma-separated, the name first.
 pub fn parse_spec(spec: &str) -> Result<Params, String> {
-    let mut p = Params::default();
-    if spec == "on" || spec.is_empty() {
-        return Ok(p);
-    }
-    for kv in spec.split(',') {
+    let mut items = spec.split(',').filter(|s| !s.is_empty()).peekable();
+    let mut p = match items.peek().copied() {
+        Some("on") => {
+            items.next();
+            Params::default()
+        }
+        Some(name) if !name.contains('=') => {
+            items.next();
+            Profile::named(name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Profile::ALL.iter().map(|(n, _)| *n).collect();
+                    format!(
+                        "--timing: '{name}' is neither a profile ({}) nor key=value",
+                        known.join(", ")
+                    )
+                })?
+                .params()
+        }
+        _ => Params::default(),
+    };
+    for kv in items {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("--timing: '{kv}' is not key=value"))?;
@@ -382,8 +403,9 @@ fn params_map(p: &Params) -> BTreeMap<String, u64> {
 mod tests {
     use super::*;
 
+    /// Timing on with the PCIe reset profile, which the formulas below are worked out for.
     fn on() -> Timing {
-        Timing::new(true, Params::default())
+        Timing::new(true, Params::pcie_reset())
     }
 
     fn c2h_64k(p: Params) -> RunCost {
@@ -456,13 +478,30 @@ mod tests {
 
     #[test]
     fn chains_pay_one_fetch_and_one_interrupt() {
-        let p = Params::default();
+        let p = Params::pcie_reset();
         let mut chain = RunCost::new(Dir::C2h, p);
         chain.block(16);
         for i in 0..16 {
             chain.descriptor(0x10_0000 + i * 0x2000, 4096);
         }
         assert_eq!(chain.ns(), p.fetch_ns(16) + 16 * 32 * 152 * 2);
+    }
+
+    #[test]
+    fn the_jetson_profile_keeps_its_payload_and_the_reset_one_follows_the_os() {
+        let mut t = Timing::new(true, Params::default());
+        let p = t.start(Dir::C2h, 128, 512).unwrap();
+        assert_eq!(
+            (p.mps, p.mrrs),
+            (256, 512),
+            "L4T's values, whatever the guest wrote"
+        );
+        let mut t = Timing::new(true, Params::pcie_reset());
+        let p = t.start(Dir::C2h, 256, 1024).unwrap();
+        assert_eq!((p.mps, p.mrrs), (256, 1024), "what the OS programmed");
+        assert!((t.reply().ceiling_mbps.c2h - 500.0 * 128.0 / 152.0).abs() < 0.01);
+        let jetson = Timing::new(true, Params::default());
+        assert!((jetson.reply().ceiling_mbps.c2h - 500.0 * 256.0 / 280.0).abs() < 0.01);
     }
 
     #[test]
@@ -479,9 +518,24 @@ mod tests {
     #[test]
     fn spec_parsing() {
         assert_eq!(parse_spec("on").unwrap(), Params::default());
+        assert_eq!(parse_spec("jetson").unwrap(), Params::default());
+        assert_eq!(parse_spec("").unwrap(), Params::default());
+        let r = parse_spec("pcie-reset,irq_latency_ns=2000").unwrap();
+        assert_eq!((r.mps, r.os_payload, r.irq_latency_ns), (128, 1, 2000));
+        assert!(
+            parse_spec("thor")
+                .unwrap_err()
+                .contains("neither a profile (jetson, pcie-reset) nor key=value")
+        );
+        assert!(
+            parse_spec("mps=256,jetson")
+                .unwrap_err()
+                .contains("not key=value")
+        );
+        assert!(parse_spec("os_payload=2").unwrap_err().contains("0 or 1"));
         let p = parse_spec("mps=256,irq_latency_ns=2000").unwrap();
         assert_eq!((p.mps, p.irq_latency_ns), (256, 2000));
-        assert!(parse_spec("mps").unwrap_err().contains("not key=value"));
+        assert!(parse_spec("mps").unwrap_err().contains("neither a profile"));
         assert!(
             parse_spec("bogus=1")
                 .unwrap_err()

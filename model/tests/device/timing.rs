@@ -13,9 +13,14 @@ fn ask(r: &Rig, line: &str) -> Value {
     serde_json::from_str(&handle_line(&r.dev, line)).unwrap()
 }
 
+/// Timing on with the PCIe reset profile (MPS from the device control register, which resets to 128).
 fn timed() -> Rig {
+    timed_with(Params::pcie_reset())
+}
+
+fn timed_with(p: Params) -> Rig {
     Rig::with(DeviceOptions {
-        timing: Some(Params::default()),
+        timing: Some(p),
         ..DeviceOptions::default()
     })
 }
@@ -48,6 +53,17 @@ fn mps_comes_from_the_device_control_register() {
     r.single(Dir::C2h, 0, DST, 65536);
     let t = ask(&r, r#"{"cmd":"timing"}"#);
     assert_eq!(t["c2h"]["data_tlps"], 256);
+}
+
+#[test]
+fn the_jetson_profile_runs_at_mps_256_whatever_the_guest_programmed() {
+    let r = timed_with(Params::default());
+    // The device control register keeps its reset MPS, 128 bytes.
+    r.single(Dir::C2h, 0, DST, 65536);
+    let t = ask(&r, r#"{"cmd":"timing"}"#);
+    assert_eq!(t["c2h"]["data_tlps"], 256);
+    assert_eq!(t["params"]["mps"], 256);
+    assert_eq!(t["params"]["os_payload"], 0);
 }
 
 #[test]

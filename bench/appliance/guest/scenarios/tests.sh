@@ -83,7 +83,8 @@ if ! have gdrctl; then
     "tiers: an application user cannot Reprogram" "api: busctl introspect shows typed signatures" \
     "polkit: a rule lets alice SetLeds, mallory is refused" \
     "gdrctl: --version, cards by PCI address" "gdrctl: reprogram shows its progress" \
-    "watchdog: a stall is noticed by systemd" "validate: every check passes on the emulated card, GPU path skipped"; do
+    "watchdog: a stall is noticed by systemd" "validate: every check passes on the emulated card, GPU path skipped" \
+    "latency: distributions per operation and size"; do
     skip "$n" "gdrctl is not in the layer"
   done
   return 0
@@ -260,6 +261,23 @@ else
   fail "validate: no such card could not run, exit 2" "rc=$rc $out"
 fi
 t_took "validate"
+
+# 6c. Issue 22 item 4: `gdrctl latency` times each transfer through an fd from Open (wall time: TCG's, so
+#     only the shape is checked): every operation at every size, its quantiles in order; a size above the
+#     card RAM is refused (exit 1) before anything runs.
+t_start
+show timeout 300 gdrctl latency 0 --sizes 64,4K --samples 20
+out=$(timeout 300 gdrctl --json latency 0 --sizes 64,4K --samples 20 2>/dev/null); rc=$?
+rows=$(jq -r '[.[] | "\(.op)/\(.bytes)/\(.samples)"] | join(" ")' <<<"$out" 2>/dev/null)
+big=$(timeout 60 gdrctl latency 0 --sizes 128K --samples 1 2>&1); big_rc=$?
+if [ $rc -eq 0 ] && [ "$rows" = "h2c/64/20 h2c/4096/20 c2h/64/20 c2h/4096/20 h2c2h/64/20 h2c2h/4096/20" ] &&
+  jq -e 'all(.[]; 0 < .min_us and .min_us <= .p50_us and .p50_us <= .p99_us and .p99_us <= .p999_us and .p999_us <= .max_us)' <<<"$out" >/dev/null &&
+  [ $big_rc -eq 1 ] && [[ $big == *"more than the card RAM"* ]]; then
+  pass "latency: distributions per operation and size ($(jq -r '[.[] | select(.bytes == 4096) | "\(.op) 4K p50 \(.p50_us | floor) us"] | join(", ")' <<<"$out"))"
+else
+  fail "latency: distributions per operation and size" "rc=$rc rows: $rows; 128K: rc=$big_rc $big; $(head -c 800 <<<"$out")"
+fi
+t_took "latency"
 
 # 7. A malformed config is refused with file, line and key on reload; the agent keeps the running one.
 t_start
