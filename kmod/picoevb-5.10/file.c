@@ -231,7 +231,7 @@ static int live_facts(struct pevb_card *card, struct pevb_facts *facts)
 	if (pevb_rd(card, PEVB_REGS.blocks[3]) == U32_MAX)
 		ret = pevb_card_vanished(card) ? -ENODEV : -EIO;
 	else if (facts->id_block) {
-		ret = pevb_user_identity(card, &facts->design_version, &facts->build_hash);
+		ret = pevb_user_identity(card, &facts->design_version, &facts->build_hash, &facts->stream);
 		/* 0: the ID block probe found has vanished, so this is not the card probe found. */
 		ret = ret > 0 ? 0 : (ret ?: -EIO);
 	}
@@ -259,7 +259,7 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return -ENOTTY;
 	if (op != PEVB_OP_LED && (_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(buf, uarg, size))
 		return -EFAULT;
-	ret = pevb_ioctl_check(op, arg, buf, size, card->facts.ram_size, &req);
+	ret = pevb_ioctl_check(op, arg, buf, size, &card->facts, &req);
 	if (ret)
 		return ret;
 	switch (op) {
@@ -302,6 +302,13 @@ static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return pevb_surfaces_unpin(&pf->surfaces, req.value);
 	case PEVB_OP_REG_CACHE:
 		ret = pevb_cache_control(pf->cache, buf, size);
+		break;
+	case PEVB_OP_STREAM:
+		ret = pevb_card_begin(card);
+		if (ret)
+			return ret;
+		ret = pevb_user_stream(card, buf, size);
+		pevb_card_end(card);
 		break;
 	case PEVB_OP_RAM_OWNER: {
 		u32 state;

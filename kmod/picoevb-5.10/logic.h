@@ -132,6 +132,8 @@
 
 #define PEVB_OP_PIN_HOST 11
 
+#define PEVB_OP_STREAM 12
+
 /**
  * Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
  */
@@ -254,6 +256,10 @@ struct pevb_facts {
          * The registration cache works on this kernel (it has mmu notifiers).
          */
         uint32_t reg_cache;
+        /**
+         * The ID block says the design has the stream block.
+         */
+        uint32_t stream;
         uint64_t ram_size;
 };
 
@@ -607,13 +613,20 @@ int pevb_cuda_pin(void *call);
 int pevb_ioctl_op(uint32_t cmd);
 
 /**
- * Checks the arguments of operation `op`: `arg` is the ioctl's argument, `buf`/`len` the bytes copied in
- * from it (if the command writes). Fills `out`; returns 0 or a negative errno.
+ * Checks the arguments of operation `op` on the card `facts` describes: `arg` is the ioctl's argument,
+ * `buf`/`len` the bytes copied in from it (if the command writes). Fills `out`; returns 0 or a negative
+ * errno.
  *
  * # Safety
- * `buf` is valid for `len` bytes (or null with `len` 0); `out` is valid for writing.
+ * `buf` is valid for `len` bytes (or null with `len` 0); `facts` is valid for reading; `out` is valid for
+ * writing.
  */
-int pevb_ioctl_check(int op, size_t arg, const void *buf, size_t len, uint64_t ram, struct pevb_req *out);
+int pevb_ioctl_check(int op,
+                     size_t arg,
+                     const void *buf,
+                     size_t len,
+                     const struct pevb_facts *facts,
+                     struct pevb_req *out);
 
 /**
  * Writes a finished request's results into the copy-out buffer: the DMA time of a transfer, the handle of
@@ -819,12 +832,23 @@ uint32_t pevb_ram_state(struct pevb_ram_owner *o, uint64_t *m, uint32_t pid);
 int pevb_user_set_leds(void *card, uint32_t value);
 
 /**
- * Reads the gdr ID block: 1 with `*design_version` and `*build_hash` set, 0 where the bitstream has none
- * (NVIDIA's reference design), or a negative errno.
+ * Reads the gdr ID block: 1 with `*design_version`, `*build_hash` and `*stream` (the design has the stream
+ * block) set, 0 where the bitstream has none (NVIDIA's reference design), or a negative errno.
  *
  * # Safety
- * `card` as for `pevb_user_set_leds`; `design_version` and `build_hash` writable.
+ * `card` as for `pevb_user_set_leds`; `design_version`, `build_hash` and `stream` writable.
  */
-int pevb_user_identity(void *card, uint32_t *design_version, uint32_t *build_hash);
+int pevb_user_identity(void *card, uint32_t *design_version, uint32_t *build_hash, uint32_t *stream);
+
+/**
+ * IOC_STREAM on the card's stream block: reads the argument from `buf` (`len` bytes, checked before by
+ * `pevb_ioctl_check`), carries it out (`stream_ctl::control`) and writes the answer back into `buf`; 0 or a
+ * negative errno.
+ *
+ * # Safety
+ * `card` as for `pevb_user_set_leds`, held (the gate) by the caller; `buf` valid for reading and writing
+ * `len` bytes.
+ */
+int pevb_user_stream(void *card, void *buf, size_t len);
 
 #endif  /* PEVB_LOGIC_H */

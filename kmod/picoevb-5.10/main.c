@@ -67,7 +67,8 @@ static int identify(struct pevb_card *card)
 			return -ENODEV;
 		}
 	}
-	ret = pevb_user_identity(card, &card->facts.design_version, &card->facts.build_hash);
+	ret = pevb_user_identity(card, &card->facts.design_version, &card->facts.build_hash,
+				 &card->facts.stream);
 	if (ret < 0)
 		return ret;
 	card->facts.id_block = ret;

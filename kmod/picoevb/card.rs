@@ -8,13 +8,14 @@ use crate::channel::{Channel, IrqRegs, Regs32};
 use crate::duplex::Engines;
 use crate::engine::Engine;
 use crate::gpio::Leds;
-use crate::idblock::IdBlock;
+use crate::idblock::{self, IdBlock};
 use crate::ids;
 use crate::port::{Active, Port, UserBar};
 use crate::ram::{Ram, RamUse};
 use crate::ram_owner::{Member, Op};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
+use crate::{request, stream_ctl};
 use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
@@ -36,6 +37,8 @@ pub(crate) struct Identity {
     pub(crate) id_block: bool,
     pub(crate) design_version: u32,
     pub(crate) build_hash: u32,
+    /// The ID block says the design has the stream block.
+    pub(crate) stream: bool,
 }
 
 #[pin_data]
@@ -100,6 +103,26 @@ impl Card {
     /// The card RAM's size in bytes.
     pub(crate) fn ram_size(&self) -> u64 {
         self.ram.size()
+    }
+
+    /// What a one-way transfer is checked against (`request::h2c`, `request::c2h`).
+    pub(crate) fn limits(&self) -> request::Card {
+        request::Card {
+            ram: self.ram.size(),
+            stream: self.caps.load(Ordering::Acquire) & abi::CAP_STREAM != 0,
+        }
+    }
+
+    /// IOC_STREAM on the card's stream block (EOPNOTSUPP without one).
+    pub(crate) fn stream_control(&self, op: stream_ctl::Op) -> Result<abi::Stream> {
+        if !self.limits().stream {
+            return Err(crate::errors::kerr(crate::errno::Errno::EOPNOTSUPP));
+        }
+        let _active = self.begin()?;
+        stream_ctl::control(&*self.user_regs()?, op).map_err(|e| match e {
+            stream_ctl::Refused::Invalid => EINVAL,
+            stream_ctl::Refused::Access(e) => e,
+        })
     }
 
     /// The books of what the card keeps mapped beyond one request (`book.rs`).
@@ -204,6 +227,7 @@ impl Card {
             id_block: id.is_some(),
             design_version: id.map_or(0, |i| i.design_version),
             build_hash: id.map_or(0, |i| i.build_hash),
+            stream: id.is_some_and(|i| i.caps & idblock::CAP_STREAM != 0),
         })
     }
 
@@ -226,6 +250,9 @@ impl Card {
             self.design_version
                 .store(id.design_version, Ordering::Relaxed);
             self.build_hash.store(id.build_hash, Ordering::Relaxed);
+        }
+        if id.stream {
+            caps |= abi::CAP_STREAM;
         }
         self.caps.store(caps, Ordering::Release);
     }

@@ -16,6 +16,7 @@ use crate::ram_owner::{self, Member};
 use crate::regcache::{self, HostPin, RegCache};
 use crate::request;
 use crate::segments::Cursor;
+use crate::stream_ctl;
 use crate::xdma::Dir;
 use crate::PicoevbDriver;
 use kernel::{
@@ -290,12 +291,12 @@ impl MiscDevice for PicoevbFile {
             )?,
             abi::IOC_ABI_INFO => write_out(arg, &me.abi_info()?)?,
             abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
-                let x = request::h2c(req, card.ram_size()).map_err(kerr)?;
+                let x = request::h2c(req, &card.limits()).map_err(kerr)?;
                 req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::H2c, &x))?;
                 Ok(())
             })?,
             abi::IOC_C2H_DMA => inout(arg, |req: &mut abi::C2hDma| {
-                let x = request::c2h(req, card.ram_size()).map_err(kerr)?;
+                let x = request::c2h(req, &card.limits()).map_err(kerr)?;
                 req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::C2h, &x))?;
                 Ok(())
             })?,
@@ -355,6 +356,11 @@ impl MiscDevice for PicoevbFile {
             abi::IOC_REG_CACHE => inout(arg, |req: &mut abi::RegCache| {
                 let op = cache_policy::parse(req).map_err(kerr)?;
                 *req = me.cache.control(op);
+                Ok(())
+            })?,
+            abi::IOC_STREAM => inout(arg, |req: &mut abi::Stream| {
+                let op = stream_ctl::parse(req).map_err(kerr)?;
+                *req = card.stream_control(op)?;
                 Ok(())
             })?,
             abi::IOC_RAM_OWNER => inout(arg, |req: &mut abi::RamOwner| {

@@ -78,6 +78,12 @@ mod segments;
 #[path = "../logic/src/status.rs"]
 mod status;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/picoevb-regs/src/stream.rs"]
+mod stream;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/stream_ctl.rs"]
+mod stream_ctl;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/surface_life.rs"]
 mod surface_life;
 #[allow(dead_code, unreachable_pub)]
@@ -156,6 +162,10 @@ plain_bytes! {
     }
     abi::RamOwner { op, state, reserved }
     abi::ImportDmabuf { fd, flags, offset, size, handle, placement, reserved }
+    abi::Stream {
+        op, enable, record_bytes, period_ticks, source_seq, source_sent, source_overruns, source_depth,
+        sink_good, sink_gaps, sink_lost, sink_crc_errors, sink_bad_length, sink_expect, reserved
+    }
 }
 
 /// Card names (`/dev/picoevbN`, its debugfs folder).

@@ -259,6 +259,71 @@ impl Device {
         self.c2h_raw(dst.0 as u64, len, fpga_offset, abi::C2H_DST_CUDA)
     }
 
+    /// The next `dst.len()` bytes of the card's stream source: whole records when the length is a multiple
+    /// of the record size ([`Self::stream_control`]). Needs `CAP_STREAM` (ABI 1.5); the length a multiple of
+    /// 8. With no record ready the request waits for the source (bounded by the driver's timeout); a
+    /// disabled source reads as zeros.
+    pub fn stream_read(&self, dst: &mut [u8]) -> Result<Transfer, Error> {
+        self.c2h_raw(
+            dst.as_mut_ptr() as u64,
+            dst.len() as u64,
+            0,
+            abi::C2H_SRC_STREAM,
+        )
+    }
+
+    /// [`Self::stream_read`] into `len` bytes of pinned CUDA memory.
+    pub fn stream_read_cuda(&self, dst: CudaHandle, len: u64) -> Result<Transfer, Error> {
+        self.c2h_raw(
+            dst.0 as u64,
+            len,
+            0,
+            abi::C2H_DST_CUDA | abi::C2H_SRC_STREAM,
+        )
+    }
+
+    /// `src` into the card's stream checker, which counts good, corrupt and missing records
+    /// ([`Self::stream_control`]). Needs `CAP_STREAM`; the length a multiple of 8.
+    pub fn stream_write(&self, src: &[u8]) -> Result<Transfer, Error> {
+        self.h2c_raw(
+            src.as_ptr() as u64,
+            src.len() as u64,
+            0,
+            abi::H2C_DST_STREAM,
+        )
+    }
+
+    /// Controls and reads the card's stream block (IOC_STREAM): its source's settings and counters, its
+    /// checker's counters. The block is the card's, shared by every holder.
+    pub fn stream_control(&self, op: StreamOp) -> Result<abi::Stream, Error> {
+        let mut a = abi::Stream::default();
+        match op {
+            StreamOp::Query => a.op = abi::STREAM_QUERY,
+            StreamOp::Set {
+                enable,
+                record_bytes,
+                period_ticks,
+            } => {
+                if !picoevb_regs::stream::record_bytes_valid(record_bytes) {
+                    return Err(Error::InvalidArgument(format!(
+                        "a record of {record_bytes} bytes: records are 24 to 4096 bytes, a multiple of 8"
+                    )));
+                }
+                a = abi::Stream {
+                    op: abi::STREAM_SET,
+                    enable: enable.into(),
+                    record_bytes,
+                    period_ticks,
+                    ..a
+                };
+            }
+            StreamOp::ClearSource => a.op = abi::STREAM_CLEAR_SOURCE,
+            StreamOp::ClearSink => a.op = abi::STREAM_CLEAR_SINK,
+        }
+        self.ioctl("STREAM", abi::IOC_STREAM, &mut a)?;
+        Ok(a)
+    }
+
     fn h2c_raw(&self, src: u64, len: u64, dst: u64, flags: u64) -> Result<Transfer, Error> {
         let mut d = abi::H2cDma {
             src,
@@ -347,6 +412,24 @@ impl Device {
             dma_time_ns: d.dma_time_ns,
         })
     }
+}
+
+/// What [`Device::stream_control`] does before it reads the block back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamOp {
+    /// Only read.
+    Query,
+    /// The source on or off, its record size (change it only while it is off, or in the call that turns
+    /// it off) and its period in 8 ns ticks (0: a record whenever the engine asks, never a drop).
+    Set {
+        enable: bool,
+        record_bytes: u32,
+        period_ticks: u32,
+    },
+    /// The source's sequence, clock, counters and FIFO back to 0.
+    ClearSource,
+    /// The checker's counters and expected sequence back to 0.
+    ClearSink,
 }
 
 /// A host buffer or pinned range of `have` bytes must hold a transfer of `len`.
@@ -451,6 +534,34 @@ mod tests {
         // pin() on memory the driver refuses gives no guard at all.
         assert!(d.pin(0x1000, 4096).is_err());
         assert_eq!(ioctls(), ["PIN_CUDA"]);
+    }
+
+    #[test]
+    fn stream_calls_reach_the_driver_with_their_flags_and_bad_records_do_not() {
+        let d = Device::open_path(Path::new("/dev/null")).unwrap();
+        ioctls();
+        let bad = StreamOp::Set {
+            enable: true,
+            record_bytes: 100,
+            period_ticks: 0,
+        };
+        assert!(matches!(
+            d.stream_control(bad),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(ioctls().is_empty());
+        let ok = StreamOp::Set {
+            enable: true,
+            record_bytes: 256,
+            period_ticks: 0,
+        };
+        assert_eq!(
+            d.stream_control(ok).unwrap_err().errno(),
+            Some(libc::ENOTTY)
+        );
+        assert!(d.stream_read(&mut [0u8; 64]).is_err());
+        assert!(d.stream_write(&[0u8; 64]).is_err());
+        assert_eq!(ioctls(), ["STREAM", "C2H_DMA", "H2C_DMA"]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod gpu_path;
 
 pub use agent::{Agent, DEFAULT_TIMEOUT};
 pub use api::{CardStatus, SelfTest};
-pub use device::{CudaHandle, Device, Pinned, Sink, Source, Transfer};
+pub use device::{CudaHandle, Device, Pinned, Sink, Source, StreamOp, Transfer};
 pub use error::Error;
 
 /// Well-known bus name of the agent.

@@ -143,12 +143,22 @@ pub const H2C2H_DST_CUDA: u64 = 1 << 1;
 pub const H2C_SRC_CUDA: u64 = 1 << 0;
 /// C2H: `dst` is a CUDA handle.
 pub const C2H_DST_CUDA: u64 = 1 << 0;
+/// H2C (gdr, only with [`CAP_STREAM`]): the bytes go to the card's stream checker instead of card RAM;
+/// `dst` must be 0 and `len` a multiple of [`STREAM_ALIGN`].
+pub const H2C_DST_STREAM: u64 = 1 << 1;
+/// C2H (gdr, only with [`CAP_STREAM`]): the bytes are the next of the card's stream source (whole records
+/// while `len` is a multiple of the record size) instead of card RAM; `src` must be 0 and `len` a multiple
+/// of [`STREAM_ALIGN`]. With no record ready the engine waits for the source, so ask for no more than it
+/// produces within the request's timeout (2 s plus 1 ms per 4 KiB); a disabled source reads as zeros.
+pub const C2H_SRC_STREAM: u64 = 1 << 1;
 /// Valid H2C2H flag bits; any other bit is EINVAL.
 pub const H2C2H_FLAGS: u64 = H2C2H_SRC_CUDA | H2C2H_DST_CUDA;
 /// Valid H2C flag bits.
-pub const H2C_FLAGS: u64 = H2C_SRC_CUDA;
+pub const H2C_FLAGS: u64 = H2C_SRC_CUDA | H2C_DST_STREAM;
 /// Valid C2H flag bits.
-pub const C2H_FLAGS: u64 = C2H_DST_CUDA;
+pub const C2H_FLAGS: u64 = C2H_DST_CUDA | C2H_SRC_STREAM;
+/// A stream transfer's length is a multiple of this: one 64-bit AXI beat.
+pub const STREAM_ALIGN: u64 = 8;
 
 /// The reference ABI's values, as printed by its header on x86-64 and arm64. Checked at compile time.
 const _: () = {
@@ -171,8 +181,9 @@ const _: () = {
 // incompatibly; a minor bump adds ioctls or `caps` bits. Structs only grow at the end, into `reserved`.
 
 /// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
-/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST, 1.4 IOC_IMPORT_DMABUF.
-pub const ABI_VERSION: u32 = 1 << 16 | 4;
+/// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST, 1.4 IOC_IMPORT_DMABUF,
+/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags.
+pub const ABI_VERSION: u32 = 1 << 16 | 5;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -194,6 +205,9 @@ pub const CAP_RAM_OWNER: u64 = 1 << 5;
 pub const CAP_HOST_SURFACE: u64 = 1 << 6;
 /// Capability: IOC_IMPORT_DMABUF imports another driver's dma-buf as a surface.
 pub const CAP_DMABUF: u64 = 1 << 7;
+/// Capability: the card's design has the stream block (its ID block says so): IOC_STREAM and the
+/// `H2C_DST_STREAM`/`C2H_SRC_STREAM` transfers.
+pub const CAP_STREAM: u64 = 1 << 8;
 
 /// `PICOEVB_IOC_ABI_INFO` argument.
 #[repr(C)]
@@ -367,4 +381,62 @@ pub const IOC_IMPORT_DMABUF: u32 = iowr(0x44, core::mem::size_of::<ImportDmabuf>
 const _: () = {
     assert!(core::mem::size_of::<ImportDmabuf>() == 48);
     assert!(IOC_IMPORT_DMABUF == 0xc030_5044);
+};
+
+/// [`Stream::op`]: only read the settings and counters.
+pub const STREAM_QUERY: u32 = 0;
+/// [`Stream::op`]: set the source's `enable`, `record_bytes` and `period_ticks` (the record size only
+/// while it is disabled, or in the same call that disables it), then read.
+pub const STREAM_SET: u32 = 1;
+/// [`Stream::op`]: the source's sequence, timestamp clock, counters and FIFO back to 0, then read.
+pub const STREAM_CLEAR_SOURCE: u32 = 2;
+/// [`Stream::op`]: the checker's counters and expected sequence back to 0, then read.
+pub const STREAM_CLEAR_SINK: u32 = 3;
+
+/// `PICOEVB_IOC_STREAM` argument: the card's stream block (`picoevb_regs::stream`), a record source the
+/// C2H engine reads (`C2H_SRC_STREAM`) and a checker the H2C engine writes (`H2C_DST_STREAM`). The block is
+/// the card's, shared by every holder: whoever reads the source takes the next records.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stream {
+    /// In: `STREAM_QUERY`, `STREAM_SET`, `STREAM_CLEAR_SOURCE` or `STREAM_CLEAR_SINK`.
+    pub op: u32,
+    /// In (SET), out: 1 the source produces records, 0 it does not.
+    pub enable: u32,
+    /// In (SET), out: bytes per record, a multiple of 8 from 24 to 4096.
+    pub record_bytes: u32,
+    /// In (SET), out: 8 ns ticks between two records; 0 produces one whenever the engine asks (never drops).
+    pub period_ticks: u32,
+    /// Out: the sequence number of the next record the source produces.
+    pub source_seq: u32,
+    /// Out: records read out whole.
+    pub source_sent: u32,
+    /// Out: records dropped because the source's FIFO was full (their sequence numbers are used up).
+    pub source_overruns: u32,
+    /// Out: records the source's FIFO holds.
+    pub source_depth: u32,
+    /// Out: records the checker found whole, with a good CRC.
+    pub sink_good: u32,
+    /// Out: good records whose sequence number was not the one expected.
+    pub sink_gaps: u32,
+    /// Out: sequence numbers skipped, over every gap.
+    pub sink_lost: u32,
+    /// Out: records whose CRC or end marker was wrong.
+    pub sink_crc_errors: u32,
+    /// Out: record headers with an impossible length.
+    pub sink_bad_length: u32,
+    /// Out: the sequence number the checker expects next.
+    pub sink_expect: u32,
+    /// Reserved: zero in, zero out.
+    pub reserved: [u64; 2],
+}
+
+/// Control and read the stream block (only with [`CAP_STREAM`]; EOPNOTSUPP without). An invalid `op`,
+/// `enable` other than 0 or 1, an invalid record size, a record size change while the source stays
+/// enabled, or nonzero `reserved` is EINVAL, with nothing changed.
+pub const IOC_STREAM: u32 = iowr(0x45, core::mem::size_of::<Stream>());
+
+const _: () = {
+    assert!(core::mem::size_of::<Stream>() == 72);
+    assert!(IOC_STREAM == 0xc048_5045);
 };

@@ -100,6 +100,8 @@ pub struct Identity {
     pub design_version: u32,
     /// [`REG_BUILD_HASH`].
     pub build_hash: u32,
+    /// [`REG_CAPS`]: `CAP_*` bits.
+    pub caps: u32,
 }
 
 /// The block's registers, over BAR0.
@@ -126,6 +128,7 @@ impl<'a, R: Regs32 + ?Sized> IdBlock<'a, R> {
         Ok(Some(Identity {
             design_version: self.reg(REG_DESIGN_VERSION)?,
             build_hash: self.reg(REG_BUILD_HASH)?,
+            caps: self.reg(REG_CAPS)?,
         }))
     }
 }
@@ -144,16 +147,18 @@ mod tests {
             (0x800, MAGIC),
             (0x808, version(1, 2, 3)),
             (0x80c, 0xdead_beef),
+            (0x814, CAPS_PICOEVB),
         ]);
         assert_eq!(
             IdBlock::new(&f).identity(),
             Ok(Some(Identity {
                 design_version: version(1, 2, 3),
                 build_hash: 0xdead_beef,
+                caps: CAPS_PICOEVB,
             }))
         );
         let offsets: Vec<usize> = f.log.borrow().iter().map(|a| a.1).collect();
-        assert_eq!(offsets, [0x800, 0x808, 0x80c]);
+        assert_eq!(offsets, [0x800, 0x808, 0x80c, 0x814]);
     }
 
     #[test]

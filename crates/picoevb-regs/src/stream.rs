@@ -355,6 +355,41 @@ impl<'a, R: Regs32 + ?Sized> Stream<'a, R> {
         self.write(REG_SRC_CTRL, if on { SRC_ENABLE } else { 0 })
     }
 
+    /// Whether the source produces records now.
+    pub fn source_enabled(&self) -> Result<bool, R::Error> {
+        Ok(self.read(REG_SRC_CTRL)? & SRC_ENABLE != 0)
+    }
+
+    /// The source's configuration now.
+    pub fn source_config(&self) -> Result<SourceConfig, R::Error> {
+        Ok(SourceConfig {
+            record_bytes: self.read(REG_SRC_RECORD_BYTES)?,
+            period_ticks: self.read(REG_SRC_PERIOD)?,
+        })
+    }
+
+    /// Sets the record size (valid per [`record_bytes_valid`]; takes effect for records read out after it)
+    /// and the period, leaving enable, counters and sequence alone.
+    pub fn set_source(&self, c: SourceConfig) -> Result<(), ConfigError<R::Error>> {
+        if !record_bytes_valid(c.record_bytes) {
+            return Err(ConfigError::RecordBytes(c.record_bytes));
+        }
+        let w = |reg, v| self.write(reg, v).map_err(ConfigError::Access);
+        w(REG_SRC_RECORD_BYTES, c.record_bytes)?;
+        w(REG_SRC_PERIOD, c.period_ticks)
+    }
+
+    /// The source's sequence, timestamp clock, counters and FIFO back to 0 (enable kept).
+    pub fn clear_source(&self) -> Result<(), R::Error> {
+        let on = self.source_enabled()?;
+        self.write(REG_SRC_CTRL, SRC_CLEAR | if on { SRC_ENABLE } else { 0 })
+    }
+
+    /// Records the source's FIFO holds ([`REG_SRC_DEPTH`]).
+    pub fn source_depth(&self) -> Result<u32, R::Error> {
+        self.read(REG_SRC_DEPTH)
+    }
+
     /// The source's counters.
     pub fn source_status(&self) -> Result<SourceStatus, R::Error> {
         Ok(SourceStatus {

@@ -57,11 +57,11 @@ impl Side {
 /// What the engines do once every side is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
-    /// One engine between the side and `fpga` in card RAM.
+    /// One engine between the side and card address `fpga`: an offset in card RAM, or the stream window.
     OneWay {
         /// The engine.
         dir: Dir,
-        /// Offset in card RAM.
+        /// Card (AXI) address.
         fpga: u64,
     },
     /// Source -> card RAM -> destination, both engines.
@@ -103,6 +103,15 @@ impl Request {
             dst: Some(x.dst),
             len: x.len,
             work: Work::RoundTrip,
+        }
+    }
+
+    /// Whether the engines touch the card RAM, whose owner rule then applies: every request but a one-way
+    /// transfer with the stream block (a source or checker every holder shares, no holder's data).
+    pub fn uses_ram(&self) -> bool {
+        match self.work {
+            Work::OneWay { fpga, .. } => !crate::stream::in_window(fpga),
+            Work::RoundTrip => true,
         }
     }
 
@@ -174,6 +183,9 @@ pub fn run<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno>
 }
 
 fn in_ram<S: Services + ?Sized>(s: &mut S, req: &Request) -> Result<u64, Errno> {
+    if !req.uses_ram() {
+        return reserved(s, req);
+    }
     s.ram_begin()?;
     let r = reserved(s, req);
     s.ram_end();

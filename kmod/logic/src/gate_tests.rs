@@ -241,6 +241,14 @@ fn shapes() -> Vec<Request> {
                 len: LEN,
             };
             v.push(Request::one_way(dir, &x));
+            // The same with the stream block instead of the card RAM.
+            v.push(Request::one_way(
+                dir,
+                &OneWay {
+                    fpga: crate::stream::WINDOW_AXI_ADDR,
+                    ..x
+                },
+            ));
         }
         for dst_gpu in [false, true] {
             v.push(Request::round_trip(&RoundTrip {
@@ -334,6 +342,15 @@ fn check(req: &Request, f: &Fake, r: Result<u64, Errno>) {
             ctx()
         );
     }
+    // The RAM's owner rule is asked for every request that uses the RAM, and for no stream transfer.
+    if ok(Ev::Begin) {
+        assert_eq!(
+            pos(log, Ev::RamBegin).is_some(),
+            req.uses_ram(),
+            "{}",
+            ctx()
+        );
+    }
     // Nesting: the hold ends last, the RAM use just before it, the reservation before that.
     let last = |ev: Ev| pos(log, ev).map(|i| log.len() - i);
     if ok(Ev::Begin) {
@@ -343,7 +360,8 @@ fn check(req: &Request, f: &Fake, r: Result<u64, Errno>) {
         assert_eq!(last(Ev::RamEnd), Some(2), "{}", ctx());
     }
     if pos(log, Ev::Unreserve).is_some() {
-        assert_eq!(last(Ev::Unreserve), Some(3), "{}", ctx());
+        let under = 2 + usize::from(req.uses_ram());
+        assert_eq!(last(Ev::Unreserve), Some(under), "{}", ctx());
     }
     // Host pins before any surface use; every take before the run; uses end before pins are let go.
     let idx = |pred: &dyn Fn(&Ev) -> bool| -> Vec<usize> {

@@ -25,7 +25,7 @@ pub enum Host {
 pub struct OneWay {
     /// Host memory.
     pub host: Host,
-    /// Offset in FPGA RAM.
+    /// Card (AXI) address: an offset in FPGA RAM, or the stream window's address.
     pub fpga: u64,
     /// Bytes.
     pub len: u64,
@@ -57,35 +57,55 @@ fn host(field: u64, cuda: bool, len: u64) -> Result<Host, Errno> {
     }
 }
 
-fn fpga_range(offset: u64, len: u64, ram: u64) -> Result<(), Errno> {
-    if len == 0 || len > ram || offset > ram - len {
-        return Err(Errno::EINVAL);
-    }
-    Ok(())
+/// What a one-way transfer is checked against: the card's RAM and whether its design has the stream block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Card {
+    /// Bytes of FPGA RAM.
+    pub ram: u64,
+    /// The ID block has `CAP_STREAM`.
+    pub stream: bool,
 }
 
-/// Checks PICOEVB_IOC_H2C_DMA against a card with `ram` bytes of FPGA RAM.
-pub fn h2c(req: &abi::H2cDma, ram: u64) -> Result<OneWay, Errno> {
+/// The card (AXI) address of a one-way transfer's device side: `offset` into the RAM, or with `stream` the
+/// stream window, whose address is the block's, not the caller's (`offset` must be 0).
+fn card_addr(offset: u64, len: u64, stream: bool, card: &Card) -> Result<u64, Errno> {
+    if stream {
+        if !card.stream {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if offset != 0 || len == 0 || len % abi::STREAM_ALIGN != 0 || len > MAX_H2C2H_LEN {
+            return Err(Errno::EINVAL);
+        }
+        return Ok(crate::stream::WINDOW_AXI_ADDR);
+    }
+    if len == 0 || len > card.ram || offset > card.ram - len {
+        return Err(Errno::EINVAL);
+    }
+    Ok(offset)
+}
+
+/// Checks PICOEVB_IOC_H2C_DMA against `card`.
+pub fn h2c(req: &abi::H2cDma, card: &Card) -> Result<OneWay, Errno> {
     if req.flags & !abi::H2C_FLAGS != 0 {
         return Err(Errno::EINVAL);
     }
-    fpga_range(req.dst, req.len, ram)?;
+    let fpga = card_addr(req.dst, req.len, req.flags & abi::H2C_DST_STREAM != 0, card)?;
     Ok(OneWay {
         host: host(req.src, req.flags & abi::H2C_SRC_CUDA != 0, req.len)?,
-        fpga: req.dst,
+        fpga,
         len: req.len,
     })
 }
 
-/// Checks PICOEVB_IOC_C2H_DMA against a card with `ram` bytes of FPGA RAM.
-pub fn c2h(req: &abi::C2hDma, ram: u64) -> Result<OneWay, Errno> {
+/// Checks PICOEVB_IOC_C2H_DMA against `card`.
+pub fn c2h(req: &abi::C2hDma, card: &Card) -> Result<OneWay, Errno> {
     if req.flags & !abi::C2H_FLAGS != 0 {
         return Err(Errno::EINVAL);
     }
-    fpga_range(req.src, req.len, ram)?;
+    let fpga = card_addr(req.src, req.len, req.flags & abi::C2H_SRC_STREAM != 0, card)?;
     Ok(OneWay {
         host: host(req.dst, req.flags & abi::C2H_DST_CUDA != 0, req.len)?,
-        fpga: req.src,
+        fpga,
         len: req.len,
     })
 }
@@ -157,9 +177,18 @@ mod tests {
                 flags,
                 dma_time_ns: 0,
             },
-            65536,
+            &CARD,
         )
     }
+
+    const CARD: Card = Card {
+        ram: 65536,
+        stream: false,
+    };
+    const STREAM_CARD: Card = Card {
+        ram: 65536,
+        stream: true,
+    };
 
     #[test]
     fn h2c_accepts_the_whole_ram_and_odd_offsets() {
@@ -205,7 +234,7 @@ mod tests {
                 flags: 0,
                 dma_time_ns: 0,
             },
-            65536,
+            &CARD,
         );
         assert_eq!(
             r,
@@ -220,12 +249,59 @@ mod tests {
                 dst: 0x5000,
                 src: 8,
                 len: 8,
-                flags: 2,
+                flags: 4,
                 dma_time_ns: 0,
             },
-            65536,
+            &CARD,
         );
         assert_eq!(r, Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn stream_transfers_need_the_block_and_whole_beats_and_name_no_offset() {
+        let c = |src, len, card: &Card| {
+            c2h(
+                &abi::C2hDma {
+                    dst: 0x5000,
+                    src,
+                    len,
+                    flags: abi::C2H_SRC_STREAM,
+                    dma_time_ns: 0,
+                },
+                card,
+            )
+        };
+        assert_eq!(
+            c(0, 1 << 20, &STREAM_CARD),
+            Ok(OneWay {
+                host: Host::User(0x5000),
+                fpga: crate::stream::WINDOW_AXI_ADDR,
+                len: 1 << 20
+            }),
+            "not bounded by the RAM"
+        );
+        assert_eq!(c(0, 4096, &CARD), Err(Errno::EOPNOTSUPP));
+        assert_eq!(c(8, 4096, &STREAM_CARD), Err(Errno::EINVAL));
+        assert_eq!(c(0, 4100, &STREAM_CARD), Err(Errno::EINVAL));
+        assert_eq!(c(0, 0, &STREAM_CARD), Err(Errno::EINVAL));
+        assert_eq!(c(0, MAX_H2C2H_LEN + 8, &STREAM_CARD), Err(Errno::EINVAL));
+        let h = |dst, len| {
+            h2c(
+                &abi::H2cDma {
+                    src: 0x1000,
+                    dst,
+                    len,
+                    flags: abi::H2C_DST_STREAM | abi::H2C_SRC_CUDA,
+                    dma_time_ns: 0,
+                },
+                &STREAM_CARD,
+            )
+        };
+        assert_eq!(
+            h(0, 256).map(|o| (o.host, o.fpga)),
+            Ok((Host::Cuda(0x1000), crate::stream::WINDOW_AXI_ADDR))
+        );
+        assert_eq!(h(64, 256), Err(Errno::EINVAL));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! build compiles, over the same shared logic (here through the host crates instead of `#[path]`).
 
 use picoevb_logic::{
-    abi, cache_policy, chain, errno, pipeline, ram_owner, request, segments, status, surface_life,
-    xdma,
+    abi, cache_policy, chain, errno, pipeline, ram_owner, request, segments, status, stream_ctl,
+    surface_life, xdma,
 };
 use picoevb_regs::{channel, pci as ids};
 

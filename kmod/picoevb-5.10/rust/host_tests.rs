@@ -10,14 +10,33 @@ fn bytes<T: Copy>(v: &T) -> Vec<u8> {
     unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
 }
 
+/// A card with 64 KiB of RAM, with or without the stream block.
+fn facts(stream: bool) -> PevbFacts {
+    PevbFacts {
+        card_index: 0,
+        msi: 1,
+        id_block: 1,
+        design_version: 0,
+        build_hash: 0,
+        provider: 0,
+        reg_cache: 1,
+        stream: stream.into(),
+        ram_size: 65536,
+    }
+}
+
 fn check(cmd: u32, arg: usize, buf: &[u8]) -> Result<PevbReq, i32> {
+    check_on(&facts(false), cmd, arg, buf)
+}
+
+fn check_on(facts: &PevbFacts, cmd: u32, arg: usize, buf: &[u8]) -> Result<PevbReq, i32> {
     let op = pevb_ioctl_op(cmd);
     if op < 0 {
         return Err(op);
     }
     let mut out = PevbReq::default();
-    // SAFETY: `buf` is valid for its length, `out` for writing.
-    let r = unsafe { pevb_ioctl_check(op, arg, buf.as_ptr().cast(), buf.len(), 65536, &mut out) };
+    // SAFETY: `buf` is valid for its length, `facts` for reading, `out` for writing.
+    let r = unsafe { pevb_ioctl_check(op, arg, buf.as_ptr().cast(), buf.len(), facts, &mut out) };
     if r == 0 {
         Ok(out)
     } else {
@@ -39,6 +58,7 @@ fn every_command_has_its_own_operation() {
         abi::IOC_REG_CACHE,
         abi::IOC_RAM_OWNER,
         abi::IOC_PIN_HOST,
+        abi::IOC_STREAM,
     ];
     let ops: Vec<i32> = cmds.iter().map(|&c| pevb_ioctl_op(c)).collect();
     assert!(ops.iter().all(|&o| o > 0), "{ops:?}");
@@ -67,7 +87,7 @@ fn checks_are_the_logics() {
         ..ok
     };
     assert_eq!(check(abi::IOC_H2C_DMA, 0, &bytes(&beyond)).err(), Some(-22));
-    let flag = abi::H2cDma { flags: 2, ..ok };
+    let flag = abi::H2cDma { flags: 4, ..ok };
     assert_eq!(check(abi::IOC_H2C_DMA, 0, &bytes(&flag)).err(), Some(-22));
     // The glue copied a wrong number of bytes: refused, never read past the buffer.
     assert_eq!(
@@ -122,6 +142,7 @@ fn abi_info_reports_the_facts() {
         build_hash: 9,
         provider: 0,
         reg_cache: 0,
+        stream: 0,
         ram_size: 65536,
     };
     let mut buf = vec![0u8; size_of::<abi::AbiInfo>()];
@@ -377,4 +398,43 @@ fn ram_owner_goes_through_the_logic() {
         assert_eq!(pevb_ram_state(o, &mut b, 2), abi::RAM_FREE);
         assert_eq!(pevb_ram_claim(o, &mut b, 2), PEVB_RAM_SCRUB_FIRST);
     }
+}
+
+#[test]
+fn stream_transfers_and_control_need_the_block() {
+    let c2h = abi::C2hDma {
+        dst: 0x5000,
+        src: 0,
+        len: 4096,
+        flags: abi::C2H_SRC_STREAM,
+        dma_time_ns: 0,
+    };
+    assert_eq!(check(abi::IOC_C2H_DMA, 0, &bytes(&c2h)).err(), Some(-95));
+    let r = check_on(&facts(true), abi::IOC_C2H_DMA, 0, &bytes(&c2h)).unwrap();
+    assert_eq!((r.fpga, r.len, r.dst.addr), (1 << 32, 4096, 0x5000));
+    let set = abi::Stream {
+        op: abi::STREAM_SET,
+        enable: 1,
+        record_bytes: 256,
+        ..abi::Stream::default()
+    };
+    assert_eq!(check(abi::IOC_STREAM, 0, &bytes(&set)).err(), Some(-95));
+    assert!(check_on(&facts(true), abi::IOC_STREAM, 0, &bytes(&set)).is_ok());
+    let bad = abi::Stream {
+        record_bytes: 100,
+        ..set
+    };
+    assert_eq!(
+        check_on(&facts(true), abi::IOC_STREAM, 0, &bytes(&bad)).err(),
+        Some(-22)
+    );
+    // ABI_INFO says so.
+    let mut buf = vec![0u8; size_of::<abi::AbiInfo>()];
+    let op = pevb_ioctl_op(abi::IOC_ABI_INFO);
+    // SAFETY: `buf` is valid for its length, the facts for reading.
+    let r = unsafe { pevb_ioctl_info(op, buf.as_mut_ptr().cast(), buf.len(), &facts(true)) };
+    assert_eq!(r, 0);
+    // SAFETY: `buf` holds an `AbiInfo`.
+    let info: abi::AbiInfo = unsafe { core::ptr::read_unaligned(buf.as_ptr().cast()) };
+    assert_ne!(info.caps & abi::CAP_STREAM, 0);
 }

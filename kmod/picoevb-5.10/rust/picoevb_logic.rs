@@ -78,6 +78,14 @@ mod segments;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/status.rs"]
 mod status;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../crates/picoevb-regs/src/stream.rs"]
+mod stream;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/stream_ctl.rs"]
+mod stream_ctl;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/surface_life.rs"]
 mod surface_life;

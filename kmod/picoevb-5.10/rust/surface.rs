@@ -29,6 +29,7 @@ pub const PEVB_OP_UNPIN_CUDA: c_int = 8;
 pub const PEVB_OP_REG_CACHE: c_int = 9;
 pub const PEVB_OP_RAM_OWNER: c_int = 10;
 pub const PEVB_OP_PIN_HOST: c_int = 11;
+pub const PEVB_OP_STREAM: c_int = 12;
 
 /// One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
 #[repr(C)]
@@ -65,6 +66,8 @@ pub struct PevbFacts {
     pub provider: u32,
     /// The registration cache works on this kernel (it has mmu notifiers).
     pub reg_cache: u32,
+    /// The ID block says the design has the stream block.
+    pub stream: u32,
     pub ram_size: u64,
 }
 
@@ -155,6 +158,7 @@ pub extern "C" fn pevb_ioctl_op(cmd: u32) -> c_int {
         abi::IOC_REG_CACHE => PEVB_OP_REG_CACHE,
         abi::IOC_RAM_OWNER => PEVB_OP_RAM_OWNER,
         abi::IOC_PIN_HOST => PEVB_OP_PIN_HOST,
+        abi::IOC_STREAM => PEVB_OP_STREAM,
         _ => neg(Errno::ENOTTY),
     }
 }
@@ -215,20 +219,28 @@ fn one_way(op: c_int, x: request::OneWay) -> PevbReq {
     r
 }
 
-/// Checks the arguments of operation `op`: `arg` is the ioctl's argument, `buf`/`len` the bytes copied in
-/// from it (if the command writes). Fills `out`; returns 0 or a negative errno.
+/// Checks the arguments of operation `op` on the card `facts` describes: `arg` is the ioctl's argument,
+/// `buf`/`len` the bytes copied in from it (if the command writes). Fills `out`; returns 0 or a negative
+/// errno.
 ///
 /// # Safety
-/// `buf` is valid for `len` bytes (or null with `len` 0); `out` is valid for writing.
+/// `buf` is valid for `len` bytes (or null with `len` 0); `facts` is valid for reading; `out` is valid for
+/// writing.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_ioctl_check(
     op: c_int,
     arg: usize,
     buf: *const c_void,
     len: usize,
-    ram: u64,
+    facts: *const PevbFacts,
     out: *mut PevbReq,
 ) -> c_int {
+    // SAFETY: the caller's contract.
+    let f = unsafe { &*facts };
+    let card = request::Card {
+        ram: f.ram_size,
+        stream: f.stream != 0,
+    };
     // SAFETY: the caller's contract, for every `read_arg` call below.
     let r = unsafe {
         match op {
@@ -238,10 +250,10 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                 ..PevbReq::default()
             }),
             PEVB_OP_H2C => read_arg::<abi::H2cDma>(buf, len)
-                .and_then(|a| request::h2c(&a, ram))
+                .and_then(|a| request::h2c(&a, &card))
                 .map(|x| one_way(op, x)),
             PEVB_OP_C2H => read_arg::<abi::C2hDma>(buf, len)
-                .and_then(|a| request::c2h(&a, ram))
+                .and_then(|a| request::c2h(&a, &card))
                 .map(|x| one_way(op, x)),
             PEVB_OP_H2C2H => read_arg::<abi::H2c2hDma>(buf, len)
                 .and_then(|a| request::h2c2h(&a))
@@ -283,6 +295,14 @@ pub unsafe extern "C" fn pevb_ioctl_check(
                         Op::Claim => abi::RAM_CLAIM,
                         Op::Release => abi::RAM_RELEASE,
                     },
+                    ..PevbReq::default()
+                }),
+            // Checked here, before the card is held; `pevb_user_stream` parses it again to run it.
+            PEVB_OP_STREAM if !card.stream => Err(Errno::EOPNOTSUPP),
+            PEVB_OP_STREAM => read_arg::<abi::Stream>(buf, len)
+                .and_then(|a| crate::stream_ctl::parse(&a))
+                .map(|_| PevbReq {
+                    op: op as u32,
                     ..PevbReq::default()
                 }),
             PEVB_OP_CARD_INFO | PEVB_OP_ABI_INFO => Ok(PevbReq {
@@ -377,6 +397,9 @@ pub unsafe extern "C" fn pevb_ioctl_info(
             }
             if f.reg_cache != 0 {
                 caps |= abi::CAP_REG_CACHE;
+            }
+            if f.stream != 0 {
+                caps |= abi::CAP_STREAM;
             }
             // ram.c enforces ram_owner on every kernel this module builds for; host surfaces need only the
             // mmu notifiers p2p.c needs anyway.

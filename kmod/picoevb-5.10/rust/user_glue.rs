@@ -7,7 +7,7 @@
 use crate::channel::Regs32;
 use crate::errno::Errno;
 use crate::gpio::Leds;
-use crate::idblock::IdBlock;
+use crate::idblock::{self, IdBlock};
 use crate::ids;
 use core::ffi::{c_int, c_void};
 
@@ -54,16 +54,17 @@ pub unsafe extern "C" fn pevb_user_set_leds(card: *mut c_void, value: u32) -> c_
         .map_or_else(crate::neg, |()| 0)
 }
 
-/// Reads the gdr ID block: 1 with `*design_version` and `*build_hash` set, 0 where the bitstream has none
-/// (NVIDIA's reference design), or a negative errno.
+/// Reads the gdr ID block: 1 with `*design_version`, `*build_hash` and `*stream` (the design has the stream
+/// block) set, 0 where the bitstream has none (NVIDIA's reference design), or a negative errno.
 ///
 /// # Safety
-/// `card` as for `pevb_user_set_leds`; `design_version` and `build_hash` writable.
+/// `card` as for `pevb_user_set_leds`; `design_version`, `build_hash` and `stream` writable.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_user_identity(
     card: *mut c_void,
     design_version: *mut u32,
     build_hash: *mut u32,
+    stream: *mut u32,
 ) -> c_int {
     match IdBlock::new(&CUserBar { card }).identity() {
         Ok(Some(id)) => {
@@ -71,10 +72,41 @@ pub unsafe extern "C" fn pevb_user_identity(
             unsafe {
                 *design_version = id.design_version;
                 *build_hash = id.build_hash;
+                *stream = u32::from(id.caps & idblock::CAP_STREAM != 0);
             }
             1
         }
         Ok(None) => 0,
         Err(e) => crate::neg(e),
+    }
+}
+
+/// IOC_STREAM on the card's stream block: reads the argument from `buf` (`len` bytes, checked before by
+/// `pevb_ioctl_check`), carries it out (`stream_ctl::control`) and writes the answer back into `buf`; 0 or a
+/// negative errno.
+///
+/// # Safety
+/// `card` as for `pevb_user_set_leds`, held (the gate) by the caller; `buf` valid for reading and writing
+/// `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_user_stream(
+    card: *mut c_void,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let arg = match unsafe { crate::surface::read_arg::<crate::abi::Stream>(buf, len) } {
+        Ok(a) => a,
+        Err(e) => return crate::neg(e),
+    };
+    let op = match crate::stream_ctl::parse(&arg) {
+        Ok(op) => op,
+        Err(e) => return crate::neg(e),
+    };
+    match crate::stream_ctl::control(&CUserBar { card }, op) {
+        // SAFETY: caller's contract.
+        Ok(answer) => unsafe { crate::surface::put(buf, len, answer) },
+        Err(crate::stream_ctl::Refused::Invalid) => crate::neg(Errno::EINVAL),
+        Err(crate::stream_ctl::Refused::Access(e)) => crate::neg(e),
     }
 }

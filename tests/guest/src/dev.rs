@@ -163,6 +163,59 @@ impl Device {
         unsafe { self.ioctl_ptr(abi::IOC_H2C2H_DMA, a) }
     }
 
+    /// IOC_STREAM with `a` (any op, any values); the driver writes the block's state back.
+    pub fn stream_raw(&self, a: &mut abi::Stream) -> io::Result<()> {
+        // SAFETY: STREAM reads and writes exactly one `Stream` through the pointer, ours and live.
+        unsafe { self.ioctl_ptr(abi::IOC_STREAM, a) }
+    }
+
+    /// IOC_STREAM `op` with the source settings `enable`, `record_bytes`, `period_ticks` (used by SET).
+    pub fn stream(
+        &self,
+        op: u32,
+        enable: bool,
+        record_bytes: u32,
+        period_ticks: u32,
+    ) -> io::Result<abi::Stream> {
+        let mut a = abi::Stream {
+            op,
+            enable: enable.into(),
+            record_bytes,
+            period_ticks,
+            ..Default::default()
+        };
+        self.stream_raw(&mut a)?;
+        Ok(a)
+    }
+
+    /// The next `dst.len()` bytes of the card's stream source (C2H_SRC_STREAM); returns `dma_time_ns`.
+    pub fn c2h_stream(&self, dst: &mut [u8]) -> io::Result<u64> {
+        let mut a = abi::C2hDma {
+            dst: dst.as_mut_ptr() as u64,
+            src: 0,
+            len: dst.len() as u64,
+            flags: abi::C2H_SRC_STREAM,
+            ..Default::default()
+        };
+        // SAFETY: C2H writes at most `dst.len()` bytes into `dst`, which is mutably borrowed for the call.
+        unsafe { self.c2h_raw(&mut a) }?;
+        Ok(a.dma_time_ns)
+    }
+
+    /// `src` into the card's stream checker (H2C_DST_STREAM); returns `dma_time_ns`.
+    pub fn h2c_stream(&self, src: &[u8]) -> io::Result<u64> {
+        let mut a = abi::H2cDma {
+            src: src.as_ptr() as u64,
+            dst: 0,
+            len: src.len() as u64,
+            flags: abi::H2C_DST_STREAM,
+            ..Default::default()
+        };
+        // SAFETY: H2C only reads `src`, borrowed for the call.
+        unsafe { self.h2c_raw(&mut a) }?;
+        Ok(a.dma_time_ns)
+    }
+
     /// IOC_RAM_OWNER with any argument struct (bad ops, reserved words); the driver writes `state` back.
     pub fn ram_owner_raw(&self, a: &mut abi::RamOwner) -> io::Result<()> {
         // SAFETY: RAM_OWNER reads and writes exactly one `RamOwner` through the pointer, ours and live.

@@ -140,6 +140,8 @@ struct Ctx {
     ceiling: (f64, f64),
     /// pagemap could not be read: reference runs are split per page instead.
     page_runs: bool,
+    /// The card has the stream block.
+    stream: bool,
 }
 
 impl Ctx {
@@ -602,6 +604,95 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
     );
 }
 
+/// Bytes per record of the stream cases: one page, one descriptor.
+const STREAM_RECORD: u32 = 4096;
+
+/// The stream block through requests (ABI 1.5): `reps` C2H of `size` bytes from the source (on demand, so
+/// never a drop) into one host buffer (a cache hit after the first), each checked record by record
+/// (sequence, CRC); then the last one written back to the checker, whose counters must agree. Stream
+/// requests are not bounded by the card RAM: one request is one chain up to 127 pages.
+fn stream_case(ctx: &mut Ctx, size: usize, reps: u64) -> Result<(Row, Row), String> {
+    use picoevb_regs::stream as regs;
+    let dev = ctx.open(true)?;
+    let set = |on| dev.stream(abi::STREAM_SET, on, STREAM_RECORD, 0);
+    io("STREAM SET", set(false))?;
+    io(
+        "STREAM CLEAR_SOURCE",
+        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
+    )?;
+    io(
+        "STREAM CLEAR_SINK",
+        dev.stream(abi::STREAM_CLEAR_SINK, false, 0, 0),
+    )?;
+    io("STREAM SET", set(true))?;
+    let mut buf = io("mmap", Mapping::new(size, RW))?;
+    io("warm-up C2H", dev.c2h_stream(buf.as_mut_slice()))?;
+    let per = size / STREAM_RECORD as usize;
+    let mut next = per as u32;
+    let (mut c2h, mut h2c) = (
+        Row::new(Scheme::Hit, size as u64),
+        Row::new(Scheme::Hit, size as u64),
+    );
+    for _ in 0..reps {
+        ctx.once(&mut c2h, || {
+            timed(|| io("C2H stream", dev.c2h_stream(buf.as_mut_slice())).map(|_| ()))
+        })?;
+        for (i, r) in buf.as_slice().chunks(STREAM_RECORD as usize).enumerate() {
+            let rec = regs::check_record(r).map_err(|e| format!("record {i}: {e:?}"))?;
+            if rec.seq != next {
+                return Err(format!(
+                    "record {i}: sequence {} where {next} was due",
+                    rec.seq
+                ));
+            }
+            next += 1;
+        }
+    }
+    io(
+        "STREAM CLEAR_SINK",
+        dev.stream(abi::STREAM_CLEAR_SINK, false, 0, 0),
+    )?;
+    for _ in 0..reps {
+        ctx.once(&mut h2c, || {
+            timed(|| io("H2C stream", dev.h2c_stream(buf.as_slice())).map(|_| ()))
+        })?;
+    }
+    let s = io("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
+    io("STREAM SET", set(false))?;
+    let want = (reps * per as u64) as u32;
+    // The same records again and again: the checker sees one run of `per`, then a step back each time.
+    if s.sink_good != want || s.sink_crc_errors != 0 || s.sink_bad_length != 0 {
+        return Err(format!("checker after {want} records: {s:?}"));
+    }
+    Ok((c2h, h2c))
+}
+
+fn print_stream(ctx: &Ctx, size: usize, rows: &(Row, Row)) {
+    for (op, r) in [(Op::C2h, &rows.0), (Op::H2c, &rows.1)] {
+        let ceiling = ctx.ceiling(op);
+        println!(
+            "GUEST PERF STREAM {} {size}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
+             descriptors {:.1}/MiB, runs {:.1}/MiB, wall {:.1} us/req, x{}, modeled us/req p50 {:.1} p99 {:.1} \
+             max {:.1}",
+            if op == Op::C2h {
+                "source->host"
+            } else {
+                "host->checker"
+            },
+            r.mbps(),
+            100.0 * r.mbps() / ceiling,
+            r.per_mib(r.model.irqs),
+            r.per_mib(r.model.descs),
+            r.per_mib(r.model.runs),
+            r.wall_us(),
+            r.reps,
+            r.lat_us(0.5),
+            r.lat_us(0.99),
+            r.lat_us(1.0),
+        );
+    }
+}
+
 fn setup(opts: &Options) -> Result<Ctx, String> {
     let mut rpc = Rpc::open(&opts.rpc_path)?;
     let t = rpc.timing()?;
@@ -627,6 +718,7 @@ fn setup(opts: &Options) -> Result<Ctx, String> {
         flavour: Flavour::from_caps(info.caps),
         ceiling,
         page_runs: false,
+        stream: info.caps & abi::CAP_STREAM != 0,
     })
 }
 
@@ -668,6 +760,27 @@ pub fn run(opts: &Options) -> i32 {
                 report(&name, &r);
             }
         }
+    }
+    // Streaming by request: the stream sizes are the report's sizes of at least a record, in whole records.
+    for &size in &opts.sizes {
+        let size = size as usize;
+        if size < STREAM_RECORD as usize || !size.is_multiple_of(STREAM_RECORD as usize) {
+            continue;
+        }
+        let name = format!("perf::stream_{size}");
+        if !ctx.stream {
+            skipped += 1;
+            report_skip(&name, "no stream block (CAP_STREAM)");
+            continue;
+        }
+        let reps = (opts.volume / size as u64).clamp(1, 32);
+        let r = stream_case(&mut ctx, size, reps).map(|rows| print_stream(&ctx, size, &rows));
+        if r.is_ok() {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+        report(&name, &r);
     }
     summary(passed, failed, skipped)
 }

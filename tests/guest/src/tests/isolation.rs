@@ -81,25 +81,25 @@ fn pattern(rng: &mut crate::rng::Rng) -> Vec<u8> {
 }
 
 /// A forked child: it runs `body` (which may signal readiness and wait for a go) and exits with its code.
-struct Child {
+pub(super) struct Child {
     pid: libc::pid_t,
     ready: File,
     go: File,
 }
 
 /// The child's ends of the pipes.
-struct Sync {
+pub(super) struct Sync {
     ready: libc::c_int,
     go: libc::c_int,
 }
 
 impl Sync {
-    fn ready(&self) {
+    pub(super) fn ready(&self) {
         // SAFETY: writes one byte of ours to our pipe's write end.
         let _ = unsafe { libc::write(self.ready, [1u8].as_ptr().cast(), 1) };
     }
 
-    fn wait_go(&self) {
+    pub(super) fn wait_go(&self) {
         let mut b = 0u8;
         // SAFETY: reads at most one byte into a valid buffer from our pipe's read end.
         let _ = unsafe { libc::read(self.go, (&raw mut b).cast(), 1) };
@@ -115,7 +115,7 @@ fn pipe() -> Result<[libc::c_int; 2], String> {
 }
 
 impl Child {
-    fn spawn(body: impl FnOnce(&Sync) -> i32) -> Result<Self, String> {
+    pub(super) fn spawn(body: impl FnOnce(&Sync) -> i32) -> Result<Self, String> {
         let (ready, go) = (pipe()?, pipe()?);
         // SAFETY: the suite is single-threaded here (no test leaves threads behind), so the child may run
         // ordinary Rust; it never returns into the suite: it ends in _exit.
@@ -138,7 +138,7 @@ impl Child {
         Ok(Child { pid, ready, go })
     }
 
-    fn wait_ready(&mut self) -> TestResult {
+    pub(super) fn wait_ready(&mut self) -> TestResult {
         let mut b = [0u8; 1];
         match self.ready.read(&mut b) {
             Ok(1) => Ok(()),
@@ -151,7 +151,7 @@ impl Child {
     }
 
     /// Lets the child finish and returns its exit code (an error if it did not exit in 60 s).
-    fn reap(&mut self) -> Result<i32, String> {
+    pub(super) fn reap(&mut self) -> Result<i32, String> {
         self.go();
         let until = Instant::now() + Duration::from_secs(60);
         loop {

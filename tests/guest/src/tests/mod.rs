@@ -19,6 +19,7 @@ mod regcache;
 mod removal;
 mod removal_callback;
 mod stall;
+mod stream;
 
 use std::io;
 use std::thread;
@@ -115,6 +116,8 @@ pub enum Needs {
     DmaBuf,
     /// dma-buf import and the bench's exporter module (kmod/bench-exporter), which moves buffers.
     DmaBufExporter,
+    /// ABI_INFO announces the stream block (`CAP_STREAM`, ABI 1.5): the gdr design.
+    Stream,
 }
 
 impl Needs {
@@ -173,6 +176,14 @@ impl Needs {
             return (caps & picoevb_abi::CAP_DMABUF == 0).then(|| {
                 format!(
                     "no dma-buf import: ABI_INFO caps {caps:#x} lack CAP_DMABUF (abi_version {:#x})",
+                    info.abi_version
+                )
+            });
+        }
+        if self == Needs::Stream {
+            return (caps & picoevb_abi::CAP_STREAM == 0).then(|| {
+                format!(
+                    "no stream block: ABI_INFO caps {caps:#x} lack CAP_STREAM (abi_version {:#x})",
                     info.abi_version
                 )
             });
@@ -319,6 +330,8 @@ pub fn all() -> Vec<Test> {
     overlap::register(&mut v);
     // Each gives the shared file's RAM back and runs the other holder in a child process.
     isolation::register(&mut v);
+    // On the shared file, before removal; the source is left off.
+    stream::register(&mut v);
     hardening::register(&mut v);
     lifecycle::register(&mut v);
     // Last: it removes the card (and brings it back), which kills the suite's shared fd.
