@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "d5bdee86ae7d0f05480f27e5f19ae6d35cc96c54"
+SRCREV = "cf2b8d48ffe9bffa3e698b74f79655764bdd6069"
 S = "${UNPACKDIR}/gdr"
