@@ -4,8 +4,10 @@
 # `gdr-guest-tests perf` in the guest: H2C, C2H and H2C2H at each size, host memory (registration cache
 # hit, miss, off) and GPU surfaces (pinned once, pinned per request), each beside the reference driver's
 # scheme done through the same ABI on the same model (serial round trip in 64 KiB windows, one descriptor
-# per DMA, pin per call). Prints the GUEST PERF lines, then "N passed, M failed". Judged by the harness like any
-# boot: a DMA or byte check failing fails it, times never do.
+# per DMA, pin per call); then, on a card with the stream block, C2H from its source and H2C into its checker
+# at each size of whole 4 KiB records, and the stream ring (chains of 64 and 256 KiB, 16 MiB at least).
+# Prints the GUEST PERF lines, then "N passed, M failed". Judged by the harness like any boot: a DMA, byte or
+# record check failing fails it, times never do.
 #   GDR_PERF_SIZES   (default 4K,64K,1M,16M): request sizes
 #   GDR_PERF_OPS     (default h2c,c2h,h2c2h): operations
 #   GDR_PERF_VOLUME  (default 2M): bytes per case and scheme at least (at most 32 requests, at least 1)

@@ -5,8 +5,9 @@
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
 //! request, status, cache_policy, cache_table, admission, pipeline, ram_owner, engine, gate, surface_life,
-//! surface_pin, stream_ctl}` plus the shared definitions `crate::{abi, channel, xdma, pci, stream}` re-exported
-//! below.
+//! surface_pin, stream_ctl}` plus the shared definitions `crate::{abi, channel, xdma, pci, stream}`
+//! re-exported below. `stream_ring` is the stream ring's protocol, used by user space until the driver's
+//! own producer exists.
 //! Keeping the logic here, unit-tested on the host, is what makes a later 5.10 (C-glue) build of the same
 //! logic possible.
 #![no_std]
@@ -27,5 +28,6 @@ pub mod request;
 pub mod segments;
 pub mod status;
 pub mod stream_ctl;
+pub mod stream_ring;
 pub mod surface_life;
 pub mod surface_pin;

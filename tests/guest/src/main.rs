@@ -11,6 +11,7 @@ mod kstat;
 mod loopback;
 mod miss_bench;
 mod perf;
+mod ring;
 mod rng;
 mod rpc;
 mod suite;

@@ -1,0 +1,212 @@
+//! The stream ring (`picoevb_logic::stream_ring`) run through the driver: a producer thread fills ring
+//! slots from the card's stream source, one C2H per chain of slots, and publishes its counters in memory;
+//! the consumer (the calling thread) polls them with no syscall per slot, copies each slot out, checks every
+//! record (CRC, sequence) and counts the sequence numbers it never saw. Used by the suite's `stream::ring_*`
+//! tests and the performance report.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use picoevb_abi as abi;
+use picoevb_logic::stream_ring::{Consumer, Plan, Policy, Producer};
+use picoevb_regs::stream as regs;
+
+use crate::dev::{Device, Mapping};
+
+/// One run's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub slots: u64,
+    /// Bytes per slot: whole records.
+    pub slot_bytes: usize,
+    pub record_bytes: u32,
+    /// 8 ns ticks between the source's records; 0 on demand.
+    pub period_ticks: u32,
+    pub policy: Policy,
+    /// Slots the producer fills in all.
+    pub total: u64,
+    /// Most slots one chain (one C2H) fills.
+    pub chain: u64,
+    /// An injected consumer stall: once it has read this many slots the consumer stops until the producer
+    /// can go no further (it filled all `total` slots, or found the ring full and waited), then goes on.
+    pub stall: Option<u64>,
+}
+
+/// What the consumer saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Slots read good.
+    pub slots: u64,
+    /// Slots the ring dropped (lapped, or overwritten while copied).
+    pub ring_drops: u64,
+    /// Records read good.
+    pub records: u64,
+    /// Sequence numbers never seen, from 0 to the last record read.
+    pub missing: u64,
+    /// Records whose CRC or length was wrong.
+    pub bad: u64,
+    /// The source's overruns over the run (STREAM QUERY).
+    pub source_drops: u64,
+    /// Chains the producer ran, and times it found the ring full.
+    pub chains: u64,
+    pub waits: u64,
+}
+
+/// Runs the ring once on `dev`: the source is cleared and enabled first and disabled after.
+pub fn run(dev: &Device, s: Setup) -> Result<Seen, String> {
+    let io = |what: &str, r: std::io::Result<abi::Stream>| r.map_err(|e| format!("{what}: {e}"));
+    io(
+        "STREAM SET",
+        dev.stream(abi::STREAM_SET, false, s.record_bytes, s.period_ticks),
+    )?;
+    io(
+        "STREAM CLEAR_SOURCE",
+        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
+    )?;
+    io(
+        "STREAM SET",
+        dev.stream(abi::STREAM_SET, true, s.record_bytes, s.period_ticks),
+    )?;
+    let ring = Mapping::new(
+        s.slots as usize * s.slot_bytes,
+        libc::PROT_READ | libc::PROT_WRITE,
+    )
+    .map_err(|e| format!("mmap: {e}"))?;
+    let base = ring.addr();
+    let (writing, produced, consumed) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let waited = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let mut seen = Seen::default();
+    let result = std::thread::scope(|scope| {
+        let producer = scope.spawn(|| -> Result<(u64, u64), String> {
+            let mut p = Producer::new(s.slots, s.policy).ok_or("a ring needs 2 slots")?;
+            let (mut chains, mut waits) = (0, 0);
+            while p.produced() < s.total && !stop.load(Ordering::Relaxed) {
+                match p.plan(
+                    consumed.load(Ordering::Acquire),
+                    s.chain.min(s.total - p.produced()),
+                ) {
+                    Plan::Wait => {
+                        waits += 1;
+                        waited.store(waits, Ordering::Release);
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    Plan::Fill { first, count } => {
+                        writing.store(first + count, Ordering::Release);
+                        let at = base + (first % s.slots) * s.slot_bytes as u64;
+                        let mut a = abi::C2hDma {
+                            dst: at,
+                            src: 0,
+                            len: count * s.slot_bytes as u64,
+                            flags: abi::C2H_SRC_STREAM,
+                            ..Default::default()
+                        };
+                        // SAFETY: the slots lie inside `ring`, which outlives this scope; no Rust reference
+                        // points into it (the consumer reads it through raw pointers only).
+                        unsafe { dev.c2h_raw(&mut a) }
+                            .map_err(|e| format!("C2H of slots {first}+{count}: {e}"))?;
+                        produced.store(p.filled(count), Ordering::Release);
+                        chains += 1;
+                    }
+                }
+            }
+            Ok((chains, waits))
+        });
+        let shared = Shared {
+            writing: &writing,
+            produced: &produced,
+            consumed: &consumed,
+            waited: &waited,
+        };
+        let r = consume(&s, base, &shared, &producer, &mut seen);
+        stop.store(true, Ordering::Relaxed);
+        let (chains, waits) = producer
+            .join()
+            .map_err(|_| "the producer panicked".to_string())??;
+        seen.chains = chains;
+        seen.waits = waits;
+        r
+    });
+    let after = io(
+        "STREAM SET (off)",
+        dev.stream(abi::STREAM_SET, false, s.record_bytes, s.period_ticks),
+    )?;
+    seen.source_drops = u64::from(after.source_overruns);
+    drop(ring);
+    result.map(|()| seen)
+}
+
+/// The counters the producer publishes and the one the consumer does.
+struct Shared<'a> {
+    writing: &'a AtomicU64,
+    produced: &'a AtomicU64,
+    consumed: &'a AtomicU64,
+    /// Times the producer found the ring full.
+    waited: &'a AtomicU64,
+}
+
+fn consume(
+    s: &Setup,
+    base: u64,
+    sh: &Shared<'_>,
+    producer: &std::thread::ScopedJoinHandle<'_, Result<(u64, u64), String>>,
+    seen: &mut Seen,
+) -> Result<(), String> {
+    let mut c = Consumer::new(s.slots);
+    let mut copy = vec![0u64; s.slot_bytes / 8];
+    // The source was cleared before it was enabled: its first record is number 0, so a slot lapped before
+    // the first read counts as missing too.
+    let mut next_seq: u32 = 0;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut stall = s.stall;
+    while c.consumed() < s.total {
+        if stall.is_some_and(|after| seen.slots >= after) {
+            while !producer.is_finished() && sh.waited.load(Ordering::Acquire) == 0 {
+                if Instant::now() > deadline {
+                    return Err("the producer neither finished nor waited in 600 s".into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stall = None;
+        }
+        let Some(slot) = c.next(sh.produced.load(Ordering::Acquire)) else {
+            if producer.is_finished() && c.next(sh.produced.load(Ordering::Acquire)).is_none() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no slot for 600 s at {}", c.consumed()));
+            }
+            std::hint::spin_loop();
+            continue;
+        };
+        let src = (base + slot.index * s.slot_bytes as u64) as *const u64;
+        for (i, w) in copy.iter_mut().enumerate() {
+            // SAFETY: the slot lies inside the live ring mapping; the device may be writing it (then the
+            // copy is discarded below), so it is read volatile and never through a reference.
+            *w = unsafe { src.add(i).read_volatile() };
+        }
+        // The copy's loads before the load of `writing` (a seqlock reader's fence): if the copy saw a chain's
+        // bytes, it sees that chain's `writing`, stored before the chain was started.
+        std::sync::atomic::fence(Ordering::Acquire);
+        let (good, released) = c.done(slot, sh.writing.load(Ordering::Relaxed));
+        sh.consumed.store(released, Ordering::Release);
+        if !good {
+            continue;
+        }
+        seen.slots += 1;
+        // SAFETY: a u64 slice viewed as its bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(copy.as_ptr().cast::<u8>(), s.slot_bytes) };
+        for r in bytes.chunks(s.record_bytes as usize) {
+            match regs::check_record(r) {
+                Ok(rec) => {
+                    seen.missing += u64::from(rec.seq.wrapping_sub(next_seq));
+                    next_seq = rec.seq.wrapping_add(1);
+                    seen.records += 1;
+                }
+                Err(_) => seen.bad += 1,
+            }
+        }
+    }
+    seen.ring_drops = c.dropped();
+    Ok(())
+}
