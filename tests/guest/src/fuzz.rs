@@ -399,7 +399,7 @@ fn worker(
                 }
             }
         };
-        match rng.next_u64() % 11 {
+        match rng.next_u64() % 12 {
             0 => {
                 let v = if rng.next_u64().is_multiple_of(8) {
                     rng.next_u64()
@@ -597,6 +597,30 @@ fn worker(
                 }
             }
             9 => reg_cache_call(&mut rng, dev, d, &arena, &mut cache, &mut tally),
+            10 => {
+                // IOC_STREAM with any op, flags and sizes. A source it enables produces on demand (period
+                // 0), so a later stream C2H never waits for records: the fuzzer's own requests must not time
+                // out.
+                let mut a = abi::Stream {
+                    op: (rng.next_u64() % 6) as u32,
+                    enable: (rng.next_u64() % 3) as u32,
+                    record_bytes: match rng.next_u64() % 4 {
+                        0 => rng.next_u64() as u32,
+                        1 => (rng.next_u64() % 4200) as u32,
+                        _ => 8 * (3 + (rng.next_u64() % 510) as u32),
+                    },
+                    period_ticks: rng.next_u64() as u32,
+                    ..Default::default()
+                };
+                if a.enable != 0 {
+                    a.period_ticks = 0;
+                }
+                if rng.next_u64().is_multiple_of(16) {
+                    a.reserved[1] = 1;
+                }
+                let r = dev.stream_raw(&mut a);
+                tally.record("STREAM", &r, &[libc::EINVAL, libc::EOPNOTSUPP]);
+            }
             _ => {
                 // Unknown ioctls: other numbers of our type and foreign types, with our scratch pointer.
                 let nr = 7 + rng.next_u64() % 0x39;
