@@ -138,6 +138,12 @@ void pevb_plat_sleep_us(u32 us)
 	fsleep(us);
 }
 
+/* A C2H blocked on the stream source's next record ends once the source is off (it then reads zeros). */
+bool pevb_plat_unblock(struct pevb_card *card, u32 idx)
+{
+	return idx == 1 && card->facts.stream && pevb_user_stream_off(card) == 0;
+}
+
 void pevb_plat_log(struct pevb_card *card, u32 idx, u32 kind, u32 a, u32 b)
 {
 	struct device *dev = &card->pdev->dev;
@@ -160,6 +166,10 @@ void pevb_plat_log(struct pevb_card *card, u32 idx, u32 kind, u32 a, u32 b)
 		break;
 	case PEVB_EV_STILL_BUSY:
 		dev_err(dev, "%s engine still busy after halt\n", engine_name[idx]);
+		break;
+	case PEVB_EV_SOURCE_STOPPED:
+		dev_warn(dev, "%s engine: waiting on the stream source when stopped; source disabled\n",
+			 engine_name[idx]);
 		break;
 	default:
 		dev_warn(dev, "%s engine: release after stop: %d\n", engine_name[idx], -(int)a);

@@ -42,6 +42,8 @@
  */
 #define PEVB_EV_RELEASE_FAILED 5
 
+#define PEVB_EV_SOURCE_STOPPED 6
+
 /**
  * Words of a run's opaque state in C.
  */
@@ -850,5 +852,14 @@ int pevb_user_identity(void *card, uint32_t *design_version, uint32_t *build_has
  * `len` bytes.
  */
 int pevb_user_stream(void *card, void *buf, size_t len);
+
+/**
+ * Disables the stream source (a stopping C2H blocked on it then ends: engine.c's `pevb_plat_unblock`); 0
+ * or a negative errno.
+ *
+ * # Safety
+ * `card` as for `pevb_user_set_leds`, whose design has the stream block.
+ */
+int pevb_user_stream_off(void *card);
 
 #endif  /* PEVB_LOGIC_H */

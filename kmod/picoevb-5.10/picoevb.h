@@ -129,6 +129,7 @@ int pevb_plat_wait(struct pevb_card *card, u32 idx, u32 ms);
 u64 pevb_plat_now_us(void);
 void pevb_plat_sleep_us(u32 us);
 void pevb_plat_log(struct pevb_card *card, u32 idx, u32 kind, u32 a, u32 b);
+bool pevb_plat_unblock(struct pevb_card *card, u32 idx);
 
 static inline void pevb_run_wait(struct pevb_card *card, struct pevb_run *r)
 {

@@ -43,8 +43,6 @@ pub(crate) struct Identity {
 
 #[pin_data]
 pub(crate) struct Card {
-    #[pin]
-    bar_user: Devres<UserBar>,
     /// The DMA registers and the gate: all the engines see of the card.
     #[pin]
     port: Port,
@@ -71,10 +69,10 @@ impl Card {
     ) -> Result<impl PinInit<Self, Error> + '_> {
         let dev: &Device<Bound> = pdev.as_ref();
         Ok(try_pin_init!(Self {
-            bar_user <- pdev.iomap_region_sized::<{ ids::BAR_USER_SIZE }>(ids::BAR_USER, c_str!("picoevb")),
             port <- Port::new(
                 pdev,
                 pdev.iomap_region_sized::<{ ids::BAR_DMA_SIZE }>(ids::BAR_DMA, c_str!("picoevb")),
+                pdev.iomap_region_sized::<{ ids::BAR_USER_SIZE }>(ids::BAR_USER, c_str!("picoevb")),
             ),
             h2c <- Engine::new(dev, Dir::H2c)?,
             c2h <- Engine::new(dev, Dir::C2h)?,
@@ -188,7 +186,7 @@ impl Card {
     }
 
     fn user_regs(&self) -> Result<RevocableGuard<'_, UserBar>> {
-        self.bar_user.try_access().ok_or(ENODEV)
+        self.port.user_regs()
     }
 
     fn engine(&self, dir: Dir) -> &Engine {
@@ -254,6 +252,7 @@ impl Card {
         if id.stream {
             caps |= abi::CAP_STREAM;
         }
+        self.port.set_stream(id.stream);
         self.caps.store(caps, Ordering::Release);
     }
 

@@ -273,6 +273,9 @@ impl engine::Platform for Platform<'_> {
     fn sleep_us(&self, us: u32) {
         kernel::time::delay::fsleep(Delta::from_micros(us.into()));
     }
+    fn unblock(&self) -> bool {
+        self.engine.dir == Dir::C2h && self.port.stop_stream_source()
+    }
     fn log(&self, event: Event) {
         let (dev, dir) = (self.port.dev(), self.engine.dir);
         // Each arm is a statement: the kernel's dev_* macros end in a semicolon, which newer rustc refuses in
@@ -309,6 +312,13 @@ impl engine::Platform for Platform<'_> {
             }
             Event::StillBusy => {
                 dev_err!(dev, "{:?} engine still busy after halt\n", dir);
+            }
+            Event::SourceStopped => {
+                dev_warn!(
+                    dev,
+                    "{:?} engine: waiting on the stream source when stopped; source disabled\n",
+                    dir
+                );
             }
             Event::ReleaseFailed(e) => {
                 dev_warn!(dev, "{:?} engine: release after stop: {:?}\n", dir, kerr(e));

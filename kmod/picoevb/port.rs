@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What the engines may touch of a card: its DMA registers (BAR1) and the gate that says whether a
+//! What the engines may touch of a card: its DMA registers (BAR1), the gate that says whether a
 //! request may use the device and a chain may start (gone after removal, wedged after an engine that
-//! could not be stopped). The card owns one; the engines borrow it per call, so they never see the card.
+//! could not be stopped), and the stream source's enable (a stopping C2H may be blocked on it). The card
+//! owns one, with the user BAR (BAR0) the card reads through it; the engines borrow it per call, so they
+//! never see the card.
 
 use crate::channel::Regs32;
 use crate::ids;
+use crate::stream::Stream;
 use crate::xdma;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     device::Device,
     devres::Devres,
@@ -60,6 +64,10 @@ impl Drop for Active<'_> {
 pub(crate) struct Port {
     #[pin]
     bar: Devres<DmaBar>,
+    #[pin]
+    bar_user: Devres<UserBar>,
+    /// The ID block says the design has the stream block (set once at probe).
+    stream: AtomicBool,
     /// Requests using the device now, and whether it is gone or wedged (see `begin`, `close`).
     #[pin]
     gate: SpinLock<Gate>,
@@ -72,9 +80,12 @@ impl Port {
     pub(crate) fn new<'a>(
         pdev: &'a pci::Device<kernel::device::Core>,
         bar: impl PinInit<Devres<DmaBar>, Error> + 'a,
+        bar_user: impl PinInit<Devres<UserBar>, Error> + 'a,
     ) -> impl PinInit<Self, Error> + 'a {
         try_pin_init!(Self {
             bar <- bar,
+            bar_user <- bar_user,
+            stream: AtomicBool::new(false),
             gate <- new_spinlock!(Gate::default()),
             drained <- new_condvar!(),
             pdev: pdev.into(),
@@ -88,6 +99,27 @@ impl Port {
     /// The XDMA registers, or ENODEV once the device is gone. Holds an RCU read lock: do not sleep with it.
     pub(crate) fn regs(&self) -> Result<RevocableGuard<'_, DmaBar>> {
         self.bar.try_access().ok_or(ENODEV)
+    }
+
+    /// The user BAR (LEDs, ID block, stream block), or ENODEV once the device is gone.
+    pub(crate) fn user_regs(&self) -> Result<RevocableGuard<'_, UserBar>> {
+        self.bar_user.try_access().ok_or(ENODEV)
+    }
+
+    /// Records whether the design has the stream block (probe, from the ID block).
+    pub(crate) fn set_stream(&self, stream: bool) {
+        self.stream.store(stream, Ordering::Release);
+    }
+
+    /// Disables the stream source, so that a C2H blocked on its next record ends (the window then reads
+    /// zeros); whether the card has a source and the write went out.
+    pub(crate) fn stop_stream_source(&self) -> bool {
+        if !self.stream.load(Ordering::Acquire) {
+            return false;
+        }
+        self.user_regs()
+            .and_then(|r| Stream::new(&*r).enable_source(false))
+            .is_ok()
     }
 
     /// The registers from the interrupt handler, which runs while the device is bound.

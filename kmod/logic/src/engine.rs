@@ -78,6 +78,9 @@ pub enum Event {
     Short { completed: u32, count: u32 },
     /// The engine still reads busy after the stop: the card is about to be wedged.
     StillBusy,
+    /// The engine stayed busy in a read of the stream window: the stream source was disabled so that the
+    /// read ends (the window then reads zeros); its holders must enable it again.
+    SourceStopped,
     /// Letting fetching go again after a stop failed (only once the registers are gone).
     ReleaseFailed(Errno),
 }
@@ -113,6 +116,11 @@ pub trait Platform: Regs32<Error = Errno> {
     fn writeback(&self) -> u32;
     /// Zeroes the write-back word, before a run starts.
     fn clear_writeback(&self);
+    /// Ends a read the engine may be blocked in that only the card's side can end: a C2H in the stream
+    /// window waits for the source's next record, and a stopped engine finishes the descriptor it is in.
+    /// Disables the stream source (a disabled source reads as zeros at once) and says whether the card has
+    /// one; false for H2C (the checker never holds a write back) and for cards without the block.
+    fn unblock(&self) -> bool;
     /// A monotonic clock in microseconds.
     fn now_us(&self) -> u64;
     /// Sleeps about `us` microseconds.
@@ -420,7 +428,8 @@ fn clear_run<P: Platform + ?Sized>(p: &P, armed: bool) -> bool {
 }
 
 /// Stops the engine the way PG195 and NVIDIA's teardown do: clear Run, mask and disable its interrupt,
-/// halt descriptor fetching, wait up to [`STOP_TIMEOUT_US`] for busy to drop, let fetching go and clear
+/// halt descriptor fetching, wait up to [`STOP_TIMEOUT_US`] for busy to drop (if it does not, once more
+/// after [`Platform::unblock`] ended a read blocked on the stream source), let fetching go and clear
 /// the status. Whether the engine was shown idle (false if busy stayed set, or the registers could not be
 /// reached; all ones, a card that left the bus, reads busy).
 pub fn stop<P: Platform + ?Sized>(p: &P) -> bool {
@@ -434,7 +443,11 @@ pub fn stop<P: Platform + ?Sized>(p: &P) -> bool {
     if quiesce().is_err() {
         return false;
     }
-    let idle = wait_idle(p, &ch);
+    let mut idle = wait_idle(p, &ch);
+    if !idle && p.unblock() {
+        p.log(Event::SourceStopped);
+        idle = wait_idle(p, &ch);
+    }
     // Let fetching go again and drop the stopped run's status, for the next run.
     if let Err(e) = ch
         .halt_fetch(false)

@@ -24,6 +24,8 @@ struct Fake {
     waited: Waited,
     /// Clearing Run does not stop the engine.
     sticky_busy: bool,
+    /// The engine is in a read of the stream window: clearing Run does not stop it, `unblock` does.
+    on_source: Cell<bool>,
     /// The card left the bus when the waiter waits: every read is all ones.
     vanish_on_wait: bool,
     all_ones: Cell<bool>,
@@ -54,6 +56,7 @@ impl Fake {
             end_after: Cell::new(None),
             waited: Waited::Completed,
             sticky_busy: false,
+            on_source: Cell::new(false),
             vanish_on_wait: false,
             all_ones: Cell::new(false),
             gone_on_wait: false,
@@ -131,7 +134,10 @@ impl Regs32 for Fake {
             self.hw.set(xdma::STAT_BUSY);
             self.completed.set(0);
             self.pollmode.set(value & xdma::CTRL_POLLMODE_WB != 0);
-        } else if offset == self.ch(xdma::CH_CONTROL_W1C) && !self.sticky_busy {
+        } else if offset == self.ch(xdma::CH_CONTROL_W1C)
+            && !self.sticky_busy
+            && !self.on_source.get()
+        {
             self.hw.set(self.hw.get() & !xdma::STAT_BUSY);
         }
         Ok(())
@@ -211,6 +217,13 @@ impl Platform for Fake {
     }
     fn clear_writeback(&self) {
         self.wb.set(0);
+    }
+    fn unblock(&self) -> bool {
+        if self.on_source.replace(false) {
+            self.hw.set(self.hw.get() & !xdma::STAT_BUSY);
+            return true;
+        }
+        false
     }
     fn now_us(&self) -> u64 {
         self.clock.get()
@@ -576,4 +589,28 @@ fn transfer_polls_small_chains_and_sleeps_on_large_ones() {
     let f = Fake::new(Dir::C2h);
     assert_eq!(transfer(&f, 4096, |_| Ok(chain(4096, 1))), Ok(()));
     assert_eq!(f.writes()[..6], start_writes(true)[..]);
+}
+
+#[test]
+fn a_stop_that_finds_the_engine_waiting_on_the_stream_source_ends_the_read() {
+    // Killed while its C2H waits for the source's next record: clearing Run does not end the read.
+    let mut f = Fake::new(Dir::C2h);
+    f.waited = Waited::Killed;
+    f.on_source.set(true);
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EINTR));
+    assert!(!f.wedged.get(), "the card was wedged");
+    let ev = f.events.borrow();
+    assert_eq!(ev.as_slice(), [Event::SourceStopped]);
+    // It waited the whole stop timeout first: a source that delivers in time is never disabled.
+    assert!(f.clock.get() > STOP_TIMEOUT_US, "{}", f.clock.get());
+}
+
+#[test]
+fn an_engine_busy_for_another_reason_still_wedges_the_card() {
+    let mut f = Fake::new(Dir::C2h);
+    f.waited = Waited::Killed;
+    f.sticky_busy = true;
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EIO));
+    assert!(f.wedged.get());
+    assert!(!f.events.borrow().contains(&Event::SourceStopped));
 }

@@ -28,6 +28,7 @@ pub const PEVB_EV_SHORT: u32 = 3;
 pub const PEVB_EV_STILL_BUSY: u32 = 4;
 /// `a`: errno.
 pub const PEVB_EV_RELEASE_FAILED: u32 = 5;
+pub const PEVB_EV_SOURCE_STOPPED: u32 = 6;
 
 // C services, declared for C in `../services.h` (cbindgen skips this block).
 /// cbindgen:ignore
@@ -49,6 +50,7 @@ extern "C" {
     fn pevb_plat_now_us() -> u64;
     fn pevb_plat_sleep_us(us: u32);
     fn pevb_plat_log(card: *mut c_void, idx: u32, kind: u32, a: u32, b: u32);
+    fn pevb_plat_unblock(card: *mut c_void, idx: u32) -> bool;
 }
 
 /// One engine of a C `struct pevb_card`, as the protocol sees it.
@@ -157,6 +159,10 @@ impl Platform for CEngine {
         // SAFETY: no argument.
         unsafe { pevb_plat_sleep_us(us) }
     }
+    fn unblock(&self) -> bool {
+        // SAFETY: see the impl of Regs32.
+        unsafe { pevb_plat_unblock(self.card, self.idx) }
+    }
     fn log(&self, event: Event) {
         let (kind, a, b) = match event {
             Event::Vanished => (PEVB_EV_VANISHED, 0, 0),
@@ -164,6 +170,7 @@ impl Platform for CEngine {
             Event::Failed { status } => (PEVB_EV_FAILED, status, 0),
             Event::Short { completed, count } => (PEVB_EV_SHORT, completed, count),
             Event::StillBusy => (PEVB_EV_STILL_BUSY, 0, 0),
+            Event::SourceStopped => (PEVB_EV_SOURCE_STOPPED, 0, 0),
             Event::ReleaseFailed(e) => (PEVB_EV_RELEASE_FAILED, e.0 as u32, 0),
         };
         // SAFETY: see the impl of Regs32.

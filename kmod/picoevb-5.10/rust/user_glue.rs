@@ -110,3 +110,15 @@ pub unsafe extern "C" fn pevb_user_stream(
         Err(crate::stream_ctl::Refused::Access(e)) => crate::neg(e),
     }
 }
+
+/// Disables the stream source (a stopping C2H blocked on it then ends: engine.c's `pevb_plat_unblock`); 0
+/// or a negative errno.
+///
+/// # Safety
+/// `card` as for `pevb_user_set_leds`, whose design has the stream block.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_user_stream_off(card: *mut c_void) -> c_int {
+    crate::stream::Stream::new(&CUserBar { card })
+        .enable_source(false)
+        .map_or_else(crate::neg, |()| 0)
+}

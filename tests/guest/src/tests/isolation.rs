@@ -150,6 +150,30 @@ impl Child {
         let _ = self.go.write_all(&[1]);
     }
 
+    /// The child's process id.
+    pub(super) fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Kills the child (SIGKILL) and waits for it; an error if it had exited on its own first.
+    pub(super) fn kill(&mut self) -> TestResult {
+        // SAFETY: signals our own child, not yet reaped (reap consumes the pid).
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let mut st = 0;
+        // SAFETY: waits for our own child; `st` is a valid out pointer.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, 0) };
+        ensure!(
+            r == self.pid,
+            "waitpid: {}",
+            std::io::Error::last_os_error()
+        );
+        ensure!(
+            libc::WIFSIGNALED(st),
+            "the child ended before it was killed (status {st:#x})"
+        );
+        Ok(())
+    }
+
     /// Lets the child finish and returns its exit code (an error if it did not exit in 60 s).
     pub(super) fn reap(&mut self) -> Result<i32, String> {
         self.go();

@@ -29,6 +29,13 @@ use crate::kstat;
 pub fn register(v: &mut Vec<Test>) {
     v.push(test("removal::surprise_unplug_mid_dma", surprise_unplug));
     v.push(test("removal::remove_mid_dma_then_rescan", remove_mid_dma));
+    v.push(
+        test(
+            "removal::stream_waiting_on_its_source",
+            stream_waiting_on_its_source,
+        )
+        .needs(Needs::Stream),
+    );
     v.extend(host_twin(
         test("removal::unmaps_an_idle_pinned_surface", |_| Ok(())).needs(Needs::Provider),
         idle_pinned_surface,
@@ -202,6 +209,62 @@ fn remove_mid_dma(ctx: &mut Ctx) -> TestResult {
 
     // The card comes back on a rescan and works.
     rescan_and_use(ctx, &dev_path)
+}
+
+/// The card goes while a C2H waits on the stream source (one record every 10 ms, 64 asked for): the engine
+/// is stopped mid-wait, the request fails with ENODEV well before the source would have produced its
+/// records, and the card comes back on a rescan, its source stopped again. Fails if removal waited for the
+/// source (the request would end after about 640 ms, successfully) or the stopped engine wedged the card
+/// (EIO, a "still busy" line), and on any splat or leak the harness sees.
+fn stream_waiting_on_its_source(ctx: &mut Ctx) -> TestResult {
+    let sysfs = card_sysfs()?;
+    let dev_path = ctx.dev_path.to_string();
+    let busy = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
+    let set = |on, period| busy.stream(picoevb_abi::STREAM_SET, on, 256, period);
+    ctx_err("STREAM SET (off)", set(false, 0))?;
+    ctx_err(
+        "STREAM CLEAR_SOURCE",
+        busy.stream(picoevb_abi::STREAM_CLEAR_SOURCE, false, 0, 0),
+    )?;
+    ctx_err("STREAM SET (every 10 ms)", set(true, 1_250_000))?;
+    let started = Instant::now();
+    let outcome = thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let mut recs = vec![0u8; 64 * 256];
+            busy.c2h_stream(&mut recs).map(|_| started.elapsed())
+        });
+        thread::sleep(Duration::from_millis(100));
+        let removed = remove_all(&sysfs);
+        let r = worker
+            .join()
+            .map_err(|_| "stream thread panicked".to_string())?;
+        removed?;
+        Ok::<_, String>(r)
+    })?;
+    match outcome {
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+        Err(e) => {
+            return Err(format!(
+                "the waiting stream C2H failed with {e}, want ENODEV"
+            ));
+        }
+        Ok(t) => {
+            return Err(format!(
+                "the stream C2H succeeded after {t:?} despite the removal"
+            ));
+        }
+    }
+    wait_for("/dev node removed", Duration::from_secs(5), || {
+        fs::metadata(&dev_path).is_err()
+    })?;
+    drop(busy);
+    rescan_and_use(ctx, &dev_path)?;
+    let again = ctx_err("open after rescan", Device::open(&dev_path))?;
+    ctx_err(
+        "STREAM SET (off) after rescan",
+        again.stream(picoevb_abi::STREAM_SET, false, 256, 0),
+    )
+    .map(|_| ())
 }
 
 /// A GPU surface pinned and idle when the card goes (a DMA from it has finished, none runs, its memory stays,

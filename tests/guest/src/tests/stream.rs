@@ -41,6 +41,10 @@ pub fn register(v: &mut Vec<Test>) {
             "stream::ring_back_pressure_loses_nothing",
             ring_back_pressure_loses_nothing,
         ),
+        (
+            "stream::a_killed_reader_of_a_slow_source_leaves_the_card_working",
+            a_killed_reader_of_a_slow_source_leaves_the_card_working,
+        ),
     ] {
         v.push(test(name, run).needs(Needs::Stream));
     }
@@ -404,4 +408,57 @@ fn ring_back_pressure_loses_nothing(ctx: &mut Ctx) -> TestResult {
         "the producer never waited for the stalled consumer: {seen:?}"
     );
     Ok(())
+}
+
+/// A process blocked in a C2H on a slow source (one record every 200 ms, 8 asked for: one descriptor) is
+/// killed once it is inside the ioctl: the engine cannot stop inside the read (the next record is due
+/// after the stop's 100 ms), so the driver disables the source (the read then ends with zeros) and the card
+/// works on: the source reads disabled and a round trip through the card RAM succeeds. Fails on a driver
+/// that only clears Run and waits: the engine stays busy past the stop's timeout and the card is wedged
+/// (EIO) until unbind.
+fn a_killed_reader_of_a_slow_source_leaves_the_card_working(ctx: &mut Ctx) -> TestResult {
+    let dev = ctx.dev;
+    on_demand(dev, RECORD)?;
+    off(dev)?;
+    ctx_err(
+        "STREAM CLEAR_SOURCE",
+        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
+    )?;
+    ctx_err(
+        "STREAM SET (every 200 ms)",
+        dev.stream(abi::STREAM_SET, true, RECORD, 25_000_000),
+    )?;
+    let path = ctx.dev_path.to_string();
+    let mut child = Child::spawn(|sync| {
+        let Ok(d) = Device::open(&path) else { return 2 };
+        let mut recs = vec![0u8; 8 * RECORD as usize];
+        sync.ready();
+        let _ = d.c2h_stream(&mut recs);
+        3
+    })?;
+    child.wait_ready()?;
+    // Killed only once it sleeps in the ioctl (the kernel's view of the task, not a guess at timing).
+    let in_ioctl = super::removal::wait_for(
+        "the reader in its ioctl",
+        std::time::Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(format!("/proc/{}/syscall", child.pid()))
+                .is_ok_and(|s| s.split(' ').next() == Some(&libc::SYS_ioctl.to_string()))
+        },
+    );
+    child.kill()?;
+    in_ioctl?;
+    let s = ctx_err("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
+    ensure!(
+        s.enable == 0,
+        "the source still runs after its reader was killed: {s:?}"
+    );
+    let src = vec![0x3cu8; 4096];
+    let mut dst = vec![0u8; 4096];
+    ctx_err("H2C2H after the kill", dev.h2c2h(&src, &mut dst))?;
+    ensure!(
+        dst == src,
+        "the round trip after the kill moved wrong bytes"
+    );
+    off(dev)
 }
