@@ -21,7 +21,6 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str, debugfs,
     device::{Bound, Device},
-    devres::Devres,
     irq::{self, IrqReturn},
     pci,
     prelude::*,
@@ -221,11 +220,15 @@ impl Card {
         }
         drop(r);
         let id = IdBlock::new(&*self.user_regs()?).identity()?;
+        let stream = id.is_some_and(|i| i.caps & idblock::CAP_STREAM != 0);
+        // Known before `quiesce`: an engine a previous driver left reading the stream window may need the
+        // source stopped to stop itself.
+        self.port.set_stream(stream);
         Ok(Identity {
             id_block: id.is_some(),
             design_version: id.map_or(0, |i| i.design_version),
             build_hash: id.map_or(0, |i| i.build_hash),
-            stream: id.is_some_and(|i| i.caps & idblock::CAP_STREAM != 0),
+            stream,
         })
     }
 
@@ -252,7 +255,6 @@ impl Card {
         if id.stream {
             caps |= abi::CAP_STREAM;
         }
-        self.port.set_stream(id.stream);
         self.caps.store(caps, Ordering::Release);
     }
 
