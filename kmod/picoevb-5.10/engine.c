@@ -141,7 +141,7 @@ void pevb_plat_sleep_us(u32 us)
 /* A C2H blocked on the stream source's next record ends once the source is off (it then reads zeros). */
 bool pevb_plat_unblock(struct pevb_card *card, u32 idx)
 {
-	return idx == 1 && card->facts.stream && pevb_user_stream_off(card) == 0;
+	return card->facts.stream && pevb_user_stream_off(card) == 0;
 }
 
 void pevb_plat_log(struct pevb_card *card, u32 idx, u32 kind, u32 a, u32 b)

@@ -274,7 +274,7 @@ impl engine::Platform for Platform<'_> {
         kernel::time::delay::fsleep(Delta::from_micros(us.into()));
     }
     fn unblock(&self) -> bool {
-        self.engine.dir == Dir::C2h && self.port.stop_stream_source()
+        self.port.stop_stream_source()
     }
     fn log(&self, event: Event) {
         let (dev, dir) = (self.port.dev(), self.engine.dir);

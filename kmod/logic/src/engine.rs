@@ -116,10 +116,10 @@ pub trait Platform: Regs32<Error = Errno> {
     fn writeback(&self) -> u32;
     /// Zeroes the write-back word, before a run starts.
     fn clear_writeback(&self);
-    /// Ends a read the engine may be blocked in that only the card's side can end: a C2H in the stream
-    /// window waits for the source's next record, and a stopped engine finishes the descriptor it is in.
+    /// Ends a read a C2H engine may be blocked in that only the card's side can end: in the stream window
+    /// it waits for the source's next record, and a stopped engine finishes the descriptor it is in.
     /// Disables the stream source (a disabled source reads as zeros at once) and says whether the card has
-    /// one; false for H2C (the checker never holds a write back) and for cards without the block.
+    /// one. Asked of C2H only (`stop`): the checker never holds an H2C write back.
     fn unblock(&self) -> bool;
     /// A monotonic clock in microseconds.
     fn now_us(&self) -> u64;
@@ -444,7 +444,7 @@ pub fn stop<P: Platform + ?Sized>(p: &P) -> bool {
         return false;
     }
     let mut idle = wait_idle(p, &ch);
-    if !idle && p.unblock() {
+    if !idle && p.dir() == Dir::C2h && p.unblock() {
         p.log(Event::SourceStopped);
         idle = wait_idle(p, &ch);
     }

@@ -606,6 +606,17 @@ fn a_stop_that_finds_the_engine_waiting_on_the_stream_source_ends_the_read() {
 }
 
 #[test]
+fn an_h2c_engine_that_will_not_stop_is_never_unblocked() {
+    // The fake would end the wait if asked: stop must not ask for H2C.
+    let mut f = Fake::new(Dir::H2c);
+    f.waited = Waited::Killed;
+    f.on_source.set(true);
+    assert_eq!(run(&f, Wake::Irq), Err(Errno::EIO));
+    assert!(f.wedged.get());
+    assert!(f.on_source.get(), "unblock was asked of H2C");
+}
+
+#[test]
 fn an_engine_busy_for_another_reason_still_wedges_the_card() {
     let mut f = Fake::new(Dir::C2h);
     f.waited = Waited::Killed;
