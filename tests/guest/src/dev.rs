@@ -188,6 +188,15 @@ impl Device {
         Ok(a)
     }
 
+    /// A fresh stream: the source stopped, cleared (sequence, clock, counters, FIFO) and started again with
+    /// `record_bytes` and `period_ticks`, the checker cleared. Returns the block after the last SET.
+    pub fn stream_restart(&self, record_bytes: u32, period_ticks: u32) -> io::Result<abi::Stream> {
+        self.stream(abi::STREAM_SET, false, record_bytes, period_ticks)?;
+        self.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0)?;
+        self.stream(abi::STREAM_CLEAR_SINK, false, 0, 0)?;
+        self.stream(abi::STREAM_SET, true, record_bytes, period_ticks)
+    }
+
     /// The next `dst.len()` bytes of the card's stream source (C2H_SRC_STREAM); returns `dma_time_ns`.
     pub fn c2h_stream(&self, dst: &mut [u8]) -> io::Result<u64> {
         let mut a = abi::C2hDma {

@@ -52,20 +52,13 @@ pub struct Seen {
     pub waits: u64,
 }
 
-/// Runs the ring once on `dev`: the source is cleared and enabled first and disabled after.
+/// Runs the ring once on `dev`: the source is restarted first (`Device::stream_restart`) and disabled
+/// after.
 pub fn run(dev: &Device, s: Setup) -> Result<Seen, String> {
     let io = |what: &str, r: std::io::Result<abi::Stream>| r.map_err(|e| format!("{what}: {e}"));
     io(
-        "STREAM SET",
-        dev.stream(abi::STREAM_SET, false, s.record_bytes, s.period_ticks),
-    )?;
-    io(
-        "STREAM CLEAR_SOURCE",
-        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
-    )?;
-    io(
-        "STREAM SET",
-        dev.stream(abi::STREAM_SET, true, s.record_bytes, s.period_ticks),
+        "STREAM restart",
+        dev.stream_restart(s.record_bytes, s.period_ticks),
     )?;
     let ring = Mapping::new(
         s.slots as usize * s.slot_bytes,

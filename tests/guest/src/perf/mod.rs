@@ -124,6 +124,30 @@ impl Row {
         n as f64 * MIB / (self.bytes * self.reps) as f64
     }
 
+    /// "MB/s modeled (share of `ceiling`), irqs, descriptors and runs per MiB", as the report prints them.
+    fn model_figures(&self, ceiling: f64) -> String {
+        format!(
+            "{:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, descriptors {:.1}/MiB, runs {:.1}/MiB",
+            self.mbps(),
+            100.0 * self.mbps() / ceiling,
+            self.per_mib(self.model.irqs),
+            self.per_mib(self.model.descs),
+            self.per_mib(self.model.runs),
+        )
+    }
+
+    /// "wall per request, requests, modeled p50/p99/max per request", as the report prints them.
+    fn latency_figures(&self) -> String {
+        format!(
+            "wall {:.1} us/req, x{}, modeled us/req p50 {:.1} p99 {:.1} max {:.1}",
+            self.wall_us(),
+            self.reps,
+            self.lat_us(0.5),
+            self.lat_us(0.99),
+            self.lat_us(1.0),
+        )
+    }
+
     fn wall_us(&self) -> f64 {
         self.wall.as_secs_f64() * 1e6 / self.reps as f64
     }
@@ -561,21 +585,11 @@ fn print_rows(ctx: &Ctx, op: Op, mem: &str, size: usize, rows: &[Row]) {
             .pins
             .map_or("n/a".into(), |p| format!("{:.1}", p as f64 / r.reps as f64));
         println!(
-            "GUEST PERF {} {mem} {size} {}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
-             descriptors {:.1}/MiB, runs {:.1}/MiB, {pins} pages pinned/req, wall {:.1} us/req, x{}, \
-             modeled us/req p50 {:.1} p99 {:.1} max {:.1}",
+            "GUEST PERF {} {mem} {size} {}: {}, {pins} pages pinned/req, {}",
             op.name(),
             r.scheme.name(),
-            r.mbps(),
-            100.0 * r.mbps() / ceiling,
-            r.per_mib(r.model.irqs),
-            r.per_mib(r.model.descs),
-            r.per_mib(r.model.runs),
-            r.wall_us(),
-            r.reps,
-            r.lat_us(0.5),
-            r.lat_us(0.99),
-            r.lat_us(1.0),
+            r.model_figures(ceiling),
+            r.latency_figures(),
         );
     }
     let get = |s: Scheme| rows.iter().find(|r| r.scheme == s);
@@ -614,17 +628,7 @@ const STREAM_RECORD: u32 = 4096;
 fn stream_case(ctx: &mut Ctx, size: usize, reps: u64) -> Result<(Row, Row), String> {
     use picoevb_regs::stream as regs;
     let dev = ctx.open(true)?;
-    let set = |on| dev.stream(abi::STREAM_SET, on, STREAM_RECORD, 0);
-    io("STREAM SET", set(false))?;
-    io(
-        "STREAM CLEAR_SOURCE",
-        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
-    )?;
-    io(
-        "STREAM CLEAR_SINK",
-        dev.stream(abi::STREAM_CLEAR_SINK, false, 0, 0),
-    )?;
-    io("STREAM SET", set(true))?;
+    io("STREAM restart", dev.stream_restart(STREAM_RECORD, 0))?;
     let mut buf = io("mmap", Mapping::new(size, RW))?;
     io("warm-up C2H", dev.c2h_stream(buf.as_mut_slice()))?;
     let per = size / STREAM_RECORD as usize;
@@ -658,7 +662,10 @@ fn stream_case(ctx: &mut Ctx, size: usize, reps: u64) -> Result<(Row, Row), Stri
         })?;
     }
     let s = io("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
-    io("STREAM SET", set(false))?;
+    io(
+        "STREAM SET (off)",
+        dev.stream(abi::STREAM_SET, false, STREAM_RECORD, 0),
+    )?;
     let want = (reps * per as u64) as u32;
     // The same records again and again: the checker sees one run of `per`, then a step back each time.
     if s.sink_good != want || s.sink_crc_errors != 0 || s.sink_bad_length != 0 {
@@ -671,24 +678,14 @@ fn print_stream(ctx: &Ctx, size: usize, rows: &(Row, Row)) {
     for (op, r) in [(Op::C2h, &rows.0), (Op::H2c, &rows.1)] {
         let ceiling = ctx.ceiling(op);
         println!(
-            "GUEST PERF STREAM {} {size}: {:.1} MB/s modeled ({:.1}% of {ceiling:.1}), irqs {:.1}/MiB, \
-             descriptors {:.1}/MiB, runs {:.1}/MiB, wall {:.1} us/req, x{}, modeled us/req p50 {:.1} p99 {:.1} \
-             max {:.1}",
+            "GUEST PERF STREAM {} {size}: {}, {}",
             if op == Op::C2h {
                 "source->host"
             } else {
                 "host->checker"
             },
-            r.mbps(),
-            100.0 * r.mbps() / ceiling,
-            r.per_mib(r.model.irqs),
-            r.per_mib(r.model.descs),
-            r.per_mib(r.model.runs),
-            r.wall_us(),
-            r.reps,
-            r.lat_us(0.5),
-            r.lat_us(0.99),
-            r.lat_us(1.0),
+            r.model_figures(ceiling),
+            r.latency_figures(),
         );
     }
 }

@@ -200,27 +200,8 @@ impl Child {
 /// C2H returns A's bytes, or its H2C lands in A's data (A's check, exit 5), or B reads A's bytes at the end.
 fn another_process_can_neither_read_nor_overwrite(ctx: &mut Ctx) -> TestResult {
     give_back(ctx.dev)?;
-    let path = ctx.dev_path.to_string();
     let a_bytes = pattern(&mut ctx.rng);
-    let mut a_back = vec![0u8; RAM];
-    let mut child = Child::spawn(|sync| {
-        let Ok(a) = Device::open(&path) else { return 2 };
-        if a.h2c(&a_bytes, 0).is_err() {
-            return 3;
-        }
-        if a.ram_owner(abi::RAM_QUERY).ok() != Some(abi::RAM_MINE) {
-            return 6;
-        }
-        sync.ready();
-        sync.wait_go();
-        if a.c2h(&mut a_back, 0).is_err() {
-            return 4;
-        }
-        if a_back != a_bytes {
-            return 5;
-        }
-        0
-    })?;
+    let mut child = spawn_owner(ctx.dev_path, &a_bytes)?;
     let checks = child.wait_ready().and_then(|()| {
         let b = ctx_err("open B", Device::open(ctx.dev_path))?;
         let st = ctx_err("B: RAM_OWNER QUERY", b.ram_owner(abi::RAM_QUERY))?;
@@ -263,10 +244,7 @@ fn another_process_can_neither_read_nor_overwrite(ctx: &mut Ctx) -> TestResult {
     });
     let code = child.reap()?;
     let b = checks?;
-    ensure!(
-        code == 0,
-        "holder A (open 2, H2C 3, C2H 4, its bytes changed 5, not owner 6) exited with {code}"
-    );
+    ensure!(code == 0, "holder A exited with {code} ({OWNER_EXITS})");
     let st = ctx_err("B: QUERY after A exited", b.ram_owner(abi::RAM_QUERY))?;
     ensure!(
         st == abi::RAM_FREE,
@@ -290,6 +268,34 @@ fn another_process_can_neither_read_nor_overwrite(ctx: &mut Ctx) -> TestResult {
         "B's C2H did not make it the owner"
     );
     give_back(&b)
+}
+
+/// What [`spawn_owner`]'s child exits with.
+pub(super) const OWNER_EXITS: &str = "open 2, H2C 3, C2H 4, its bytes changed 5, not owner 6";
+
+/// A holder in a child process with a file of its own: it writes `bytes` at RAM offset 0 (taking the RAM),
+/// checks that it owns it, signals ready, and on the go reads them back; exit 0 if they are intact, else
+/// [`OWNER_EXITS`].
+pub(super) fn spawn_owner(path: &str, bytes: &[u8]) -> Result<Child, String> {
+    Child::spawn(|sync| {
+        let Ok(a) = Device::open(path) else { return 2 };
+        if a.h2c(bytes, 0).is_err() {
+            return 3;
+        }
+        if a.ram_owner(abi::RAM_QUERY).ok() != Some(abi::RAM_MINE) {
+            return 6;
+        }
+        sync.ready();
+        sync.wait_go();
+        let mut back = vec![0u8; bytes.len()];
+        if a.c2h(&mut back, 0).is_err() {
+            return 4;
+        }
+        if back != bytes {
+            return 5;
+        }
+        0
+    })
 }
 
 /// The suite process writes a pattern and RELEASEs; a child that claims next reads zeros only. Fails on a

@@ -220,13 +220,10 @@ fn stream_waiting_on_its_source(ctx: &mut Ctx) -> TestResult {
     let sysfs = card_sysfs()?;
     let dev_path = ctx.dev_path.to_string();
     let busy = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
-    let set = |on, period| busy.stream(picoevb_abi::STREAM_SET, on, 256, period);
-    ctx_err("STREAM SET (off)", set(false, 0))?;
     ctx_err(
-        "STREAM CLEAR_SOURCE",
-        busy.stream(picoevb_abi::STREAM_CLEAR_SOURCE, false, 0, 0),
+        "STREAM restart (every 10 ms)",
+        busy.stream_restart(256, 1_250_000),
     )?;
-    ctx_err("STREAM SET (every 10 ms)", set(true, 1_250_000))?;
     let started = Instant::now();
     let outcome = thread::scope(|s| {
         let worker = s.spawn(|| {

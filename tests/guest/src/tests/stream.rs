@@ -7,7 +7,7 @@
 use picoevb_abi as abi;
 use picoevb_regs::stream::{self as regs, RecordError};
 
-use super::isolation::{Child, give_back};
+use super::isolation::{Child, OWNER_EXITS, give_back, spawn_owner};
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, test};
 use crate::dev::Device;
 
@@ -54,21 +54,9 @@ const RECORD: u32 = 256;
 
 /// The source on demand (period 0: a record whenever the engine asks, never a drop), cleared, enabled.
 fn on_demand(dev: &Device, record_bytes: u32) -> TestResult {
-    ctx_err(
-        "STREAM SET (off)",
-        dev.stream(abi::STREAM_SET, false, record_bytes, 0),
-    )?;
-    ctx_err(
-        "STREAM CLEAR_SOURCE",
-        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
-    )?;
-    ctx_err(
-        "STREAM CLEAR_SINK",
-        dev.stream(abi::STREAM_CLEAR_SINK, false, 0, 0),
-    )?;
     let s = ctx_err(
-        "STREAM SET (on)",
-        dev.stream(abi::STREAM_SET, true, record_bytes, 0),
+        "STREAM restart (on demand)",
+        dev.stream_restart(record_bytes, 0),
     )?;
     // On demand, the source fills its FIFO at once: `source_seq` is already past it.
     ensure!(
@@ -167,15 +155,9 @@ fn the_checker_counts_good_and_corrupt_records(ctx: &mut Ctx) -> TestResult {
 /// hangs an engine). Fails if the driver's window reads skip or repeat records, or the counter is not exact.
 fn a_full_source_drops_the_newest_and_counts_each(ctx: &mut Ctx) -> TestResult {
     let dev = ctx.dev;
-    on_demand(dev, RECORD)?;
-    off(dev)?;
     ctx_err(
-        "STREAM CLEAR_SOURCE",
-        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
-    )?;
-    ctx_err(
-        "STREAM SET (every 10 us)",
-        dev.stream(abi::STREAM_SET, true, RECORD, 1250),
+        "STREAM restart (every 10 us)",
+        dev.stream_restart(RECORD, 1250),
     )?;
     std::thread::sleep(std::time::Duration::from_millis(20));
     let s = ctx_err(
@@ -219,25 +201,9 @@ fn a_full_source_drops_the_newest_and_counts_each(ctx: &mut Ctx) -> TestResult {
 /// if the driver applies the RAM's owner rule to the stream window.
 fn another_holder_of_the_ram_does_not_stop_it(ctx: &mut Ctx) -> TestResult {
     give_back(ctx.dev)?;
-    let path = ctx.dev_path.to_string();
     let mut mine = vec![0u8; 8192];
     ctx.rng.fill(&mut mine);
-    let mut back = vec![0u8; 8192];
-    let mut child = Child::spawn(|sync| {
-        let Ok(a) = Device::open(&path) else { return 2 };
-        if a.h2c(&mine, 0).is_err() {
-            return 3;
-        }
-        sync.ready();
-        sync.wait_go();
-        if a.c2h(&mut back, 0).is_err() {
-            return 4;
-        }
-        if back != mine {
-            return 5;
-        }
-        0
-    })?;
+    let mut child = spawn_owner(ctx.dev_path, &mine)?;
     let checks = child.wait_ready().and_then(|()| {
         let mut ram = vec![0u8; 4096];
         expect_errno(
@@ -255,7 +221,10 @@ fn another_holder_of_the_ram_does_not_stop_it(ctx: &mut Ctx) -> TestResult {
     });
     let code = child.reap()?;
     checks?;
-    ensure!(code == 0, "the RAM's owner failed with exit {code}");
+    ensure!(
+        code == 0,
+        "the RAM's owner exited with {code} ({OWNER_EXITS})"
+    );
     Ok(())
 }
 
@@ -418,15 +387,9 @@ fn ring_back_pressure_loses_nothing(ctx: &mut Ctx) -> TestResult {
 /// (EIO) until unbind.
 fn a_killed_reader_of_a_slow_source_leaves_the_card_working(ctx: &mut Ctx) -> TestResult {
     let dev = ctx.dev;
-    on_demand(dev, RECORD)?;
-    off(dev)?;
     ctx_err(
-        "STREAM CLEAR_SOURCE",
-        dev.stream(abi::STREAM_CLEAR_SOURCE, false, 0, 0),
-    )?;
-    ctx_err(
-        "STREAM SET (every 200 ms)",
-        dev.stream(abi::STREAM_SET, true, RECORD, 25_000_000),
+        "STREAM restart (every 200 ms)",
+        dev.stream_restart(RECORD, 25_000_000),
     )?;
     let path = ctx.dev_path.to_string();
     let mut child = Child::spawn(|sync| {
