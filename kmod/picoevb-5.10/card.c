@@ -6,7 +6,6 @@
  * every request's engine wait has a timeout and removal wakes them first).
  */
 #include <linux/debugfs.h>
-#include <linux/delay.h>
 #include <linux/list.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -33,6 +32,12 @@ void pevb_card_end(struct pevb_card *card)
 	if (!--card->active && card->gone)
 		wake_up_all(&card->drained);
 	spin_unlock(&card->gate);
+}
+
+/* Written by probe before the card is published, never after. */
+const struct pevb_facts *pevb_card_facts(struct pevb_card *card)
+{
+	return &card->facts;
 }
 
 bool pevb_card_gone(struct pevb_card *card)
@@ -66,28 +71,6 @@ void pevb_card_wedge(struct pevb_card *card)
 	spin_unlock(&card->gate);
 	pci_clear_master(card->pdev);
 	dev_err(&card->pdev->dev, "card wedged until unbind: bus mastering off, the DMA's pages stay pinned\n");
-}
-
-/* Whether the card left the bus: every identifier reads all ones, twice, 10 ms apart. Marks it gone. */
-bool pevb_card_vanished(struct pevb_card *card)
-{
-	int round, i;
-
-	for (round = 0; round < 2; round++) {
-		if (round)
-			msleep(10);
-		/* H2C, C2H and config blocks (PEVB_REGS.blocks[0], [1], [3]). */
-		for (i = 0; i < 4; i++) {
-			if (i == 2)
-				continue;
-			if (pevb_rd(card, PEVB_REGS.blocks[i]) != U32_MAX)
-				return false;
-		}
-	}
-	spin_lock(&card->gate);
-	card->gone = true;
-	spin_unlock(&card->gate);
-	return true;
 }
 
 /* The user BAR's registers for rust/user_glue.rs, which bounds @off inside the mapped BAR. */

@@ -4,10 +4,11 @@
  * file: the rules of kmod/picoevb/cuda.rs, step by step.
  *
  * A surface's lifecycle (its uses, the provider's free callback, the unpin, removal's unmap, and which of
- * callback and unpin frees) is kmod/logic/src/surface_life.rs, as in 6.18: s->life under s->lock, one
- * life_step (pevb_life_step) per step; this file does what each answer asks without the lock. The
- * callback's wait for the DMAs using the surface is hand-made (lockdep cannot see it); each DMA is bounded
- * by the engine timeout and holds no lock the callback needs, so the wait is bounded too.
+ * callback and unpin frees), its state and its sequences, is kmod/logic/src/surface_life.rs, as in 6.18
+ * (rust/life_glue.rs, pevb_surface_*): this file offers it the surface's services (pevb_surf_*: s->life
+ * under s->lock, the shim's unpin, unmap and free, a wait on s->idle). The callback's wait for the DMAs
+ * using the surface is hand-made (lockdep cannot see it); each DMA is bounded by the engine timeout and
+ * holds no lock the callback needs, so the wait is bounded too.
  */
 #include <linux/idr.h>
 #include <linux/mm.h>
@@ -68,22 +69,64 @@ static void card_forget(struct pevb_card *card, struct pevb_surface *s)
 		surface_put(s);
 }
 
-/* Takes the lifecycle step @step (PEVB_LIFE_*) of @s under its lock and answers it. */
-static bool life_step(struct pevb_surface *s, u32 step)
+/* A query (PEVB_LIFE_LIVE, _DYING) of @s's lifecycle, under its lock. */
+static bool life_is(struct pevb_surface *s, u32 what)
 {
 	bool answer;
 
 	spin_lock(&s->lock);
-	answer = pevb_life_step(&s->life, step);
+	answer = pevb_life_is(&s->life, what);
 	spin_unlock(&s->lock);
 	return answer;
 }
 
-/* A use (a DMA's, or removal's unmap) ends; the last one after the callback or an unpin began wakes it. */
-static void surface_end_use(struct pevb_surface *s)
+/* ---- the surface's services, for rust/life_glue.rs (kmod/logic/src/surface_life.rs runs them) ---- */
+
+struct pevb_life *pevb_surf_life_lock(struct pevb_surface *s)
 {
-	if (life_step(s, PEVB_LIFE_END_USE))
-		wake_up_all(&s->idle);
+	spin_lock(&s->lock);
+	return &s->life;
+}
+
+void pevb_surf_life_unlock(struct pevb_surface *s)
+{
+	spin_unlock(&s->lock);
+}
+
+static bool reached(struct pevb_surface *s, u32 until)
+{
+	bool answer;
+
+	spin_lock(&s->lock);
+	answer = pevb_life_reached(&s->life, until);
+	spin_unlock(&s->lock);
+	return answer;
+}
+
+void pevb_surf_wait(struct pevb_surface *s, u32 until)
+{
+	wait_event(s->idle, reached(s, until));
+}
+
+void pevb_surf_wake(struct pevb_surface *s)
+{
+	wake_up_all(&s->idle);
+}
+
+void pevb_surf_unpin_pin(struct pevb_surface *s)
+{
+	pevb_p2p_unpin(pin_of(s));
+}
+
+bool pevb_surf_unmap(struct pevb_surface *s)
+{
+	return pevb_p2p_unmap_device(pin_of(s));
+}
+
+void pevb_surf_free_pin(struct pevb_surface *s)
+{
+	pevb_p2p_free_from_callback(pin_of(s));
+	card_forget(s->card, s);
 }
 
 /*
@@ -99,7 +142,7 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 	spin_lock(&card->slock);
 	list_for_each_entry(s, &card->surfaces, node) {
 		if (((s->mm == mm && s->first < end && first < s->end) ||
-		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_step(s, PEVB_LIFE_LIVE)) {
+		     pevb_share_page_frames(s->frames, s->nframes, frames, n)) && life_is(s, PEVB_LIFE_LIVE)) {
 			hit = true;
 			break;
 		}
@@ -122,7 +165,7 @@ static struct pevb_surface *card_dying(struct pevb_card *card, unsigned long mm,
 		if (!((s->mm == mm && s->first < end && first < s->end) ||
 		      pevb_share_page_frames(s->frames, s->nframes, frames, n)))
 			continue;
-		if (life_step(s, PEVB_LIFE_DYING)) {
+		if (life_is(s, PEVB_LIFE_DYING)) {
 			kref_get(&s->ref);
 			hit = s;
 			break;
@@ -134,59 +177,13 @@ static struct pevb_surface *card_dying(struct pevb_card *card, unsigned long mm,
 
 /* ---- one surface ---- */
 
-static void surface_free(struct pevb_surface *s)
-{
-	pevb_p2p_free_from_callback(pin_of(s));
-	card_forget(s->card, s);
-	life_step(s, PEVB_LIFE_SET_FREED);
-	wake_up_all(&s->idle);
-}
-
 /* The provider's free callback; @data is the reference pin took for it. */
 static void surface_gone(void *data)
 {
 	struct pevb_surface *s = data;
 
-	pevb_p2p_uses_awaited();	/* lockdep: this waits for every use (pevb_surfaces_enter) */
-	life_step(s, PEVB_LIFE_BEGIN_CALLBACK);
-	wait_event(s->idle, life_step(s, PEVB_LIFE_IDLE));
-	if (life_step(s, PEVB_LIFE_END_CALLBACK))
-		surface_free(s);
+	pevb_surface_callback(s);
 	surface_put(s);
-}
-
-/* UNPIN or close: ends the pin unless its memory already went away. */
-static void surface_unpin(struct pevb_surface *s)
-{
-	if (!life_step(s, PEVB_LIFE_BEGIN_UNPIN))
-		return;
-	/* No new use from here on; the shim's unpin unmaps, so the DMAs using the surface end first. */
-	wait_event(s->idle, life_step(s, PEVB_LIFE_IDLE));
-	/* The pin cannot be freed before PEVB_LIFE_END_UNPIN (surface_gone); this is its only unpin. */
-	pevb_p2p_unpin(pin_of(s));
-	if (life_step(s, PEVB_LIFE_END_UNPIN))
-		surface_free(s);
-}
-
-/* Card removal: drop the DMA mapping now and refuse DMA; the pin stays until UNPIN, close or munmap. */
-static void surface_detach(struct pevb_surface *s)
-{
-	u32 todo;
-
-	spin_lock(&s->lock);
-	todo = pevb_life_detach(&s->life);
-	spin_unlock(&s->lock);
-	if (todo == PEVB_DETACH_AWAIT_FREE) {
-		/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
-		atomic_inc(&s->card->callbacks_awaited);
-		wait_event(s->idle, life_step(s, PEVB_LIFE_IS_FREED));
-		atomic_dec(&s->card->callbacks_awaited);
-	}
-	if (todo != PEVB_DETACH_UNMAP)
-		return;
-	/* Held like a DMA (pevb_life_detach), so the callback cannot free the pin under us. */
-	pevb_p2p_unmap_device(pin_of(s));
-	surface_end_use(s);
 }
 
 void pevb_card_detach_surfaces(struct pevb_card *card)
@@ -203,7 +200,12 @@ void pevb_card_detach_surfaces(struct pevb_card *card)
 		spin_unlock(&card->slock);
 		if (!s)
 			return;
-		surface_detach(s);
+		if (pevb_surface_detach(s)) {
+			/* The callback's free unmaps: wait for it, so nothing stays mapped past unbind. */
+			atomic_inc(&card->callbacks_awaited);
+			pevb_surface_await_free(s);
+			atomic_dec(&card->callbacks_awaited);
+		}
 		surface_put(s);
 	}
 }
@@ -336,7 +338,7 @@ void *pevb_cuda_pin_dying(struct pevb_cuda_pin_call *c, const struct pevb_frames
 
 void pevb_cuda_pin_wait_freed(struct pevb_surface *dying)
 {
-	wait_event(dying->idle, life_step(dying, PEVB_LIFE_IS_FREED));
+	pevb_surface_await_free(dying);
 	surface_put(dying);
 }
 
@@ -358,7 +360,7 @@ bool pevb_cuda_pin_same(struct pevb_cuda_pin_call *c, struct pevb_surface *s)
 
 void pevb_cuda_pin_unpin(struct pevb_surface *s)
 {
-	surface_unpin(s);
+	pevb_surface_unpin(s);
 	surface_put(s);
 }
 
@@ -390,26 +392,12 @@ int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, bool host
 
 	if (c.end < va + len || !c.end)
 		return -EINVAL;
-	/*
-	 * Faulted in first, holding nothing: the page lookups and the provider's pin run under the card's pin
-	 * lock and the hold removal drains, where a fault that never resolves (userfaultfd, FUSE) would stall
-	 * every PIN_CUDA of the card and its removal (prefault.c's pevb_user_prefault).
-	 */
-	ret = pevb_user_prefault(va, len, true);
-	if (ret)
-		return ret;
-	/* Mapping for the device: removal must wait for it and then find the surface to unmap. */
-	ret = pevb_card_begin(card);
-	if (ret)
-		return ret;
-	if (!host && pevb_p2p_get()) {
-		pevb_card_end(card);
+	/* The dispatcher faulted the range in first, holding nothing, and holds the card for removal. */
+	if (!host && pevb_p2p_get())
 		return -EOPNOTSUPP;
-	}
 	ret = pevb_cuda_pin(&c);
 	if (!host)
 		pevb_p2p_put();		/* a pin holds the provider on its own */
-	pevb_card_end(card);
 	return ret;
 }
 
@@ -424,8 +412,8 @@ int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle)
 	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
-	gone = !life_step(s, PEVB_LIFE_LIVE);
-	surface_unpin(s);
+	gone = !life_is(s, PEVB_LIFE_LIVE);
+	pevb_surface_unpin(s);
 	surface_put(s);
 	return gone ? -EINVAL : 0;
 }
@@ -445,7 +433,7 @@ void pevb_surfaces_unpin_all(struct pevb_surfaces *t)
 		spin_unlock(&t->lock);
 		if (!s)
 			break;
-		surface_unpin(s);
+		pevb_surface_unpin(s);
 		surface_put(s);
 	}
 	idr_destroy(&t->idr);
@@ -510,7 +498,7 @@ void pevb_use_end(struct pevb_use *u)
 	if (!u->to_device)
 		pevb_p2p_sync(pin_of(s), u->at, u->len, false, false);
 	u->s = NULL;
-	surface_end_use(s);
+	pevb_surface_end_use(s);
 	pevb_p2p_use_release();
 	surface_put(s);
 }

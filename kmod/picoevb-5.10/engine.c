@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * One XDMA engine's kernel services. The protocol that starts, polls, arms, judges and stops a run is the
- * shared Rust (kmod/logic/src/engine.rs, the 6.18 module's too) behind pevb_engine_* (logic.h); this file
+ * shared Rust (kmod/logic/src/engine.rs, the 6.18 module's too) behind pevb_engine_transfer, pevb_engine_stop
+ * and pevb_round_trip (logic.h); this file
  * owns the descriptor table, the completion and status the IRQ handler fills, and offers the protocol
  * what it runs on (pevb_plat_*: registers, the gate, the wait, a clock, sleep, the log). Offsets and bits
- * come from PEVB_REGS (crates/picoevb-regs).
+ * are the shared logic's (crates/picoevb-regs).
  */
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
@@ -42,20 +43,18 @@ void pevb_engine_signal(struct pevb_engine *e, u32 status)
 	complete(&e->done);
 }
 
-/*
- * Starts a chain of up to @len bytes of @segs (from byte @host_off) to or from FPGA RAM at @fpga (as many
- * as the table holds: r->s.bytes). The caller holds e->lock; the run holds the table until pevb_run_finish
- * or pevb_run_cancel, so nothing rewrites descriptors the engine may fetch.
- */
-int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
-		   u64 host_off, u64 fpga, u64 len, bool poll, struct pevb_run *r)
+/* A round trip's table of engine @idx (rust/engine_glue.rs, pevb_round_trip): -ENODEV once released. Under its lock. */
+int pevb_engine_table(struct pevb_card *card, u32 idx, void **descs, size_t *ndescs, u64 *base)
 {
+	struct pevb_engine *e = &card->eng[idx];
+
 	lockdep_assert_held(&e->lock);
 	if (!e->table)
 		return -ENODEV;
-	r->e = e;
-	return pevb_engine_start(card, e->idx, segs, nsegs, host_off, fpga, len, e->table, PEVB_TABLE_LEN,
-				 e->table_dma, poll, &r->s);
+	*descs = e->table;
+	*ndescs = PEVB_TABLE_LEN;
+	*base = e->table_dma;
+	return 0;
 }
 
 /* Moves @len bytes between @segs (from @host_off) and FPGA RAM at @fpga. Under e->lock and a request. */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * /dev/picoevbN on 5.10: the ioctl ABI of crates/picoevb-abi, decoded and checked by the Rust logic
- * (pevb_ioctl_op/check/done/info), run on the card here. The glue copies the command's bytes in and out and
- * never interprets an ABI struct itself. The rules are kmod/picoevb/file.rs's: after hot removal a file
- * only lets go of what it holds; a request whose engine could not be shown idle keeps its pages pinned.
+ * /dev/picoevbN on 5.10: the ioctl ABI of crates/picoevb-abi, dispatched by the shared Rust logic
+ * (kmod/logic/src/ioctl.rs through rust/ioctl_glue.rs, pevb_ioctl_run) over the services of one open file
+ * below: its card, its surfaces, its cache, its part in the RAM's ownership, and the user copies. This C
+ * never interprets an ABI struct. A request whose engine could not be shown idle keeps its pages pinned.
  */
 #include <linux/fs.h>
 #include <linux/ktime.h>
@@ -173,7 +173,7 @@ int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u
 	return ret;
 }
 
-/* Source -> FPGA RAM -> destination, pipelined (duplex.c), both engines locked H2C first. */
+/* Source -> FPGA RAM -> destination, pipelined (kmod/logic/src/round_trip.rs), both engines locked H2C first. */
 int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns)
 {
 	struct pevb_card *card = x->pf->card;
@@ -200,129 +200,54 @@ int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns)
 	return ret;
 }
 
-static int transfer(struct pevb_file *pf, const struct pevb_req *r, u64 *ns)
+/* ---- one open file's services, for rust/ioctl_glue.rs ---- */
+
+struct pevb_card *pevb_file_card(struct pevb_file *pf)
+{
+	return pf->card;
+}
+
+struct pevb_cache *pevb_file_cache(struct pevb_file *pf)
+{
+	return pf->cache;
+}
+
+/* @req: the dispatcher's checked request, handed back to the gate (pevb_gate_run) with this transfer's holds. */
+int pevb_file_transfer(struct pevb_file *pf, const void *req, u64 *ns)
 {
 	struct pevb_xfer x = { .pf = pf };
 
-	return pevb_gate_transfer(&x, r, ns);
+	return pevb_gate_run(&x, req, ns);
 }
 
-static int set_leds(struct pevb_card *card, u32 value)
+int pevb_file_pin(struct pevb_file *pf, bool host, u64 va, u64 len)
 {
-	int ret = pevb_card_begin(card);
-
-	if (ret)
-		return ret;
-	ret = pevb_user_set_leds(card, value);
-	pevb_card_end(card);
-	return ret;
+	return pevb_surfaces_pin(&pf->surfaces, pf->card, host, va, len);
 }
 
-/*
- * ABI_INFO from the card now, so the agent's health check sees a card that stopped answering (as card.rs's
- * abi_info does): a config block reading all ones is ENODEV (gone, confirmed) or EIO; the ID block is read again.
- */
-static int live_facts(struct pevb_card *card, struct pevb_facts *facts)
+int pevb_file_unpin(struct pevb_file *pf, u32 handle)
 {
-	int ret = pevb_card_begin(card);
+	return pevb_surfaces_unpin(&pf->surfaces, handle);
+}
 
-	if (ret)
-		return ret;
-	if (pevb_rd(card, PEVB_REGS.blocks[3]) == U32_MAX)
-		ret = pevb_card_vanished(card) ? -ENODEV : -EIO;
-	else if (facts->id_block) {
-		ret = pevb_user_identity(card, &facts->design_version, &facts->build_hash, &facts->stream);
-		/* 0: the ID block probe found has vanished, so this is not the card probe found. */
-		ret = ret > 0 ? 0 : (ret ?: -EIO);
-	}
-	pevb_card_end(card);
-	return ret;
+int pevb_file_ram(struct pevb_file *pf, u32 op, u32 *state)
+{
+	return pevb_ram_control(pf->card, &pf->ram_member, op, state);
+}
+
+int pevb_copy_in(u64 arg, void *buf, size_t len)
+{
+	return copy_from_user(buf, u64_to_user_ptr(arg), len) ? -EFAULT : 0;
+}
+
+int pevb_copy_out(u64 arg, const void *buf, size_t len)
+{
+	return copy_to_user(u64_to_user_ptr(arg), buf, len) ? -EFAULT : 0;
 }
 
 static long pevb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	struct pevb_file *pf = file->private_data;
-	struct pevb_card *card = pf->card;
-	struct pevb_facts facts;
-	void __user *uarg = (void __user *)arg;
-	size_t size = _IOC_SIZE(cmd);
-	u64 buf[16], ns = 0;	/* the largest argument (REG_CACHE) is 104 bytes */
-	struct pevb_req req;
-	int op = pevb_ioctl_op(cmd), ret;
-
-	/* After hot removal a file only lets go of what it holds. */
-	if (pevb_card_gone(card) && op != PEVB_OP_UNPIN_CUDA)
-		return -ENODEV;
-	if (op < 0)
-		return op;
-	if (size > sizeof(buf))
-		return -ENOTTY;
-	if (op != PEVB_OP_LED && (_IOC_DIR(cmd) & _IOC_WRITE) && copy_from_user(buf, uarg, size))
-		return -EFAULT;
-	ret = pevb_ioctl_check(op, arg, buf, size, &card->facts, &req);
-	if (ret)
-		return ret;
-	switch (op) {
-	case PEVB_OP_LED:
-		return set_leds(card, req.value);
-	case PEVB_OP_CARD_INFO:
-	case PEVB_OP_ABI_INFO:
-		facts = card->facts;
-		if (op == PEVB_OP_ABI_INFO) {
-			ret = live_facts(card, &facts);
-			if (ret)
-				return ret;
-		}
-		facts.provider = pevb_provider_available();
-		facts.reg_cache = 1;	/* regcache.c, on every kernel this module builds for */
-		ret = pevb_ioctl_info(op, buf, size, &facts);
-		break;
-	case PEVB_OP_H2C:
-	case PEVB_OP_C2H:
-	case PEVB_OP_H2C2H:
-		ret = transfer(pf, &req, &ns) ?: pevb_ioctl_done(op, buf, size, ns, 0);
-		break;
-	case PEVB_OP_PIN_CUDA:
-	case PEVB_OP_PIN_HOST: {
-		u32 handle;
-
-		ret = pevb_surfaces_pin(&pf->surfaces, card, op == PEVB_OP_PIN_HOST, req.src.addr, req.len);
-		if (ret < 0)
-			return ret;
-		handle = ret;
-		ret = pevb_ioctl_done(op, buf, size, 0, handle);
-		/* The caller never learns the handle if the copy-out faults: nothing may stay pinned under it. */
-		if (!ret && copy_to_user(uarg, buf, size)) {
-			pevb_surfaces_unpin(&pf->surfaces, handle);
-			return -EFAULT;
-		}
-		return ret;
-	}
-	case PEVB_OP_UNPIN_CUDA:
-		return pevb_surfaces_unpin(&pf->surfaces, req.value);
-	case PEVB_OP_REG_CACHE:
-		ret = pevb_cache_control(pf->cache, buf, size);
-		break;
-	case PEVB_OP_STREAM:
-		ret = pevb_card_begin(card);
-		if (ret)
-			return ret;
-		ret = pevb_user_stream(card, buf, size);
-		pevb_card_end(card);
-		break;
-	case PEVB_OP_RAM_OWNER: {
-		u32 state;
-
-		ret = pevb_ram_control(card, &pf->ram_member, req.value, &state) ?:
-		      pevb_ioctl_done(op, buf, size, 0, state);
-		break;
-	}
-	default:
-		return -ENOTTY;
-	}
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, buf, size) ? -EFAULT : 0;
+	return pevb_ioctl_run(file->private_data, cmd, arg);
 }
 
 const struct file_operations pevb_fops = {

@@ -45,96 +45,14 @@
 #define PEVB_EV_SOURCE_STOPPED 6
 
 /**
- * Words of a run's opaque state in C.
+ * What `pevb_life_is` asks: `Life::live` (the surface counts for the overlap checks).
  */
-#define PEVB_RUN_WORDS 6
+#define PEVB_LIFE_LIVE 0
 
 /**
- * `Life::end_use`: true: wake the callback.
+ * `Life::dying`: the callback has begun and the pin is not freed yet.
  */
-#define PEVB_LIFE_END_USE 0
-
-/**
- * `Life::begin_callback`.
- */
-#define PEVB_LIFE_BEGIN_CALLBACK 1
-
-/**
- * `Life::idle`: what the callback waits for.
- */
-#define PEVB_LIFE_IDLE 2
-
-/**
- * `Life::end_callback`: true: the callback frees.
- */
-#define PEVB_LIFE_END_CALLBACK 3
-
-/**
- * `Life::begin_unpin`: true: unpin through the shim.
- */
-#define PEVB_LIFE_BEGIN_UNPIN 4
-
-/**
- * `Life::end_unpin`: true: the unpin frees.
- */
-#define PEVB_LIFE_END_UNPIN 5
-
-/**
- * `Life::set_freed`.
- */
-#define PEVB_LIFE_SET_FREED 6
-
-/**
- * `Life::is_freed`.
- */
-#define PEVB_LIFE_IS_FREED 7
-
-/**
- * `Life::live`.
- */
-#define PEVB_LIFE_LIVE 8
-
-/**
- * `Life::dying`.
- */
-#define PEVB_LIFE_DYING 9
-
-/**
- * What removal does with a surface (`pevb_life_detach`): unmapped before; unmap now, held like a DMA,
- * then `PEVB_LIFE_END_USE`; or the callback has begun: wait for its free, which unmaps.
- */
-#define PEVB_DETACH_DONE 0
-
-#define PEVB_DETACH_UNMAP 1
-
-#define PEVB_DETACH_AWAIT_FREE 2
-
-/**
- * What an ioctl command asks for (`pevb_ioctl_op`).
- */
-#define PEVB_OP_LED 1
-
-#define PEVB_OP_CARD_INFO 2
-
-#define PEVB_OP_ABI_INFO 3
-
-#define PEVB_OP_H2C 4
-
-#define PEVB_OP_C2H 5
-
-#define PEVB_OP_H2C2H 6
-
-#define PEVB_OP_PIN_CUDA 7
-
-#define PEVB_OP_UNPIN_CUDA 8
-
-#define PEVB_OP_REG_CACHE 9
-
-#define PEVB_OP_RAM_OWNER 10
-
-#define PEVB_OP_PIN_HOST 11
-
-#define PEVB_OP_STREAM 12
+#define PEVB_LIFE_DYING 1
 
 /**
  * Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
@@ -182,40 +100,6 @@ struct pevb_seg {
 };
 
 /**
- * A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, its engine's
- * write-back word, and the protocol's [`Run`] as opaque words.
- */
-struct pevb_run_state {
-        uint64_t bytes;
-        uint32_t *wb;
-        uint64_t wb_bus;
-        uint64_t opaque[PEVB_RUN_WORDS];
-};
-
-/**
- * One side of a transfer: user memory at `addr`, or the CUDA surface `handle`.
- */
-struct pevb_side {
-        uint32_t cuda;
-        uint32_t handle;
-        uint64_t addr;
-};
-
-/**
- * A checked request. H2C: `src` and `fpga`; C2H: `dst` and `fpga`; H2C2H: `src` and `dst`; PIN_CUDA:
- * `src.addr` and `len`; UNPIN_CUDA: `value` (the handle); LED: `value`; RAM_OWNER: `value` (`RAM_QUERY`,
- * `RAM_CLAIM` or `RAM_RELEASE`).
- */
-struct pevb_req {
-        uint32_t op;
-        uint32_t value;
-        struct pevb_side src;
-        struct pevb_side dst;
-        uint64_t fpga;
-        uint64_t len;
-};
-
-/**
  * One surface's lifecycle state. `repr(C)` and two words: the 5.10 glue stores it as `struct pevb_life`.
  */
 struct pevb_life {
@@ -242,63 +126,6 @@ struct pevb_life_view {
 };
 
 /**
- * What the glue knows about a card, for CARD_INFO and ABI_INFO.
- */
-struct pevb_facts {
-        uint32_t card_index;
-        uint32_t msi;
-        uint32_t id_block;
-        uint32_t design_version;
-        uint32_t build_hash;
-        /**
-         * A GPU-memory provider (nvidia_p2p, Jetson flavour) is loaded.
-         */
-        uint32_t provider;
-        /**
-         * The registration cache works on this kernel (it has mmu notifiers).
-         */
-        uint32_t reg_cache;
-        /**
-         * The ID block says the design has the stream block.
-         */
-        uint32_t stream;
-        uint64_t ram_size;
-};
-
-/**
- * One chain of a pipeline step (`pipeline::Move`); `len` 0: that engine does not run in the step.
- */
-struct pevb_move {
-        /**
-         * Offset in the source (H2C) or destination (C2H) buffer.
-         */
-        uint64_t offset;
-        uint64_t len;
-        /**
-         * FPGA RAM address of the half it goes through.
-         */
-        uint64_t ram;
-};
-
-/**
- * What runs at once in a step of the round trip (`pipeline::Step`).
- */
-struct pevb_step {
-        struct pevb_move h2c;
-        struct pevb_move c2h;
-};
-
-/**
- * Where a built chain starts and what it covers (`chain::Chain`).
- */
-struct pevb_chain {
-        uint64_t first;
-        uint32_t first_adj;
-        uint32_t count;
-        uint64_t bytes;
-};
-
-/**
  * The card RAM's ownership as C stores it (`struct pevb_ram_owner`): a `ram_owner::RamOwner` in words C
  * never reads.
  */
@@ -310,13 +137,10 @@ struct pevb_ram_owner {
  * Sizes of the structs above and of the shared ones the glue handles, as Rust lays them out.
  */
 struct pevb_layout {
-        uint32_t req;
         uint32_t facts;
-        uint32_t chain;
         uint32_t segment;
         uint32_t descriptor;
         uint32_t regs;
-        uint32_t step;
         uint32_t range;
         /**
          * `cache_policy::Policy`: C allocates this many bytes, aligned to `policy_align`, and never looks inside.
@@ -343,18 +167,9 @@ struct pevb_layout {
 };
 
 /**
- * Per-engine register offsets and bits (`Dir`'s methods).
- */
-struct pevb_engine_regs {
-        uint32_t channel;
-        uint32_t sgdma;
-        uint32_t irq_bit;
-        uint32_t halt_bit;
-};
-
-/**
- * The register map the glue drives, from the one definition in `crates/picoevb-regs`: the C side names
- * no offset or bit of its own.
+ * What probe needs of the register map, from the one definition in `crates/picoevb-regs`: which BARs
+ * to map and how long they must be, the card RAM's size and the longest descriptor. The C side names no
+ * offset or bit at all: every register access is the shared logic's.
  */
 struct pevb_regs {
         uint32_t bar_user;
@@ -362,41 +177,7 @@ struct pevb_regs {
         uint32_t bar_dma;
         uint32_t bar_dma_size;
         uint64_t ram_size;
-        /**
-         * XDMA block offsets of the six targets probe checks, in this order: H2C, C2H, IRQ, config, H2C
-         * SGDMA, C2H SGDMA; `targets` holds their target numbers.
-         */
-        uint32_t blocks[6];
-        uint32_t targets[6];
-        struct pevb_engine_regs engine[2];
-        uint32_t ch_control;
-        uint32_t ch_control_w1c;
-        uint32_t ch_status;
-        uint32_t ch_status_rc;
-        uint32_t ch_completed;
-        uint32_t ch_int_mask;
-        uint32_t sg_desc_lo;
-        uint32_t sg_desc_hi;
-        uint32_t sg_desc_adj;
-        uint32_t sgc_halt_w1s;
-        uint32_t sgc_halt_w1c;
-        uint32_t irq_chan_en_w1s;
-        uint32_t irq_chan_en_w1c;
-        uint32_t irq_user_en_w1c;
-        uint32_t irq_chan_vec;
-        uint32_t irq_chan_req;
-        uint32_t ctrl_run;
-        /**
-         * Control word that starts a chain: Run plus logging of every status bit.
-         */
-        uint32_t ctrl_start;
-        /**
-         * Interrupt sources a chain reports: its end and every error.
-         */
-        uint32_t int_mask;
-        uint32_t stat_busy;
         uint32_t desc_len_max;
-        uint32_t desc_size;
 };
 
 /**
@@ -407,12 +188,23 @@ struct pevb_frames {
         size_t n;
 };
 
-
-
 /**
- * Sizes C checks at probe (`PEVB_RUN_LAYOUT`): the run state's.
+ * What probe learnt of a card (`ioctl::Facts`; the ID block's values for probe's log line).
  */
-extern const uint32_t PEVB_RUN_STATE_SIZE;
+struct pevb_facts {
+        uint32_t card_index;
+        uint32_t msi;
+        uint32_t id_block;
+        uint32_t design_version;
+        uint32_t build_hash;
+        /**
+         * The ID block says the design has the stream block.
+         */
+        uint32_t stream;
+        uint64_t ram_size;
+};
+
+
 
 extern const struct pevb_layout PEVB_LAYOUT;
 
@@ -458,15 +250,6 @@ bool pevb_cache_holds(void *c,
                       const struct pevb_range *replacing);
 
 /**
- * REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): does the operation
- * and writes the cache's state back into `buf`. 0 or a negative errno (nothing done).
- *
- * # Safety
- * As for `locked`; `buf` is valid for reading and writing `len` bytes.
- */
-int pevb_cache_control(void *c, void *buf, size_t len);
-
-/**
  * Close or card removal: drops every buffer of cache `c`, which caches nothing more.
  *
  * # Safety
@@ -475,52 +258,58 @@ int pevb_cache_control(void *c, void *buf, size_t len);
 void pevb_cache_shut(void *c);
 
 /**
- * Starts a chain of up to `len` bytes of `segs` (from byte `host_off`) to or from FPGA RAM at `fpga` on
- * engine `idx`, its descriptors in the table `descs` at bus address `base`; polled (`poll`) or woken by
- * its interrupt. On 0, `*out` is a run that must end through `pevb_engine_finish` or `_cancel`.
+ * Stops both engines and resets the IRQ block: 0, -EIO if an engine was not shown idle, or the errno of
+ * a failed register access.
  *
  * # Safety
- * `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
- * reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
- * engine now: every earlier run ended), `out` for writing.
+ * `card` is a live `struct pevb_card` whose DMA BAR is mapped, and no request runs on it.
  */
-int pevb_engine_start(void *card,
-                      uint32_t idx,
-                      const struct pevb_seg *segs,
-                      size_t nsegs,
-                      uint64_t host_off,
-                      uint64_t fpga,
-                      uint64_t len,
-                      void *descs,
-                      size_t ndescs,
-                      uint64_t base,
-                      bool poll,
-                      struct pevb_run_state *out);
+int pevb_probe_quiesce(void *card);
 
 /**
- * Waits until the run ended, its timeout passed, removal woke the waiter or a fatal signal came.
+ * Checks every XDMA block's identifier: 0; -ENODEV with the block's name (`*name`, `*name_len` bytes, not
+ * NUL-terminated) and what it answered (`*id`) for the log; or the errno of a failed register access.
  *
  * # Safety
- * As `pevb_engine_start`'s `card`; `r` holds a run started on engine `idx` and not yet ended.
+ * `card` as for `pevb_probe_quiesce`; `name`, `name_len` and `id` writable.
  */
-void pevb_engine_wait(void *card, uint32_t idx, struct pevb_run_state *r);
+int pevb_probe_identify(void *card, const char **name, size_t *name_len, uint32_t *id);
 
 /**
- * Judges the run and ends it: 0 (`r->bytes` moved) or a negative errno; the engine was shown idle or the
- * card is wedged.
+ * One interrupt: a bit per engine that raised it (bit 0 H2C, bit 1 C2H), its run's status in
+ * `status[idx]`; 0: not this card's.
  *
  * # Safety
- * As `pevb_engine_wait`; the run is ended afterwards (`r` must not be used again).
+ * `card` as for `pevb_probe_quiesce` (the handler is freed before the BARs are unmapped); `status` is
+ * writable for two values.
  */
-int pevb_engine_finish(void *card, uint32_t idx, struct pevb_run_state *r);
+uint32_t pevb_irq_service(void *card, uint32_t *status);
 
 /**
- * Stops a run nobody judges: 0 if shown idle, else the card is wedged and the errno says so.
+ * Hot removal or unbind of `card`, while its BARs are still mapped (`kmod/logic/src/removal.rs`).
  *
  * # Safety
- * As `pevb_engine_finish`.
+ * `card` is a live, probed `struct pevb_card` being removed, from the PCI remove callback only.
  */
-int pevb_engine_cancel(void *card, uint32_t idx, struct pevb_run_state *r);
+void pevb_card_remove(void *card);
+
+/**
+ * Copies `len` bytes from `src[..nsrc]` (from byte `src_at`) through the card RAM to `dst[..ndst]` (from
+ * byte `dst_at`) as `kmod/logic/src/round_trip.rs` runs it: 0 or a negative errno.
+ *
+ * # Safety
+ * `card` is a live `struct pevb_card` whose DMA BAR is mapped and both of whose engine locks the caller
+ * holds (H2C first); `src` and `dst` are valid for reading their segments, which stay mapped for the
+ * call.
+ */
+int pevb_round_trip(void *card,
+                    const struct pevb_seg *src,
+                    size_t nsrc,
+                    uint64_t src_at,
+                    const struct pevb_seg *dst,
+                    size_t ndst,
+                    uint64_t dst_at,
+                    uint64_t len);
 
 /**
  * Stops engine `idx` (PG195's stop); whether it was shown idle.
@@ -536,7 +325,9 @@ bool pevb_engine_stop(void *card, uint32_t idx);
  * next.
  *
  * # Safety
- * As `pevb_engine_start`.
+ * `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
+ * reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
+ * engine now: every earlier run ended).
  */
 int pevb_engine_transfer(void *card,
                          uint32_t idx,
@@ -550,14 +341,23 @@ int pevb_engine_transfer(void *card,
                          uint64_t base);
 
 /**
- * Runs the checked transfer `r` (H2C, C2H or H2C2H from `pevb_ioctl_check`) through the gate on `x`;
- * 0 with the DMA time in `*ns`, or a negative errno.
+ * Runs the checked transfer `req` (a `gate::Request` the dispatcher made, `ioctl_glue.rs`, passed back
+ * through `file.c`'s `pevb_file_transfer`) through the gate on `x`; 0 with the DMA time in `*ns`, or a
+ * negative errno.
  *
  * # Safety
- * `x` is a live `struct pevb_xfer` only this call uses, `r` a request `pevb_ioctl_check` produced, `ns`
+ * `x` is a live `struct pevb_xfer` only this call uses, `req` points to a live `gate::Request`, `ns` is
  * writable.
  */
-int pevb_gate_transfer(void *x, const struct pevb_req *r, uint64_t *ns);
+int pevb_gate_run(void *x, const void *req, uint64_t *ns);
+
+/**
+ * Runs ioctl `cmd` with argument `arg` on the open file `pf`: 0 or a negative errno.
+ *
+ * # Safety
+ * `pf` is the `struct pevb_file` of an open file (its `private_data`), for the whole call.
+ */
+int pevb_ioctl_run(void *pf, uint32_t cmd, size_t arg);
 
 /**
  * `Life::new`.
@@ -576,21 +376,61 @@ void pevb_life_init(struct pevb_life *l);
 int pevb_life_begin_use(struct pevb_life *l);
 
 /**
- * Takes the lifecycle step `step` (`PEVB_LIFE_*`) and answers it. One entry point, not one per step:
- * cbindgen declares it for C, as it could not a macro's functions.
+ * A query of the lifecycle (`PEVB_LIFE_*`).
  *
  * # Safety
  * As `life`.
  */
-bool pevb_life_step(struct pevb_life *l, uint32_t step);
+bool pevb_life_is(struct pevb_life *l, uint32_t what);
 
 /**
- * `Life::detach`: `PEVB_DETACH_*`.
+ * Whether a wait for `until` (`Until as u32`) is over (`Life::reached`), for `cuda.c`'s `wait_event`.
  *
  * # Safety
  * As `life`.
  */
-uint32_t pevb_life_detach(struct pevb_life *l);
+bool pevb_life_reached(struct pevb_life *l, uint32_t until);
+
+/**
+ * The provider's free callback (`surface_life::callback`).
+ *
+ * # Safety
+ * `s` is a live `struct pevb_surface` the caller holds a reference to, in its provider's free callback.
+ */
+void pevb_surface_callback(void *s);
+
+/**
+ * UNPIN or close (`surface_life::unpin`).
+ *
+ * # Safety
+ * `s` is a live `struct pevb_surface` the caller holds a reference to.
+ */
+void pevb_surface_unpin(void *s);
+
+/**
+ * A DMA's use ends (`surface_life::end_use`).
+ *
+ * # Safety
+ * As `pevb_surface_unpin`; the caller held a use.
+ */
+void pevb_surface_end_use(void *s);
+
+/**
+ * Card removal (`surface_life::detach`): true if the caller must wait for the free
+ * (`pevb_surface_await_free`).
+ *
+ * # Safety
+ * As `pevb_surface_unpin`.
+ */
+bool pevb_surface_detach(void *s);
+
+/**
+ * Waits until the pin is freed (`surface_life::await_free`).
+ *
+ * # Safety
+ * As `pevb_surface_unpin`.
+ */
+void pevb_surface_await_free(void *s);
 
 /**
  * `Life::view` into `out`.
@@ -610,71 +450,12 @@ void pevb_life_view(struct pevb_life *l, struct pevb_life_view *out);
 int pevb_cuda_pin(void *call);
 
 /**
- * The ioctl's operation, or -ENOTTY: decided before any user memory is touched.
- */
-int pevb_ioctl_op(uint32_t cmd);
-
-/**
- * Checks the arguments of operation `op` on the card `facts` describes: `arg` is the ioctl's argument,
- * `buf`/`len` the bytes copied in from it (if the command writes). Fills `out`; returns 0 or a negative
- * errno.
- *
- * # Safety
- * `buf` is valid for `len` bytes (or null with `len` 0); `facts` is valid for reading; `out` is valid for
- * writing.
- */
-int pevb_ioctl_check(int op,
-                     size_t arg,
-                     const void *buf,
-                     size_t len,
-                     const struct pevb_facts *facts,
-                     struct pevb_req *out);
-
-/**
- * Writes a finished request's results into the copy-out buffer: the DMA time of a transfer, the handle of
- * a PIN_CUDA, the state after a RAM_OWNER (in `handle`).
- *
- * # Safety
- * `buf` is valid for reading and writing `len` bytes.
- */
-int pevb_ioctl_done(int op, void *buf, size_t len, uint64_t dma_time_ns, uint32_t handle);
-
-/**
- * Fills CARD_INFO or ABI_INFO's answer from what the glue knows about the card.
- *
- * # Safety
- * `buf` is valid for writing `len` bytes; `facts` is valid for reading.
- */
-int pevb_ioctl_info(int op, void *buf, size_t len, const struct pevb_facts *facts);
-
-/**
  * Merges bus-contiguous neighbours of `segs[..n]` in place; returns how many remain.
  *
  * # Safety
  * `segs` is valid for reading and writing `n` segments.
  */
 size_t pevb_segments_coalesce(struct pevb_seg *segs, size_t n);
-
-/**
- * Step `s` of the full-duplex round trip of `len` bytes through `ram` bytes of card RAM in `align`-byte
- * chunks (`pipeline::Pipeline`): 0 and `*out`, 1 when `s` is past the last step, or a negative errno.
- *
- * # Safety
- * `out` is valid for writing.
- */
-int pevb_pipeline_step(uint64_t len, uint64_t ram, uint64_t align, uint64_t s, struct pevb_step *out);
-
-/**
- * How an H2C run of `h2c` bytes and a C2H run of `c2h` bytes started together (0: that engine does not
- * run) learn they ended (`pipeline::wakes`): bit 0 set if H2C is polled, bit 1 if C2H is; a clear bit
- * means its interrupt is armed.
- */
-uint32_t pevb_pipeline_polled(uint64_t h2c, uint64_t c2h);
-
-/**
- * Whether a status read says the run is over (`channel::Status::ended`): idle, or an error bit.
- */
-bool pevb_status_ended(uint32_t st);
 
 /**
  * Whether the sorted page-frame lists `a[..na]` and `b[..nb]` share a frame (the overlap rule of GPU
@@ -686,42 +467,12 @@ bool pevb_status_ended(uint32_t st);
 bool pevb_share_page_frames(const uint64_t *a, size_t na, const uint64_t *b, size_t nb);
 
 /**
- * Builds one chain into `descs[..ndescs]` (at bus address `base`) for up to `len` bytes of the host buffer
- * `segs[..nsegs]` from its byte `host_off`, and FPGA RAM from `fpga`. `out.bytes` says how far it got (the
- * table may fill first). Returns 0 or a negative errno.
- *
- * # Safety
- * `segs` is valid for reading `nsegs` segments, `descs` for writing `ndescs` descriptors (not read by the
- * device meanwhile), `out` for writing.
- */
-int pevb_chain_build(bool c2h,
-                     const struct pevb_seg *segs,
-                     size_t nsegs,
-                     uint64_t host_off,
-                     uint64_t fpga,
-                     uint64_t len,
-                     void *descs,
-                     size_t ndescs,
-                     uint64_t base,
-                     struct pevb_chain *out);
-
-/**
- * 0 if an engine's status word says its chain ended cleanly, else a negative errno.
- */
-int pevb_status_outcome(uint32_t st);
-
-/**
  * A short name of the first error bit of `st` (not NUL-terminated: `*len` bytes).
  *
  * # Safety
  * `len` is valid for writing.
  */
 const char *pevb_status_describe(uint32_t st, size_t *len);
-
-/**
- * Whether the identifier register `id` of XDMA block `target` is an XDMA's.
- */
-bool pevb_identifier_ok(uint32_t id, uint32_t target);
 
 /**
  * Whether PCI IDs are the PicoEVB design's (10de:0001 is also NVIDIA's HTG-K800 design, which this driver
@@ -825,40 +576,20 @@ void pevb_ram_close(struct pevb_ram_owner *o, uint64_t *m);
 uint32_t pevb_ram_state(struct pevb_ram_owner *o, uint64_t *m, uint32_t pid);
 
 /**
- * LED: writes `value` to the GPIO data register and reads it back (the write is posted); 0 or a negative
- * errno.
- *
- * # Safety
- * `card` is a live `struct pevb_card` with its BARs mapped.
- */
-int pevb_user_set_leds(void *card, uint32_t value);
-
-/**
  * Reads the gdr ID block: 1 with `*design_version`, `*build_hash` and `*stream` (the design has the stream
  * block) set, 0 where the bitstream has none (NVIDIA's reference design), or a negative errno.
  *
  * # Safety
- * `card` as for `pevb_user_set_leds`; `design_version`, `build_hash` and `stream` writable.
+ * `card` as for `set_leds`; `design_version`, `build_hash` and `stream` writable.
  */
 int pevb_user_identity(void *card, uint32_t *design_version, uint32_t *build_hash, uint32_t *stream);
-
-/**
- * IOC_STREAM on the card's stream block: reads the argument from `buf` (`len` bytes, checked before by
- * `pevb_ioctl_check`), carries it out (`stream_ctl::control`) and writes the answer back into `buf`; 0 or a
- * negative errno.
- *
- * # Safety
- * `card` as for `pevb_user_set_leds`, held (the gate) by the caller; `buf` valid for reading and writing
- * `len` bytes.
- */
-int pevb_user_stream(void *card, void *buf, size_t len);
 
 /**
  * Disables the stream source (a stopping C2H blocked on it then ends: engine.c's `pevb_plat_unblock`); 0
  * or a negative errno.
  *
  * # Safety
- * `card` as for `pevb_user_set_leds`, whose design has the stream block.
+ * `card` as for `set_leds`, whose design has the stream block.
  */
 int pevb_user_stream_off(void *card);
 

@@ -26,47 +26,34 @@ void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line)
 }
 
 /*
- * Finds which engine finished (the one MSI vector serves both; INTx may be shared), reads its status
- * (read-to-clear, which also drops a level INTx) and wakes the waiter. The handler is freed at removal
- * before the BARs are unmapped.
+ * One interrupt: which engines finished, their statuses (read-to-clear) and their requests turned off are
+ * the shared logic's (kmod/logic/src/interrupt.rs); this wakes their waiters. The handler is freed at
+ * removal before the BARs are unmapped.
  */
 static irqreturn_t pevb_irq(int irq, void *data)
 {
 	struct pevb_card *card = data;
-	irqreturn_t handled = IRQ_NONE;
-	u32 req, bit, st;
+	u32 st[2], raised = pevb_irq_service(card, st);
 	int i;
 
-	req = pevb_rd(card, REGS.irq_chan_req);
-	if (req == U32_MAX)	/* the card is gone (a shared line may be someone else's) */
-		return IRQ_NONE;
-	for (i = 0; i < 2; i++) {
-		bit = REGS.engine[i].irq_bit;
-		if (!(req & bit))
-			continue;
-		st = pevb_rd(card, REGS.engine[i].channel + REGS.ch_status_rc);
-		/* Off until the next run arms it again, so a stuck source cannot storm. */
-		pevb_wr(card, REGS.irq_chan_en_w1c, bit);
-		pevb_engine_signal(&card->eng[i], st);
-		handled = IRQ_HANDLED;
-	}
-	return handled;
+	for (i = 0; i < 2; i++)
+		if (raised & BIT(i))
+			pevb_engine_signal(&card->eng[i], st[i]);
+	return raised ? IRQ_HANDLED : IRQ_NONE;
 }
 
-/* Checks the XDMA identifiers (a card that is not the design we know must not be driven), reads the ID block. */
+/* The XDMA identifiers (kmod/logic/src/probe.rs: a card that is not the design we know must not be driven), the ID block. */
 static int identify(struct pevb_card *card)
 {
-	static const char *const names[6] = { "H2C0", "C2H0", "IRQ", "config", "H2C0 SGDMA", "C2H0 SGDMA" };
+	const char *name;
+	size_t len;
 	u32 id;
-	int i, ret;
+	int ret = pevb_probe_identify(card, &name, &len, &id);
 
-	for (i = 0; i < 6; i++) {
-		id = pevb_rd(card, REGS.blocks[i]);
-		if (!pevb_identifier_ok(id, REGS.targets[i])) {
-			dev_err(&card->pdev->dev, "XDMA %s block identifier %#010x is not an XDMA's\n", names[i], id);
-			return -ENODEV;
-		}
-	}
+	if (ret == -ENODEV)
+		dev_err(&card->pdev->dev, "XDMA %.*s block identifier %#010x is not an XDMA's\n", (int)len, name, id);
+	if (ret)
+		return ret;
 	ret = pevb_user_identity(card, &card->facts.design_version, &card->facts.build_hash,
 				 &card->facts.stream);
 	if (ret < 0)
@@ -75,18 +62,7 @@ static int identify(struct pevb_card *card)
 	return 0;
 }
 
-/* Both engines and the IRQ block idle (a previous driver may have left them running), channels on vector 0. */
-static int quiesce(struct pevb_card *card)
-{
-	if (!pevb_engine_stop(card, 0) || !pevb_engine_stop(card, 1))
-		return -EIO;
-	pevb_wr(card, REGS.irq_chan_en_w1c, U32_MAX);
-	pevb_wr(card, REGS.irq_user_en_w1c, U32_MAX);
-	pevb_wr(card, REGS.irq_chan_vec, 0);
-	return 0;
-}
-
-static void free_tables(struct pevb_card *card)
+void pevb_card_release_tables(struct pevb_card *card)
 {
 	pevb_engine_release_table(card, &card->eng[0]);
 	pevb_engine_release_table(card, &card->eng[1]);
@@ -160,7 +136,7 @@ static int pevb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = pevb_engine_init(card, &card->eng[0], 0) ?: pevb_engine_init(card, &card->eng[1], 1);
 	if (ret)
 		goto err_tables;
-	ret = identify(card) ?: quiesce(card);
+	ret = identify(card) ?: pevb_probe_quiesce(card);
 	if (ret)
 		goto err_tables;
 	pci_set_master(pdev);
@@ -195,7 +171,7 @@ err_vectors:
 err_master:
 	pci_clear_master(pdev);
 err_tables:
-	free_tables(card);
+	pevb_card_release_tables(card);
 	pevb_card_put(card);
 err_slot:
 	ida_free(&pevb_slots, slot);
@@ -212,6 +188,35 @@ static bool drained(struct pevb_card *card)
 	return idle;
 }
 
+/* ---- removal's steps, in the order kmod/logic/src/removal.rs runs them (pevb_card_remove) ---- */
+
+void pevb_card_close(struct pevb_card *card)
+{
+	spin_lock(&card->gate);
+	card->gone = true;
+	spin_unlock(&card->gate);
+}
+
+void pevb_card_wake(struct pevb_card *card)
+{
+	complete(&card->eng[0].done);
+	complete(&card->eng[1].done);
+}
+
+/* Bounded: every request's engine wait has a timeout, and the gate refuses new ones. */
+void pevb_card_drain(struct pevb_card *card)
+{
+	wait_event(card->drained, drained(card));
+}
+
+void pevb_card_release_quarantine(struct pevb_card *card)
+{
+	mutex_lock(&card->qlock);
+	pevb_pin_release_all(&card->quarantine);
+	pevb_cuse_release_all(&card->cquarantine);
+	mutex_unlock(&card->qlock);
+}
+
 /*
  * Hot removal or unbind, while the BARs are still mapped (card.rs's remove): new requests fail with ENODEV,
  * the engines stop, waiting requests wake, and once none is left everything mapped for DMA is released.
@@ -221,22 +226,7 @@ static void pevb_remove(struct pci_dev *pdev)
 {
 	struct pevb_card *card = pci_get_drvdata(pdev);
 
-	spin_lock(&card->gate);
-	card->gone = true;
-	spin_unlock(&card->gate);
-	if (quiesce(card))
-		pevb_card_wedge(card);	/* tables and pages are released below: no more bus mastering */
-	complete(&card->eng[0].done);
-	complete(&card->eng[1].done);
-	/* Bounded: every request's engine wait has a timeout, and the gate refuses new ones. */
-	wait_event(card->drained, drained(card));
-	mutex_lock(&card->qlock);
-	pevb_pin_release_all(&card->quarantine);
-	pevb_cuse_release_all(&card->cquarantine);
-	mutex_unlock(&card->qlock);
-	free_tables(card);
-	pevb_card_detach_surfaces(card);
-	pevb_card_close_caches(card);
+	pevb_card_remove(card);
 	debugfs_remove_recursive(card->debugfs);
 	pevb_node_del(card->node);
 	free_irq(pci_irq_vector(pdev, 0), card);

@@ -23,7 +23,7 @@
 #define PEVB_TABLE_LEN (PAGE_SIZE / PEVB_DESC_SIZE)
 
 struct pevb_engine {
-	int idx;			/* 0: H2C, 1: C2H (PEVB_REGS.engine[idx]) */
+	int idx;			/* 0: H2C, 1: C2H */
 	struct mutex lock;		/* one request at a time; guards table */
 	void *table;			/* descriptor table (coherent), NULL once the card is gone */
 	dma_addr_t table_dma;
@@ -82,7 +82,6 @@ void pevb_card_end(struct pevb_card *card);
 bool pevb_card_gone(struct pevb_card *card);
 bool pevb_card_wedged(struct pevb_card *card);
 void pevb_card_wedge(struct pevb_card *card);
-bool pevb_card_vanished(struct pevb_card *card);
 void pevb_card_quarantine(struct pevb_card *card, struct pevb_pin *p);
 struct pevb_cuse;
 void pevb_card_quarantine_cached(struct pevb_card *card, struct pevb_cuse *u);
@@ -99,15 +98,7 @@ static inline void pevb_wr(struct pevb_card *card, u32 off, u32 v)
 	iowrite32(v, card->bar_dma + off);
 }
 
-/* A chain started on an engine (the protocol's engine::Run): it ends through pevb_run_finish or _cancel. */
-struct pevb_run {
-	struct pevb_engine *e;
-	struct pevb_run_state s;	/* s.bytes: what its chain moves */
-};
-
 /* engine.c: the engine's kernel services; the protocol itself is Rust (logic.h, pevb_engine_*) */
-int pevb_run_start(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
-		   u64 host_off, u64 fpga, u64 len, bool poll, struct pevb_run *r);
 int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx);
 void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
 void pevb_engine_signal(struct pevb_engine *e, u32 status);
@@ -131,24 +122,6 @@ void pevb_plat_sleep_us(u32 us);
 void pevb_plat_log(struct pevb_card *card, u32 idx, u32 kind, u32 a, u32 b);
 bool pevb_plat_unblock(struct pevb_card *card, u32 idx);
 
-static inline void pevb_run_wait(struct pevb_card *card, struct pevb_run *r)
-{
-	pevb_engine_wait(card, r->e->idx, &r->s);
-}
-
-static inline int pevb_run_finish(struct pevb_card *card, struct pevb_run *r)
-{
-	return pevb_engine_finish(card, r->e->idx, &r->s);
-}
-
-static inline int pevb_run_cancel(struct pevb_card *card, struct pevb_run *r)
-{
-	return pevb_engine_cancel(card, r->e->idx, &r->s);
-}
-
-/* duplex.c */
-int pevb_round_trip(struct pevb_card *card, const struct pevb_seg *src, size_t nsrc, u64 src_at,
-		    const struct pevb_seg *dst, size_t ndst, u64 dst_at, u64 len);
 
 /* pin.c (the shared one's functions are in ../picoevb/pin.h) */
 void pevb_pin_park(struct list_head *q, struct pevb_pin *p);

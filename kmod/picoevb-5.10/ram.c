@@ -87,17 +87,15 @@ void pevb_ram_unuse(struct pevb_card *card)
 	mutex_unlock(&card->ram_lock);
 }
 
-/* IOC_RAM_OWNER: does @op (RAM_QUERY, RAM_CLAIM, RAM_RELEASE); *@state is what the caller sees after. */
+/*
+ * IOC_RAM_OWNER: does @op (RAM_QUERY, RAM_CLAIM, RAM_RELEASE); *@state is what the caller sees after. The
+ * dispatcher holds the card for a claim, whose scrub runs the H2C engine.
+ */
 int pevb_ram_control(struct pevb_card *card, u64 *member, u32 op, u32 *state)
 {
 	u32 pid = caller();
 	int ret = 0;
 
-	if (op == 1) {	/* RAM_CLAIM: a scrub may follow, which needs the gate */
-		ret = pevb_card_begin(card);
-		if (ret)
-			return ret;
-	}
 	mutex_lock(&card->ram_lock);
 	if (op == 1)
 		ret = granted(card, pevb_ram_claim(&card->ram_owner, member, pid));
@@ -105,8 +103,6 @@ int pevb_ram_control(struct pevb_card *card, u64 *member, u32 op, u32 *state)
 		ret = pevb_ram_release(&card->ram_owner, member, pid);
 	*state = pevb_ram_state(&card->ram_owner, member, pid);
 	mutex_unlock(&card->ram_lock);
-	if (op == 1)
-		pevb_card_end(card);
 	return ret;
 }
 

@@ -29,11 +29,41 @@ int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns);
 bool pevb_gate_wedged(struct pevb_xfer *x);
 
 /*
+ * One open file's services (file.c), for rust/ioctl_glue.rs (pevb_ioctl_run runs kmod/logic/src/ioctl.rs
+ * over them, and over the card's below): @pf is the file's struct pevb_file; @req the dispatcher's checked
+ * transfer, handed back to the gate (pevb_gate_run).
+ */
+struct pevb_file;
+struct pevb_card;
+struct pevb_card *pevb_file_card(struct pevb_file *pf);
+struct pevb_cache *pevb_file_cache(struct pevb_file *pf);
+int pevb_file_transfer(struct pevb_file *pf, const void *req, u64 *ns);
+int pevb_file_pin(struct pevb_file *pf, bool host, u64 va, u64 len);
+int pevb_file_unpin(struct pevb_file *pf, u32 handle);
+int pevb_file_ram(struct pevb_file *pf, u32 op, u32 *state);
+int pevb_copy_in(u64 arg, void *buf, size_t len);
+int pevb_copy_out(u64 arg, const void *buf, size_t len);
+const struct pevb_facts *pevb_card_facts(struct pevb_card *card);
+
+/*
+ * One GPU surface's services (cuda.c), for rust/life_glue.rs (pevb_surface_* run the sequences of
+ * kmod/logic/src/surface_life.rs over them): @s's lifecycle under its lock, the wait on it (@until:
+ * surface_life::Until), the shim's unpin, unmap and free.
+ */
+struct pevb_surface;
+struct pevb_life *pevb_surf_life_lock(struct pevb_surface *s);
+void pevb_surf_life_unlock(struct pevb_surface *s);
+void pevb_surf_wait(struct pevb_surface *s, u32 until);
+void pevb_surf_wake(struct pevb_surface *s);
+void pevb_surf_unpin_pin(struct pevb_surface *s);
+bool pevb_surf_unmap(struct pevb_surface *s);
+void pevb_surf_free_pin(struct pevb_surface *s);
+
+/*
  * PIN_CUDA's services (cuda.c), for rust/pin_glue.rs (pevb_cuda_pin runs kmod/logic/src/surface_pin.rs
  * over them) for the struct pevb_cuda_pin_call @c of one PIN_CUDA.
  */
 struct pevb_cuda_pin_call;
-struct pevb_surface;
 void pevb_cuda_pin_lock(struct pevb_cuda_pin_call *c);
 void pevb_cuda_pin_unlock(struct pevb_cuda_pin_call *c);
 int pevb_cuda_pin_frames(struct pevb_cuda_pin_call *c, struct pevb_frames *out);
@@ -77,27 +107,34 @@ struct pevb_cbuf *pevb_cache_call_pin(struct pevb_cache_call *k, const struct pe
 int pevb_cache_call_once(struct pevb_cache_call *k);
 int pevb_cache_call_use(struct pevb_cache_call *k, struct pevb_cbuf *p, u64 offset);
 
+/*
+ * Removal's steps on @card (main.c; pevb_card_wedge, _detach_surfaces and _close_caches in picoevb.h), for
+ * rust/card_glue.rs: pevb_card_remove runs them in kmod/logic/src/removal.rs's order.
+ */
+void pevb_card_close(struct pevb_card *card);
+void pevb_card_wake(struct pevb_card *card);
+void pevb_card_drain(struct pevb_card *card);
+void pevb_card_release_quarantine(struct pevb_card *card);
+void pevb_card_release_tables(struct pevb_card *card);
+int pevb_engine_table(struct pevb_card *card, u32 idx, void **descs, size_t *ndescs, u64 *base);
+
 /* The Rust panic handler's way out (main.c). */
 void __noreturn pevb_rust_panic(const char *file, size_t file_len, u32 line);
 
 /* Whether this build's C view of the Rust structs matches the Rust one. */
 static inline bool pevb_layout_ok(void)
 {
-	return PEVB_LAYOUT.req == sizeof(struct pevb_req) &&
-	       PEVB_LAYOUT.facts == sizeof(struct pevb_facts) &&
-	       PEVB_LAYOUT.chain == sizeof(struct pevb_chain) &&
+	return PEVB_LAYOUT.facts == sizeof(struct pevb_facts) &&
 	       PEVB_LAYOUT.segment == sizeof(struct pevb_seg) &&
 	       PEVB_LAYOUT.descriptor == PEVB_DESC_SIZE &&
 	       PEVB_LAYOUT.regs == sizeof(struct pevb_regs) &&
-	       PEVB_LAYOUT.step == sizeof(struct pevb_step) &&
 	       PEVB_LAYOUT.range == sizeof(struct pevb_range) &&
 	       PEVB_LAYOUT.policy_align <= sizeof(u64) &&	/* the C storage is u64-aligned */
 	       PEVB_LAYOUT.cache_slots == PEVB_CACHE_SLOTS &&
 	       PEVB_LAYOUT.owner == sizeof(struct pevb_ram_owner) &&
 	       PEVB_LAYOUT.owner_align <= sizeof(u64) &&
 	       PEVB_LAYOUT.life == sizeof(struct pevb_life) &&
-	       PEVB_LAYOUT.life_view == sizeof(struct pevb_life_view) &&
-	       PEVB_RUN_STATE_SIZE == sizeof(struct pevb_run_state);
+	       PEVB_LAYOUT.life_view == sizeof(struct pevb_life_view);
 }
 
 #endif

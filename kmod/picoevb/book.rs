@@ -104,12 +104,16 @@ impl Book {
         self.caches.lock().retain(|x| !core::ptr::eq(&**x, c));
     }
 
-    /// Card removal, once no request is left and bus mastering is off or the engines are stopped: lets go
-    /// of the quarantined pins, unmaps every surface (waiting for the free callbacks that have begun, so
-    /// nothing stays mapped past unbind) and empties every cache.
-    pub(crate) fn release(&self) {
+    /// Card removal, once no request is left and bus mastering is off or the engines are stopped
+    /// (`kmod/logic/src/removal.rs` orders the three calls): lets go of the quarantined pins.
+    pub(crate) fn release_quarantine(&self) {
         let quarantined = core::mem::take(&mut self.quarantine.lock().pins);
         drop(quarantined);
+    }
+
+    /// Removal: unmaps every surface from the device (waiting for a free callback that has begun); their
+    /// pins stay until UNPIN, close or munmap.
+    pub(crate) fn detach_surfaces(&self) {
         // Unmapped outside the lock: a surface's free callback takes it too.
         let surfaces = core::mem::take(&mut *self.surfaces.lock());
         for s in surfaces.iter() {
@@ -120,6 +124,10 @@ impl Book {
                 self.callbacks_awaited.fetch_sub(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Removal: empties every open file's registration cache.
+    pub(crate) fn close_caches(&self) {
         for c in self.caches.lock().iter() {
             c.close();
         }

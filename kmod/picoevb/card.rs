@@ -4,7 +4,7 @@
 
 use crate::abi;
 use crate::book::Book;
-use crate::channel::{Channel, IrqRegs, Regs32};
+use crate::channel::{IrqRegs, Regs32};
 use crate::duplex::Engines;
 use crate::engine::Engine;
 use crate::gpio::Leds;
@@ -15,9 +15,9 @@ use crate::ram::{Ram, RamUse};
 use crate::ram_owner::{Member, Op};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Dir};
-use crate::{request, stream_ctl};
+use crate::{ioctl, probe, stream_ctl};
 use core::fmt;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
     c_str, debugfs,
     device::{Bound, Device},
@@ -52,10 +52,8 @@ pub(crate) struct Card {
     pub(crate) index: u32,
     /// What the card keeps mapped beyond one request: surfaces, caches, quarantined pins.
     book: Arc<Book>,
-    /// ABI capability bits and ID block values, set once at probe (see `set_identity`).
+    /// What probe found as ABI capability bits (MSI, ID block, stream block), set once (`set_identity`).
     caps: AtomicU64,
-    design_version: AtomicU32,
-    build_hash: AtomicU32,
     /// Who owns the card RAM (`ram.rs`).
     #[pin]
     ram: Ram,
@@ -78,8 +76,6 @@ impl Card {
             index,
             book: Book::new()?,
             caps: AtomicU64::new(0),
-            design_version: AtomicU32::new(0),
-            build_hash: AtomicU32::new(0),
             ram <- Ram::new(dev, ids::FPGA_RAM_SIZE)?,
         }))
     }
@@ -97,29 +93,45 @@ impl Card {
         self.port.is_wedged()
     }
 
-    /// The card RAM's size in bytes.
-    pub(crate) fn ram_size(&self) -> u64 {
-        self.ram.size()
-    }
-
-    /// What a one-way transfer is checked against (`request::h2c`, `request::c2h`).
-    pub(crate) fn limits(&self) -> request::Card {
-        request::Card {
-            ram: self.ram.size(),
-            stream: self.caps.load(Ordering::Acquire) & abi::CAP_STREAM != 0,
+    /// What probe learnt of the card (`set_identity`), for the ioctls.
+    pub(crate) fn facts(&self) -> ioctl::Facts {
+        let caps = self.caps.load(Ordering::Acquire);
+        ioctl::Facts {
+            card_index: self.index,
+            ram_size: self.ram.size(),
+            msi: caps & abi::CAP_MSI != 0,
+            id_block: caps & abi::CAP_ID_BLOCK != 0,
+            stream: caps & abi::CAP_STREAM != 0,
         }
     }
 
-    /// IOC_STREAM on the card's stream block (EOPNOTSUPP without one).
+    /// IOC_STREAM on the card's stream block; the caller holds the gate and checked the design has one.
     pub(crate) fn stream_control(&self, op: stream_ctl::Op) -> Result<abi::Stream> {
-        if !self.limits().stream {
-            return Err(crate::errors::kerr(crate::errno::Errno::EOPNOTSUPP));
-        }
-        let _active = self.begin()?;
         stream_ctl::control(&*self.user_regs()?, op).map_err(|e| match e {
             stream_ctl::Refused::Invalid => EINVAL,
             stream_ctl::Refused::Access(e) => e,
         })
+    }
+
+    /// The XDMA config block's identifier, read now (all ones: the card does not answer); the caller holds
+    /// the gate.
+    pub(crate) fn config_id(&self) -> Result<u32> {
+        self.port
+            .regs()?
+            .read32(xdma::block(xdma::TARGET_CONFIG, 0))
+    }
+
+    /// Whether the card left the bus, as opposed to answering badly.
+    pub(crate) fn vanished(&self) -> bool {
+        self.port.vanished()
+    }
+
+    /// The ID block read now (design version, build hash), None if it does not answer as one; the caller
+    /// holds the gate.
+    pub(crate) fn identity(&self) -> Result<Option<(u32, u32)>> {
+        Ok(IdBlock::new(&*self.user_regs()?)
+            .identity()?
+            .map(|i| (i.design_version, i.build_hash)))
     }
 
     /// The books of what the card keeps mapped beyond one request (`book.rs`).
@@ -138,19 +150,7 @@ impl Card {
     /// stop, waiting requests wake with ENODEV, and once none is left, everything this device had mapped
     /// for DMA (descriptor tables, GPU surfaces, cached host buffers) is released. Open files stay valid and fail with ENODEV.
     pub(crate) fn remove(&self) {
-        self.port.close();
-        if self.quiesce().is_err() {
-            // Tables and pages are released below: the device must not master the bus any more.
-            self.port.wedge();
-        }
-        self.h2c.wake();
-        self.c2h.wake();
-        self.port.drain();
-        // Quarantined pins (`wedge`) included: the engines were stopped again above, or bus mastering is off.
-        self.book.release();
-        self.h2c.release_table();
-        self.c2h.release_table();
-        self.ram.release_zeros();
+        crate::removal::remove(&mut Removal(self));
     }
 
     /// Admits a transfer through the file whose membership is `member` to the card RAM (`Ram::begin`);
@@ -159,12 +159,8 @@ impl Card {
         self.ram.begin(member, &|segs, len| self.scrub(segs, len))
     }
 
-    /// IOC_RAM_OWNER (`Ram::control`); a claim may scrub, so it holds the gate.
+    /// IOC_RAM_OWNER (`Ram::control`); the caller holds the gate for a claim, which may scrub.
     pub(crate) fn ram_control(&self, member: &Mutex<Member>, op: Op) -> Result<u32> {
-        let _active = match op {
-            Op::Claim => Some(self.begin()?),
-            Op::Query | Op::Release => None,
-        };
         self.ram
             .control(member, op, &|segs, len| self.scrub(segs, len))
     }
@@ -198,27 +194,7 @@ impl Card {
     /// Checks the XDMA identifiers (a card that is not the design we know must not be driven) and reads the
     /// gdr ID block if the bitstream has one.
     pub(crate) fn identify(&self) -> Result<Identity> {
-        let r = self.port.regs()?;
-        for (target, name) in [
-            (xdma::TARGET_H2C, "H2C0"),
-            (xdma::TARGET_C2H, "C2H0"),
-            (xdma::TARGET_IRQ, "IRQ"),
-            (xdma::TARGET_CONFIG, "config"),
-            (xdma::TARGET_H2C_SGDMA, "H2C0 SGDMA"),
-            (xdma::TARGET_C2H_SGDMA, "C2H0 SGDMA"),
-        ] {
-            let id = r.read32(xdma::block(target, 0))?;
-            if !xdma::identifier_matches(id, target) {
-                dev_err!(
-                    self.dev(),
-                    "XDMA {} block identifier {:#010x} is not an XDMA's\n",
-                    name,
-                    id
-                );
-                return Err(ENODEV);
-            }
-        }
-        drop(r);
+        probe::identify(&*self.port.regs()?).map_err(|e| self.refused(e))?;
         let id = IdBlock::new(&*self.user_regs()?).identity()?;
         let stream = id.is_some_and(|i| i.caps & idblock::CAP_STREAM != 0);
         // Known before `quiesce`: an engine a previous driver left reading the stream window may need the
@@ -235,56 +211,40 @@ impl Card {
     /// Puts both engines and the IRQ block into a known idle state (a previous driver may have left them
     /// running) and routes both channels to vector 0: the design has one MSI vector.
     pub(crate) fn quiesce(&self) -> Result {
-        for e in [&self.h2c, &self.c2h] {
-            if !e.stop(&self.port) {
-                return Err(EIO);
-            }
-        }
-        IrqRegs::new(&*self.port.regs()?).reset()
+        probe::quiesce(
+            |d| self.engine(d).stop(&self.port),
+            || IrqRegs::new(&*self.port.regs()?).reset(),
+        )
+        .map_err(|e| self.refused(e))
     }
 
-    /// Records what probe found, for IOC_ABI_INFO.
+    /// Probe's refusal as the kernel's error, logged.
+    fn refused(&self, e: probe::Refused<Error>) -> Error {
+        match e {
+            probe::Refused::Foreign { name, id } => {
+                dev_err!(
+                    self.dev(),
+                    "XDMA {} block identifier {:#010x} is not an XDMA's\n",
+                    name,
+                    id
+                );
+                ENODEV
+            }
+            probe::Refused::Access(e) => e,
+            probe::Refused::Busy => EIO,
+        }
+    }
+
+    /// Records what probe found, for the ioctls (`facts`).
     pub(crate) fn set_identity(&self, id: &Identity, msi: bool) {
         let mut caps = if msi { abi::CAP_MSI } else { 0 };
         if id.id_block {
             caps |= abi::CAP_ID_BLOCK;
-            self.design_version
-                .store(id.design_version, Ordering::Relaxed);
-            self.build_hash.store(id.build_hash, Ordering::Relaxed);
         }
         if id.stream {
             caps |= abi::CAP_STREAM;
         }
         self.caps.store(caps, Ordering::Release);
-    }
-
-    /// IOC_ABI_INFO, read from the card now: its health check (the agent's) must see a card that stopped
-    /// answering. A config block that reads all ones fails with ENODEV (gone, confirmed by `vanished`) or
-    /// EIO; a gdr design's ID block is read again, so one that changed or vanished shows.
-    pub(crate) fn abi_info(&self) -> Result<abi::AbiInfo> {
-        let _active = self.begin()?;
-        let config = self
-            .port
-            .regs()?
-            .read32(xdma::block(xdma::TARGET_CONFIG, 0))?;
-        if config == u32::MAX {
-            return Err(if self.port.vanished() { ENODEV } else { EIO });
-        }
-        let caps = self.caps.load(Ordering::Acquire);
-        let (mut design_version, mut build_hash) = (0, 0);
-        if caps & abi::CAP_ID_BLOCK != 0 {
-            let id = IdBlock::new(&*self.user_regs()?).identity()?.ok_or(EIO)?;
-            (design_version, build_hash) = (id.design_version, id.build_hash);
-        }
-        Ok(abi::AbiInfo {
-            abi_version: abi::ABI_VERSION,
-            card_index: self.index,
-            caps,
-            fpga_ram_size: self.ram.size(),
-            design_version,
-            build_hash,
-            reserved: [0; 4],
-        })
     }
 
     pub(crate) fn set_leds(&self, value: u32) -> Result {
@@ -349,31 +309,56 @@ pub(crate) fn state_file<'a>(
 }
 
 impl irq::Handler for Card {
-    /// Finds which engine finished (the line may be shared, the one MSI vector serves both engines), reads
-    /// its status (read-to-clear, which also drops a level INTx) and wakes the waiter.
+    /// Which engines finished, their statuses and their requests turned off (`kmod/logic/src/interrupt.rs`);
+    /// wakes their waiters.
     fn handle(&self, dev: &Device<Bound>) -> IrqReturn {
         let Ok(r) = self.port.bar().access(dev) else {
             return IrqReturn::None;
         };
-        // All ones: the card is gone (a shared INTx line may still be someone else's).
-        let req = match IrqRegs::new(r).channel_requests() {
-            Ok(req) if req != u32::MAX => req,
-            _ => return IrqReturn::None,
+        let Some(raised) = crate::interrupt::service(r) else {
+            return IrqReturn::None;
         };
-        let mut handled = IrqReturn::None;
-        for e in [&self.h2c, &self.c2h] {
-            if req & e.dir.irq_bit() == 0 {
-                continue;
+        for (e, status) in [&self.h2c, &self.c2h].into_iter().zip(raised) {
+            if let Some(status) = status {
+                e.signal(status);
             }
-            let ch = Channel::new(r, e.dir);
-            // A failed read leaves no stop bit: the waiter reports the run as not ended cleanly.
-            let status = ch.take_status().unwrap_or_default();
-            // Off until the next run arms it again, so a stuck source cannot storm. Should this write
-            // fail, the device is unmapped and raises nothing more.
-            let _ = ch.irq_enable(false);
-            e.signal(status.0);
-            handled = IrqReturn::Handled;
         }
-        handled
+        IrqReturn::Handled
+    }
+}
+
+/// The kernel services of one removal (`kmod/logic/src/removal.rs` decides their order).
+struct Removal<'a>(&'a Card);
+
+impl crate::removal::Services for Removal<'_> {
+    fn close(&mut self) {
+        self.0.port.close();
+    }
+    fn quiesce(&mut self) -> bool {
+        self.0.quiesce().is_ok()
+    }
+    fn wedge(&mut self) {
+        self.0.port.wedge();
+    }
+    fn wake_waiters(&mut self) {
+        self.0.h2c.wake();
+        self.0.c2h.wake();
+    }
+    fn drain(&mut self) {
+        self.0.port.drain();
+    }
+    fn release_quarantine(&mut self) {
+        self.0.book.release_quarantine();
+    }
+    fn detach_surfaces(&mut self) {
+        self.0.book.detach_surfaces();
+    }
+    fn close_caches(&mut self) {
+        self.0.book.close_caches();
+    }
+    fn release_tables(&mut self) {
+        self.0.h2c.release_table();
+        self.0.c2h.release_table();
+        self.0.ram.release_zeros();
     }
 }

@@ -4,10 +4,10 @@
 //! surface (PIN_HOST, `p2p.c`'s pinned host memory, where no provider exists), per open file.
 //!
 //! A surface's lifecycle (its uses, the provider's free callback, the unpin, removal's unmap, and who
-//! frees) is `kmod/logic/src/surface_life.rs`, which the 5.10 glue runs too: this file keeps its `Life`
-//! under the surface's spinlock, does what each answer asks (unpin, unmap, free) without it, and sleeps
-//! on `idle` where the lifecycle says to wait. No lock is held across those waits, and each is bounded by
-//! the engine timeout of the DMAs it waits for.
+//! frees), its state and its sequences, is `kmod/logic/src/surface_life.rs`, which the 5.10 glue runs
+//! too: this file gives it the surface's services (its `Life` under a spinlock, the shim's unpin, unmap
+//! and free, a wait on `idle`). No lock is held across those waits, and each is bounded by the engine
+//! timeout of the DMAs it waits for.
 
 use crate::cache_policy::share_page_frames;
 use crate::errno::Errno;
@@ -16,7 +16,7 @@ use crate::ffi;
 use crate::pin::{user_frames, Frames};
 use crate::port::Active;
 use crate::segments::Segment;
-use crate::surface_life::{Detach, Life};
+use crate::surface_life::{self, Life, Until};
 use crate::surface_pin;
 use core::ffi::c_void;
 use core::fmt;
@@ -136,44 +136,14 @@ impl InUse {
 }
 
 impl Surface {
-    /// UNPIN or close: ends the pin unless its memory already went away. Waits first for the DMAs using
-    /// the surface (another thread of the file may run one through the handle): the shim's unpin drops the
-    /// device's mapping. Bounded like the callback's wait.
+    /// UNPIN or close (`surface_life::unpin`).
     fn unpin(&self) {
-        {
-            let mut g = self.state.lock();
-            if !g.begin_unpin() {
-                return;
-            }
-            // No new use from here on.
-            while !g.idle() {
-                self.idle.wait(&mut g);
-            }
-        }
-        // SAFETY: the pin is live and cannot be freed before `end_unpin` (see `surface_gone`); this is the
-        // only unpin (`begin_unpin`). A callback that began meanwhile does not free it either, and the shim
-        // then skips the provider's put (p2p.c's contract).
-        unsafe { ffi::pevb_p2p_unpin(self.p.load(Ordering::Acquire)) };
-        let free = self.state.lock().end_unpin();
-        if free {
-            self.free();
-        }
+        surface_life::unpin(self);
     }
 
-    /// A use (a DMA's, or removal's unmap) ends; the last one after the callback or an unpin began wakes
-    /// them.
+    /// A use (a DMA's) ends (`surface_life::end_use`).
     fn end_use(&self) {
-        if self.state.lock().end_use() {
-            self.idle.notify_all();
-        }
-    }
-
-    fn free(&self) {
-        // SAFETY: called exactly once per pin, after the callback and any unpin are over.
-        unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
-        self.book.drop_surface(self);
-        self.state.lock().set_freed();
-        self.idle.notify_all();
+        surface_life::end_use(self);
     }
 
     /// Whether this surface covers any of pages `[first, end)` of address space `mm` or any of pages
@@ -195,13 +165,9 @@ impl Surface {
         self.covers(mm, first, end, frames) && self.state.lock().dying()
     }
 
-    /// Waits until the pin is freed, and so unmapped. Bounded like the callback: it waits only for the
-    /// DMAs using the surface.
+    /// Waits until the pin is freed, and so unmapped (`surface_life::await_free`).
     pub(crate) fn wait_freed(&self) {
-        let mut g = self.state.lock();
-        while !g.is_freed() {
-            self.idle.wait(&mut g);
-        }
+        surface_life::await_free(self);
     }
 
     /// Whether this live surface holds any of pages `frames`.
@@ -226,43 +192,58 @@ impl Surface {
         )
     }
 
-    /// Card removal: drops the DMA mapping (the device must not keep mappings past unbind) and refuses DMA
-    /// from now on. The pin itself stays until UNPIN, close or the memory going away.
+    /// Card removal (`surface_life::detach`): drops the DMA mapping and refuses DMA from now on; the pin
+    /// stays until UNPIN, close or the memory going away.
     pub(crate) fn detach(&self) -> Detached {
-        match self.state.lock().detach() {
-            Detach::Done => return Detached::Unmapped,
-            Detach::AwaitFree => return Detached::CallbackRunning,
-            Detach::Unmap => {}
-        }
-        // SAFETY: the pin is live: `detach` took a use, and the callback waits for it before freeing it.
-        let unmapped = unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) };
-        self.end_use();
-        if unmapped {
-            Detached::Unmapped
-        } else {
-            // A dma-buf whose move_notify began meanwhile: its callback unmaps once our use ended.
+        if surface_life::detach(self) {
             Detached::CallbackRunning
+        } else {
+            Detached::Unmapped
         }
     }
 }
 
-/// The provider's free callback for a surface.
+/// The kernel services of the lifecycle's sequences (`kmod/logic/src/surface_life.rs`).
+impl surface_life::Surface for Surface {
+    fn locked<R>(&self, f: impl FnOnce(&mut Life) -> R) -> R {
+        f(&mut self.state.lock())
+    }
+    fn wait(&self, u: Until) {
+        let mut g = self.state.lock();
+        while !g.reached(u) {
+            self.idle.wait(&mut g);
+        }
+    }
+    fn wake(&self) {
+        self.idle.notify_all();
+    }
+    fn unpin_pin(&self) {
+        // SAFETY: the pin is live and cannot be freed before `end_unpin` (the callback leaves the free to
+        // the unpin that began first); this is the only unpin (`begin_unpin`). A callback that began
+        // meanwhile does not free it either, and the shim then skips the provider's put (p2p.c's contract).
+        unsafe { ffi::pevb_p2p_unpin(self.p.load(Ordering::Acquire)) };
+    }
+    fn unmap_device(&self) -> bool {
+        // SAFETY: the pin is live: `Life::detach` took a use, and the callback waits for it before freeing
+        // the pin.
+        unsafe { ffi::pevb_p2p_unmap_device(self.p.load(Ordering::Acquire)) }
+    }
+    fn free_pin(&self) {
+        // SAFETY: called exactly once per pin, after the callback and any unpin are over.
+        unsafe { ffi::pevb_p2p_free_from_callback(self.p.load(Ordering::Acquire)) };
+        self.book.drop_surface(self);
+    }
+    fn uses_awaited(&self) {
+        // SAFETY: plain lockdep annotation: the callback waits for every use (see `InUse`).
+        unsafe { ffi::pevb_p2p_uses_awaited() };
+    }
+}
+
+/// The provider's free callback for a surface (`surface_life::callback`).
 unsafe extern "C" fn surface_gone(data: *mut c_void) {
     // SAFETY: `data` is the reference `pin` leaked for this callback, which runs exactly once per pin.
     let s: Arc<Surface> = unsafe { Arc::from_raw(data.cast::<Surface>()) };
-    // SAFETY: plain lockdep annotation: this callback waits for every use (see `InUse`).
-    unsafe { ffi::pevb_p2p_uses_awaited() };
-    let free = {
-        let mut g = s.state.lock();
-        g.begin_callback();
-        while !g.idle() {
-            s.idle.wait(&mut g);
-        }
-        g.end_callback()
-    };
-    if free {
-        s.free();
-    }
+    surface_life::callback(&*s);
 }
 
 /// Pins `len` bytes of GPU (or, for `Backing::Host`, host) memory at `va` (in address space `mm`, pages

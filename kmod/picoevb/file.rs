@@ -10,14 +10,13 @@ use crate::cuda::{self, Backing, InUse, SurfaceBook, Surfaces};
 use crate::errno::Errno;
 use crate::errors::{errno, kerr};
 use crate::gate::{self, Side, Work};
+use crate::ioctl;
 use crate::port::Active;
 use crate::ram::RamUse;
 use crate::ram_owner::{self, Member};
 use crate::regcache::{self, HostPin, RegCache};
-use crate::request;
 use crate::segments::Cursor;
 use crate::stream_ctl;
-use crate::xdma::Dir;
 use crate::PicoevbDriver;
 use kernel::{
     fs::File,
@@ -25,7 +24,6 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
-    transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -40,22 +38,6 @@ pub(crate) struct PicoevbFile {
     /// Its part in the card RAM's ownership (`ram.rs`).
     #[pin]
     ram: Mutex<Member>,
-}
-
-/// Reads a `T` from user memory at `arg`, lets `f` update it, writes it back.
-fn inout<T: FromBytes + AsBytes>(arg: usize, f: impl FnOnce(&mut T) -> Result) -> Result {
-    let (mut r, mut w) =
-        UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>()).reader_writer();
-    let mut v: T = r.read()?;
-    f(&mut v)?;
-    w.write(&v)
-}
-
-/// Writes `v` to user memory at `arg`.
-fn write_out<T: AsBytes>(arg: usize, v: &T) -> Result {
-    UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<T>())
-        .writer()
-        .write(v)
 }
 
 /// One side of a transfer, held for its duration: pinned user memory or a use of a GPU surface.
@@ -190,30 +172,113 @@ impl gate::Services for Transfer<'_> {
     }
 }
 
-impl PicoevbFile {
-    fn transfer(&self, req: &gate::Request) -> Result<u64> {
-        gate::run(&mut Transfer::new(self), req).map_err(kerr)
-    }
+/// The kernel services of one ioctl; what runs, in which order and with the card held or not, is
+/// `kmod/logic/src/ioctl.rs`'s.
+struct Call<'a> {
+    file: &'a PicoevbFile,
+    /// The card's hold between `begin` and `end`.
+    active: Option<Active<'a>>,
+}
 
-    fn abi_info(&self) -> Result<abi::AbiInfo> {
-        let mut info = self.card.abi_info()?;
-        // Host surfaces need only the mmu notifiers this module needs anyway (p2p.c's guard).
-        info.caps |= abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE;
-        // SAFETY: a plain query of the C build.
-        if unsafe { crate::ffi::pevb_p2p_dmabuf_supported() } {
-            info.caps |= abi::CAP_DMABUF;
-        }
-        if regcache::supported() {
-            info.caps |= abi::CAP_REG_CACHE;
-        }
-        if cuda::provider_available() {
-            info.caps |= if cfg!(gdr_p2p_dgpu) {
-                abi::CAP_CUDA_DGPU
+impl Call<'_> {
+    fn active(&self) -> Result<&Active<'_>, Errno> {
+        self.active.as_ref().ok_or(Errno::ENODEV)
+    }
+}
+
+impl ioctl::Services for Call<'_> {
+    fn gone(&self) -> bool {
+        self.file.card.is_gone()
+    }
+    fn copy_in(&mut self, arg: usize, buf: &mut [u8]) -> Result<(), Errno> {
+        UserSlice::new(UserPtr::from_addr(arg), buf.len())
+            .reader()
+            .read_slice(buf)
+            .map_err(errno)
+    }
+    fn copy_out(&mut self, arg: usize, buf: &[u8]) -> Result<(), Errno> {
+        UserSlice::new(UserPtr::from_addr(arg), buf.len())
+            .writer()
+            .write_slice(buf)
+            .map_err(errno)
+    }
+    fn begin(&mut self) -> Result<(), Errno> {
+        self.active = Some(self.file.card.begin().map_err(errno)?);
+        Ok(())
+    }
+    fn end(&mut self) {
+        self.active = None;
+    }
+    fn facts(&self) -> ioctl::Facts {
+        self.file.card.facts()
+    }
+    fn features(&self) -> ioctl::Features {
+        ioctl::Features {
+            provider: cuda::provider_available().then_some(if cfg!(gdr_p2p_dgpu) {
+                ioctl::Provider::Dgpu
             } else {
-                abi::CAP_CUDA_JETSON
-            };
+                ioctl::Provider::Jetson
+            }),
+            reg_cache: regcache::supported(),
+            // SAFETY: a plain query of the C build.
+            dmabuf: unsafe { crate::ffi::pevb_p2p_dmabuf_supported() },
         }
-        Ok(info)
+    }
+    /// See `pin::prefault`: for writing only where the device writes.
+    fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno> {
+        crate::pin::prefault(addr, len, device_writes).map_err(errno)
+    }
+    fn config_id(&mut self) -> Result<u32, Errno> {
+        self.file.card.config_id().map_err(errno)
+    }
+    fn vanished(&self) -> bool {
+        self.file.card.vanished()
+    }
+    fn identity(&mut self) -> Result<Option<(u32, u32)>, Errno> {
+        self.file.card.identity().map_err(errno)
+    }
+    fn set_leds(&mut self, value: u32) -> Result<(), Errno> {
+        self.file.card.set_leds(value).map_err(errno)
+    }
+    fn transfer(&mut self, req: &gate::Request) -> Result<u64, Errno> {
+        gate::run(&mut Transfer::new(self.file), req)
+    }
+    fn pin(&mut self, backing: ioctl::Backing, va: u64, len: u64) -> Result<u32, Errno> {
+        let backing = match backing {
+            ioctl::Backing::Provider => Backing::Provider,
+            ioctl::Backing::Host => Backing::Host,
+        };
+        let card = &self.file.card;
+        let book: Arc<dyn SurfaceBook> = card.book().clone();
+        let active = self.active()?;
+        self.file
+            .surfaces
+            .pin(&book, card.dev(), active, backing, va, len)
+            .map_err(errno)
+    }
+    fn import_dmabuf(&mut self, fd: i32, offset: u64, len: u64) -> Result<(u32, u32), Errno> {
+        let card = &self.file.card;
+        let book: Arc<dyn SurfaceBook> = card.book().clone();
+        let active = self.active()?;
+        self.file
+            .surfaces
+            .import(&book, card.dev(), active, fd, offset, len)
+            .map_err(errno)
+    }
+    fn unpin(&mut self, handle: u32) -> Result<(), Errno> {
+        self.file.surfaces.unpin(handle).map_err(errno)
+    }
+    fn reg_cache(&mut self, op: cache_policy::Op) -> abi::RegCache {
+        self.file.cache.control(op)
+    }
+    fn stream(&mut self, op: stream_ctl::Op) -> Result<abi::Stream, Errno> {
+        self.file.card.stream_control(op).map_err(errno)
+    }
+    fn ram_owner(&mut self, op: ram_owner::Op) -> Result<u32, Errno> {
+        self.file
+            .card
+            .ram_control(&self.file.ram, op)
+            .map_err(errno)
     }
 }
 
@@ -272,113 +337,11 @@ impl MiscDevice for PicoevbFile {
     }
 
     fn ioctl(me: Pin<&PicoevbFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        let card = &me.card;
-        // After hot removal a file only lets go of what it holds.
-        if card.is_gone() && cmd != abi::IOC_UNPIN_CUDA {
-            return Err(ENODEV);
-        }
-        match cmd {
-            abi::IOC_LED => {
-                let value = request::led_value(arg).map_err(kerr)?;
-                let _active = card.begin()?;
-                card.set_leds(value)?
-            }
-            abi::IOC_CARD_INFO => write_out(
-                arg,
-                &abi::CardInfo {
-                    fpga_ram_size: card.ram_size(),
-                },
-            )?,
-            abi::IOC_ABI_INFO => write_out(arg, &me.abi_info()?)?,
-            abi::IOC_H2C_DMA => inout(arg, |req: &mut abi::H2cDma| {
-                let x = request::h2c(req, &card.limits()).map_err(kerr)?;
-                req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::H2c, &x))?;
-                Ok(())
-            })?,
-            abi::IOC_C2H_DMA => inout(arg, |req: &mut abi::C2hDma| {
-                let x = request::c2h(req, &card.limits()).map_err(kerr)?;
-                req.dma_time_ns = me.transfer(&gate::Request::one_way(Dir::C2h, &x))?;
-                Ok(())
-            })?,
-            abi::IOC_H2C2H_DMA => inout(arg, |req: &mut abi::H2c2hDma| {
-                let x = request::h2c2h(req).map_err(kerr)?;
-                req.dma_time_ns = me.transfer(&gate::Request::round_trip(&x))?;
-                Ok(())
-            })?,
-            abi::IOC_PIN_CUDA | abi::IOC_PIN_HOST => {
-                let backing = if cmd == abi::IOC_PIN_HOST {
-                    Backing::Host
-                } else {
-                    Backing::Provider
-                };
-                let (mut r, mut w) = UserSlice::new(
-                    UserPtr::from_addr(arg),
-                    core::mem::size_of::<abi::PinCuda>(),
-                )
-                .reader_writer();
-                let mut req: abi::PinCuda = r.read()?;
-                let (va, len) = request::pin_cuda(&req).map_err(kerr)?;
-                // Faulted in first, holding nothing (`Surfaces::pin` says why). Only a GPU surface of
-                // system memory (Jetson) has struct pages to fault in; on a dGPU's BAR it does nothing.
-                crate::pin::prefault(va, len, true)?;
-                let active = card.begin()?;
-                let book: Arc<dyn SurfaceBook> = card.book().clone();
-                req.handle = me
-                    .surfaces
-                    .pin(&book, card.dev(), &active, backing, va, len)?;
-                drop(active);
-                if let Err(e) = w.write(&req) {
-                    // The caller never learns the handle, so nothing may stay pinned under it.
-                    let _ = me.surfaces.unpin(req.handle);
-                    return Err(e);
-                }
-            }
-            abi::IOC_IMPORT_DMABUF => {
-                let (mut r, mut w) = UserSlice::new(
-                    UserPtr::from_addr(arg),
-                    core::mem::size_of::<abi::ImportDmabuf>(),
-                )
-                .reader_writer();
-                let mut req: abi::ImportDmabuf = r.read()?;
-                let (fd, offset, len) = request::import_dmabuf(&req).map_err(kerr)?;
-                let active = card.begin()?;
-                let book: Arc<dyn SurfaceBook> = card.book().clone();
-                (req.handle, req.placement) =
-                    me.surfaces
-                        .import(&book, card.dev(), &active, fd, offset, len)?;
-                drop(active);
-                if let Err(e) = w.write(&req) {
-                    // As for PIN_CUDA: the caller never learns the handle.
-                    let _ = me.surfaces.unpin(req.handle);
-                    return Err(e);
-                }
-            }
-            abi::IOC_REG_CACHE => inout(arg, |req: &mut abi::RegCache| {
-                let op = cache_policy::parse(req).map_err(kerr)?;
-                *req = me.cache.control(op);
-                Ok(())
-            })?,
-            abi::IOC_STREAM => inout(arg, |req: &mut abi::Stream| {
-                let op = stream_ctl::parse(req).map_err(kerr)?;
-                *req = card.stream_control(op)?;
-                Ok(())
-            })?,
-            abi::IOC_RAM_OWNER => inout(arg, |req: &mut abi::RamOwner| {
-                let op = ram_owner::parse(req).map_err(kerr)?;
-                req.state = card.ram_control(&me.ram, op)?;
-                Ok(())
-            })?,
-            abi::IOC_UNPIN_CUDA => {
-                let req: abi::UnpinCuda = UserSlice::new(
-                    UserPtr::from_addr(arg),
-                    core::mem::size_of::<abi::UnpinCuda>(),
-                )
-                .reader()
-                .read()?;
-                me.surfaces.unpin(req.handle)?
-            }
-            _ => return Err(ENOTTY),
-        }
+        let mut call = Call {
+            file: me.get_ref(),
+            active: None,
+        };
+        ioctl::run(&mut call, cmd, arg).map_err(kerr)?;
         Ok(0)
     }
 }

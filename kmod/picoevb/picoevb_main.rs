@@ -63,14 +63,29 @@ mod idblock;
 #[path = "../../crates/picoevb-regs/src/pci.rs"]
 mod ids;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/interrupt.rs"]
+mod interrupt;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/ioctl.rs"]
+mod ioctl;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/pipeline.rs"]
 mod pipeline;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/probe.rs"]
+mod probe;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/ram_owner.rs"]
 mod ram_owner;
 #[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/removal.rs"]
+mod removal;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/request.rs"]
 mod request;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/round_trip.rs"]
+mod round_trip;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/segments.rs"]
 mod segments;

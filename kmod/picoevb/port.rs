@@ -9,7 +9,6 @@
 use crate::channel::Regs32;
 use crate::ids;
 use crate::stream::Stream;
-use crate::xdma;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     device::Device,
@@ -144,21 +143,17 @@ impl Port {
         self.gate.lock().gone
     }
 
-    /// Whether the card has vanished from the bus: a read of an identifier register completes with all
-    /// ones. Marks the card gone, so every later request fails with ENODEV at once; unbind (hot-unplug,
+    /// Whether the card has vanished from the bus (`probe::left_bus`: its identifiers read all ones,
+    /// twice). Marks the card gone, so every later request fails with ENODEV at once; unbind (hot-unplug,
     /// PCI remove) still releases what the card holds.
     pub(crate) fn vanished(&self) -> bool {
-        // One all-ones read may be a glitch: every identifier must read so, again after a pause.
-        let all_ones = || match self.regs() {
-            Ok(r) => [xdma::TARGET_H2C, xdma::TARGET_C2H, xdma::TARGET_CONFIG]
-                .iter()
-                .all(|&t| r.read32(xdma::block(t, 0)) == Ok(u32::MAX)),
-            Err(_) => true,
+        // The BAR's guard is an RCU read side: taken for each look, never held across the sleep.
+        let all_ones = || {
+            self.regs()
+                .map_or(true, |r| crate::probe::identifiers_all_ones(&*r))
         };
-        let gone = all_ones() && {
-            kernel::time::delay::fsleep(Delta::from_millis(10));
-            all_ones()
-        };
+        let sleep = |ms: u32| kernel::time::delay::fsleep(Delta::from_millis(ms.into()));
+        let gone = crate::probe::left_bus(all_ones, sleep);
         if gone {
             self.gate.lock().gone = true;
         }

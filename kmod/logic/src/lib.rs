@@ -4,7 +4,7 @@
 //! The kernel module (`kmod/picoevb`) compiles these very files with `#[path]` as modules of its own crate
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
-//! request, status, cache_policy, cache_table, admission, pipeline, ram_owner, engine, gate, surface_life,
+//! request, status, cache_policy, cache_table, admission, pipeline, round_trip, ram_owner, engine, gate, ioctl, interrupt, probe, removal, surface_life,
 //! surface_pin, stream_ctl}` plus the shared definitions `crate::{abi, channel, xdma, pci, stream}`
 //! re-exported below. `stream_ring` is the stream ring's protocol, used by user space until the driver's
 //! own producer exists.
@@ -22,9 +22,16 @@ pub mod chain;
 pub mod engine;
 pub mod errno;
 pub mod gate;
+pub mod interrupt;
+pub mod ioctl;
 pub mod pipeline;
+pub mod probe;
 pub mod ram_owner;
+#[cfg(test)]
+mod regs_fake;
+pub mod removal;
 pub mod request;
+pub mod round_trip;
 pub mod segments;
 pub mod status;
 pub mod stream_ctl;

@@ -14,8 +14,10 @@
 //! a live surface while holding it like a DMA (so the callback cannot free the pin under the unmap), and
 //! waits for the free of one whose callback has begun (its free unmaps).
 //!
-//! `Life` is plain data: the glue keeps it under a spinlock of its surface and calls one method per step
-//! under that lock; it does the pins, unmaps, frees and waits the answers ask for, without the lock.
+//! `Life` is plain data: the glue keeps it under a spinlock of its surface. The sequences that step it
+//! ([`callback`], [`unpin`], [`end_use`], [`detach`], [`await_free`]) are written here once over the
+//! [`Surface`] services: one `Life` call per step under that lock, and the pins, unmaps, frees and waits
+//! the answers ask for without it.
 
 use crate::errno::Errno;
 
@@ -171,6 +173,109 @@ impl Life {
             freed: self.has(FREED),
         }
     }
+}
+
+/// What a wait waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Until {
+    /// No use is left.
+    Idle = 0,
+    /// The pin is freed.
+    Freed = 1,
+}
+
+impl Life {
+    /// Whether the wait for `u` is over.
+    pub fn reached(&self, u: Until) -> bool {
+        match u {
+            Until::Idle => self.idle(),
+            Until::Freed => self.is_freed(),
+        }
+    }
+}
+
+/// The kernel services of one surface.
+pub trait Surface {
+    /// Runs `f` on the surface's `Life` under its spinlock.
+    fn locked<R>(&self, f: impl FnOnce(&mut Life) -> R) -> R;
+    /// Sleeps, not holding the lock, until `Life::reached(u)`, checked under it; woken by [`Surface::wake`].
+    /// By hand, so lockdep cannot see it: bounded because every use is a DMA bounded by the engine
+    /// timeout that holds no lock the waiter holds.
+    fn wait(&self, u: Until);
+    /// Wakes every waiter.
+    fn wake(&self);
+    /// The shim's unpin of the live pin (it drops the device's mapping; the provider's callback may run
+    /// inside it).
+    fn unpin_pin(&self);
+    /// Drops the device's mapping of the live pin. False: a dma-buf's move began meanwhile, and its
+    /// callback unmaps.
+    fn unmap_device(&self) -> bool;
+    /// Frees the pin (once, after the callback and any unpin are over) and makes the card forget the
+    /// surface.
+    fn free_pin(&self);
+    /// Lockdep's note that the calling callback waits for every use (`pevb_p2p_uses_awaited`).
+    fn uses_awaited(&self);
+}
+
+/// A use (a DMA's, or removal's unmap) ends; the last one after the callback or an unpin began wakes them.
+pub fn end_use(s: &impl Surface) {
+    if s.locked(Life::end_use) {
+        s.wake();
+    }
+}
+
+/// The one free, by whichever of callback and unpin ends second.
+fn free(s: &impl Surface) {
+    s.free_pin();
+    s.locked(Life::set_freed);
+    s.wake();
+}
+
+/// The provider's free callback: no new use, wait for those running, then free unless an unpin is still
+/// going on (it frees when it ends).
+pub fn callback(s: &impl Surface) {
+    s.uses_awaited();
+    s.locked(Life::begin_callback);
+    s.wait(Until::Idle);
+    if s.locked(Life::end_callback) {
+        free(s);
+    }
+}
+
+/// UNPIN or close: ends the pin unless its memory already went away. Waits first for the DMAs using the
+/// surface (another thread of the file may run one through the handle): the shim's unpin drops the
+/// device's mapping. The pin cannot be freed before `end_unpin`, and this is its only unpin.
+pub fn unpin(s: &impl Surface) {
+    if !s.locked(Life::begin_unpin) {
+        return;
+    }
+    s.wait(Until::Idle);
+    s.unpin_pin();
+    if s.locked(Life::end_unpin) {
+        free(s);
+    }
+}
+
+/// Card removal: drops the DMA mapping now and refuses DMA from here on; the pin stays until UNPIN, close
+/// or the memory going away. True: the callback has begun and its free unmaps: the caller waits for it
+/// ([`await_free`]), so nothing stays mapped past unbind.
+pub fn detach(s: &impl Surface) -> bool {
+    match s.locked(Life::detach) {
+        Detach::Done => false,
+        Detach::AwaitFree => true,
+        Detach::Unmap => {
+            // Held like a DMA (`Life::detach`), so the callback cannot free the pin under the unmap.
+            let unmapped = s.unmap_device();
+            end_use(s);
+            !unmapped
+        }
+    }
+}
+
+/// Waits until the pin is freed, and so unmapped.
+pub fn await_free(s: &impl Surface) {
+    s.wait(Until::Freed);
 }
 
 #[cfg(test)]

@@ -301,3 +301,124 @@ fn the_view_shows_the_state() {
         }
     );
 }
+
+/// The sequences over services that log what they are asked, one thread at a time: the order of each,
+/// which of callback and unpin frees, and what removal leaves to wait for.
+mod sequences {
+    extern crate std;
+    use super::super::*;
+    use core::cell::{Cell, RefCell};
+    use std::vec::Vec;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Ev {
+        Wait(Until),
+        Wake,
+        UnpinPin,
+        Unmap,
+        Free,
+        Awaited,
+    }
+
+    #[derive(Default)]
+    struct Fake {
+        life: RefCell<Life>,
+        log: RefCell<Vec<Ev>>,
+        /// What `unmap_device` answers.
+        move_began: Cell<bool>,
+    }
+
+    impl Surface for Fake {
+        fn locked<R>(&self, f: impl FnOnce(&mut Life) -> R) -> R {
+            f(&mut self.life.borrow_mut())
+        }
+        fn wait(&self, u: Until) {
+            // One thread: a wait that would sleep is a hang.
+            assert!(self.life.borrow().reached(u), "waits for {u:?} forever");
+            self.log.borrow_mut().push(Ev::Wait(u));
+        }
+        fn wake(&self) {
+            self.log.borrow_mut().push(Ev::Wake);
+        }
+        fn unpin_pin(&self) {
+            assert!(self.life.borrow().idle(), "unpin under a use");
+            self.log.borrow_mut().push(Ev::UnpinPin);
+        }
+        fn unmap_device(&self) -> bool {
+            self.log.borrow_mut().push(Ev::Unmap);
+            !self.move_began.get()
+        }
+        fn free_pin(&self) {
+            assert!(!self.life.borrow().is_freed(), "freed twice");
+            self.log.borrow_mut().push(Ev::Free);
+        }
+        fn uses_awaited(&self) {
+            self.log.borrow_mut().push(Ev::Awaited);
+        }
+    }
+
+    #[test]
+    fn callback_alone_frees() {
+        let f = Fake::default();
+        callback(&f);
+        assert_eq!(
+            *f.log.borrow(),
+            [Ev::Awaited, Ev::Wait(Until::Idle), Ev::Free, Ev::Wake]
+        );
+        assert!(f.life.borrow().is_freed());
+        // An unpin after the callback does nothing.
+        unpin(&f);
+        assert_eq!(f.log.borrow().len(), 4);
+    }
+
+    #[test]
+    fn unpin_then_callback_frees_once() {
+        // The shim's unpin returned without the callback (an invalidation claimed it): the callback frees.
+        let f = Fake::default();
+        unpin(&f);
+        assert_eq!(*f.log.borrow(), [Ev::Wait(Until::Idle), Ev::UnpinPin]);
+        callback(&f);
+        assert_eq!(f.log.borrow().iter().filter(|e| **e == Ev::Free).count(), 1);
+        // The callback inside the unpin: the unpin frees at its end.
+        let f = Fake::default();
+        f.life.borrow_mut().begin_unpin();
+        callback(&f);
+        assert!(!f.log.borrow().contains(&Ev::Free));
+        assert!(f.life.borrow_mut().end_unpin());
+    }
+
+    #[test]
+    fn the_last_use_wakes_the_waiters() {
+        let f = Fake::default();
+        f.life.borrow_mut().begin_use().unwrap();
+        end_use(&f);
+        assert!(f.log.borrow().is_empty(), "nobody waits yet");
+        f.life.borrow_mut().begin_use().unwrap();
+        f.life.borrow_mut().begin_callback();
+        end_use(&f);
+        assert_eq!(*f.log.borrow(), [Ev::Wake]);
+    }
+
+    #[test]
+    fn removal_unmaps_a_live_surface_and_waits_only_for_a_dying_one() {
+        let f = Fake::default();
+        assert!(!detach(&f));
+        assert_eq!(*f.log.borrow(), [Ev::Unmap]);
+        // The unmap was held like a DMA, and that hold ended: a callback later waits for nothing.
+        assert!(f.life.borrow().idle());
+        assert_eq!(f.life.borrow_mut().begin_use(), Err(Errno::ENODEV));
+        assert!(!detach(&f), "once");
+        // A dma-buf whose move began meanwhile: its callback unmaps.
+        let f = Fake::default();
+        f.move_began.set(true);
+        assert!(detach(&f));
+        // The callback has begun: its free unmaps.
+        let f = Fake::default();
+        f.life.borrow_mut().begin_callback();
+        assert!(detach(&f));
+        assert!(f.log.borrow().is_empty());
+        callback(&f);
+        await_free(&f);
+        assert_eq!(f.log.borrow().last(), Some(&Ev::Wait(Until::Freed)));
+    }
+}

@@ -9,7 +9,7 @@ use crate::cache_policy::{self, Policy, Range};
 use crate::cache_table::{self, Held, Services};
 use crate::pin_glue::Frames;
 use crate::res;
-use crate::surface::{put, read_arg, PevbRange};
+use crate::surface::PevbRange;
 use core::ffi::{c_int, c_void};
 
 // C services, declared for C in `../services.h` (cbindgen skips this block).
@@ -281,23 +281,13 @@ pub unsafe extern "C" fn pevb_cache_holds(
     unsafe { locked(c, |t| cache_table::holds_frames(t, frames, own, r)) }
 }
 
-/// REG_CACHE on the bytes the glue copied in (`len`, checked by `pevb_ioctl_check`): does the operation
-/// and writes the cache's state back into `buf`. 0 or a negative errno (nothing done).
+/// REG_CACHE: does `op` on cache `c`; its state after.
 ///
 /// # Safety
-/// As for `locked`; `buf` is valid for reading and writing `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_cache_control(c: *mut c_void, buf: *mut c_void, len: usize) -> c_int {
+/// As for `locked`.
+pub(crate) unsafe fn control(c: *mut c_void, op: cache_policy::Op) -> crate::abi::RegCache {
     // SAFETY: caller's contract.
-    let op = unsafe { read_arg(buf, len) }.and_then(|a| cache_policy::parse(&a));
-    match op {
-        // SAFETY: caller's contract.
-        Ok(op) => unsafe {
-            let answer = locked(c, |t| cache_table::control(t, op));
-            put(buf, len, answer)
-        },
-        Err(e) => crate::neg(e),
-    }
+    unsafe { locked(c, |t| cache_table::control(t, op)) }
 }
 
 /// Close or card removal: drops every buffer of cache `c`, which caches nothing more.

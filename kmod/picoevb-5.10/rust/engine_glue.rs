@@ -10,12 +10,12 @@ use crate::channel::Regs32;
 use crate::engine::{self, Event, Platform, Run, Waited};
 use crate::errno::Errno;
 use crate::ids;
-use crate::neg;
 use crate::pipeline::Wake;
+use crate::round_trip::{self, Side, Started};
 use crate::segments::{Cursor, Segment};
 use crate::xdma::{self, Descriptor, Dir};
+use crate::{neg, res};
 use core::ffi::{c_int, c_void};
-use core::mem::{align_of, size_of};
 
 /// Event kinds of `pevb_plat_log` (engine.c words them): what the protocol logs.
 pub const PEVB_EV_VANISHED: u32 = 0;
@@ -39,7 +39,7 @@ extern "C" {
     fn pevb_plat_wr(card: *mut c_void, off: u32, v: u32);
     fn pevb_card_gone(card: *mut c_void) -> bool;
     fn pevb_card_wedged(card: *mut c_void) -> bool;
-    fn pevb_card_vanished(card: *mut c_void) -> bool;
+    fn pevb_card_close(card: *mut c_void);
     fn pevb_card_wedge(card: *mut c_void);
     fn pevb_plat_gate_enter(card: *mut c_void) -> c_int;
     fn pevb_plat_gate_exit(card: *mut c_void);
@@ -51,6 +51,14 @@ extern "C" {
     fn pevb_plat_sleep_us(us: u32);
     fn pevb_plat_log(card: *mut c_void, idx: u32, kind: u32, a: u32, b: u32);
     fn pevb_plat_unblock(card: *mut c_void, idx: u32) -> bool;
+    fn pevb_engine_table(
+        card: *mut c_void,
+        idx: u32,
+        descs: *mut *mut Descriptor,
+        ndescs: *mut usize,
+        base: *mut u64,
+    ) -> c_int;
+    fn pevb_card_facts(card: *mut c_void) -> *const crate::surface::PevbFacts;
 }
 
 /// One engine of a C `struct pevb_card`, as the protocol sees it.
@@ -62,20 +70,36 @@ struct CEngine {
     wb: Option<(*mut u32, u64)>,
 }
 
+/// The DMA BAR (BAR1: the engines and the IRQ block) of a C `struct pevb_card`.
+pub(crate) struct DmaBar(pub(crate) *mut c_void);
+
+// Sound for any card the glue passes: a live `struct pevb_card` (the callers hold a reference to it) whose
+// DMA BAR is mapped (probe mapped it whole before the card was published, and removal unmaps it only
+// after every request ended).
+impl Regs32 for DmaBar {
+    type Error = Errno;
+    fn read32(&self, offset: usize) -> Result<u32, Errno> {
+        let off = crate::bar_offset(offset, ids::BAR_DMA_SIZE)?;
+        // SAFETY: see above; `off` is an aligned register inside the mapped DMA BAR (bar_offset).
+        Ok(unsafe { pevb_plat_rd(self.0, off) })
+    }
+    fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
+        let off = crate::bar_offset(offset, ids::BAR_DMA_SIZE)?;
+        // SAFETY: as in read32.
+        unsafe { pevb_plat_wr(self.0, off, value) };
+        Ok(())
+    }
+}
+
 // The calls below are sound for any `card` the glue passes: a live `struct pevb_card` (the callers hold a
 // reference to it) and `idx` 0 or 1 (checked in `engine()`).
 impl Regs32 for CEngine {
     type Error = Errno;
     fn read32(&self, offset: usize) -> Result<u32, Errno> {
-        let off = crate::bar_offset(offset, ids::BAR_DMA_SIZE)?;
-        // SAFETY: see above; `off` is an aligned register inside the mapped DMA BAR (bar_offset).
-        Ok(unsafe { pevb_plat_rd(self.card, off) })
+        DmaBar(self.card).read32(offset)
     }
     fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
-        let off = crate::bar_offset(offset, ids::BAR_DMA_SIZE)?;
-        // SAFETY: as in read32.
-        unsafe { pevb_plat_wr(self.card, off, value) };
-        Ok(())
+        DmaBar(self.card).write32(value, offset)
     }
 }
 
@@ -96,8 +120,7 @@ impl Platform for CEngine {
         unsafe { pevb_card_wedged(self.card) }
     }
     fn vanished(&self) -> bool {
-        // SAFETY: as above.
-        unsafe { pevb_card_vanished(self.card) }
+        vanished(self.card)
     }
     fn wedge(&self) {
         // SAFETY: as above.
@@ -178,20 +201,6 @@ impl Platform for CEngine {
     }
 }
 
-/// Words of a run's opaque state in C.
-pub const PEVB_RUN_WORDS: usize = 6;
-const _: () = assert!(size_of::<Run>() <= PEVB_RUN_WORDS * 8 && align_of::<Run>() <= 8);
-
-/// A started run as C holds it (`struct pevb_run_state`): the bytes its chain moves, its engine's
-/// write-back word, and the protocol's [`Run`] as opaque words.
-#[repr(C)]
-pub struct PevbRunState {
-    pub bytes: u64,
-    wb: *mut u32,
-    wb_bus: u64,
-    opaque: [u64; PEVB_RUN_WORDS],
-}
-
 fn engine(card: *mut c_void, idx: u32) -> CEngine {
     // An index other than 0 or 1 is a glue bug: a BUG() (panic), never another engine's registers.
     assert!(idx < 2 && !card.is_null());
@@ -229,19 +238,6 @@ unsafe fn engine_with(
     })
 }
 
-/// The engine a run in `r` was started on, with its write-back word.
-///
-/// # Safety
-/// `r` holds a run `pevb_engine_start` wrote and nothing ended yet.
-unsafe fn engine_of(card: *mut c_void, idx: u32, r: *const PevbRunState) -> CEngine {
-    // SAFETY: caller's contract: `pevb_engine_start` wrote both fields, from the table the run holds.
-    let (wb, bus) = unsafe { ((*r).wb, (*r).wb_bus) };
-    CEngine {
-        wb: (!wb.is_null()).then_some((wb, bus)),
-        ..engine(card, idx)
-    }
-}
-
 /// Builds a chain into the table `descs[..ndescs]` (at bus address `base`; its last slot left to the
 /// write-back word) from the host buffer `segs[..nsegs]` at byte `host_off`.
 ///
@@ -274,118 +270,118 @@ unsafe fn build(
     crate::chain::build(dir, &mut cur, len, fpga, xdma::DESC_LEN_MAX, descs, base)
 }
 
-/// Starts a chain of up to `len` bytes of `segs` (from byte `host_off`) to or from FPGA RAM at `fpga` on
-/// engine `idx`, its descriptors in the table `descs` at bus address `base`; polled (`poll`) or woken by
-/// its interrupt. On 0, `*out` is a run that must end through `pevb_engine_finish` or `_cancel`.
-///
-/// # Safety
-/// `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
-/// reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
-/// engine now: every earlier run ended), `out` for writing.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_engine_start(
+/// One engine's side of a round trip (`round_trip::run`): its descriptor table and the host buffer.
+struct CSide {
     card: *mut c_void,
     idx: u32,
     segs: *const Segment,
     nsegs: usize,
-    host_off: u64,
-    fpga: u64,
-    len: u64,
+    /// Where the request's window starts in `segs`.
+    at: u64,
     descs: *mut Descriptor,
     ndescs: usize,
     base: u64,
-    poll: bool,
-    out: *mut PevbRunState,
+}
+
+/// A chain `CSide::start` started, with the engine it runs on.
+struct CStarted {
+    p: CEngine,
+    run: Run,
+}
+
+impl Side for CSide {
+    type Run<'a> = CStarted;
+    fn start(&mut self, host_off: u64, ram: u64, len: u64, wake: Wake) -> Result<CStarted, Errno> {
+        let s = &*self;
+        // SAFETY: `pevb_round_trip`'s contract: the table is the engine's, held by the caller under the
+        // engine lock, and every earlier chain of this side ended before the next is built.
+        let p = unsafe { engine_with(s.card, s.idx, s.descs, s.ndescs, s.base) }?;
+        let dir = p.dir();
+        // SAFETY: as above; `segs` is valid for `nsegs` segments.
+        let run = Run::start(&p, wake, || unsafe {
+            build(
+                dir,
+                s.segs,
+                s.nsegs,
+                s.at + host_off,
+                ram,
+                len,
+                s.descs,
+                s.ndescs,
+                s.base,
+            )
+        })?;
+        Ok(CStarted { p, run })
+    }
+}
+
+impl Started for CStarted {
+    fn wait(&mut self) {
+        self.run.wait(&self.p);
+    }
+    fn finish(self) -> Result<u64, Errno> {
+        self.run.finish(&self.p)
+    }
+    fn cancel(self) {
+        // Wedges the card if the engine cannot be stopped; the error that ended the request is reported.
+        let _ = self.run.cancel(&self.p);
+    }
+}
+
+/// Copies `len` bytes from `src[..nsrc]` (from byte `src_at`) through the card RAM to `dst[..ndst]` (from
+/// byte `dst_at`) as `kmod/logic/src/round_trip.rs` runs it: 0 or a negative errno.
+///
+/// # Safety
+/// `card` is a live `struct pevb_card` whose DMA BAR is mapped and both of whose engine locks the caller
+/// holds (H2C first); `src` and `dst` are valid for reading their segments, which stay mapped for the
+/// call.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_round_trip(
+    card: *mut c_void,
+    src: *const Segment,
+    nsrc: usize,
+    src_at: u64,
+    dst: *const Segment,
+    ndst: usize,
+    dst_at: u64,
+    len: u64,
 ) -> c_int {
-    // SAFETY: caller's contract (the table, held under the engine lock and then by the run).
-    let p = match unsafe { engine_with(card, idx, descs, ndescs, base) } {
-        Ok(p) => p,
-        Err(e) => return neg(e),
+    let side = |idx: u32, segs, nsegs, at| -> Result<CSide, Errno> {
+        let (mut descs, mut ndescs, mut base) = (core::ptr::null_mut(), 0, 0);
+        // SAFETY: caller's contract (the engine lock held).
+        res(unsafe { pevb_engine_table(card, idx, &mut descs, &mut ndescs, &mut base) })?;
+        Ok(CSide {
+            card,
+            idx,
+            segs,
+            nsegs,
+            at,
+            descs,
+            ndescs,
+            base,
+        })
     };
-    let wake = if poll { Wake::Poll } else { Wake::Irq };
-    let dir = p.dir();
-    // SAFETY: caller's contract.
-    let started = Run::start(&p, wake, || unsafe {
-        build(dir, segs, nsegs, host_off, fpga, len, descs, ndescs, base)
-    });
-    match started {
-        Ok(run) => {
-            let bytes = run.chain().bytes;
-            // SAFETY: `out` is valid for writing (caller's contract); the run fits its words (asserted
-            // above at compile time) and their alignment (u64) is enough.
-            unsafe {
-                (*out).bytes = bytes;
-                ((*out).wb, (*out).wb_bus) = p.wb.unwrap_or((core::ptr::null_mut(), 0));
-                core::ptr::addr_of_mut!((*out).opaque)
-                    .cast::<Run>()
-                    .write(run);
-            }
-            0
-        }
-        Err(e) => neg(e),
-    }
-}
-
-/// The run in `r`.
-///
-/// # Safety
-/// `r` holds a run `pevb_engine_start` wrote and nothing ended yet.
-unsafe fn run_of<'a>(r: *mut PevbRunState) -> &'a mut Run {
-    // SAFETY: caller's contract.
-    unsafe { &mut *core::ptr::addr_of_mut!((*r).opaque).cast::<Run>() }
-}
-
-/// Waits until the run ended, its timeout passed, removal woke the waiter or a fatal signal came.
-///
-/// # Safety
-/// As `pevb_engine_start`'s `card`; `r` holds a run started on engine `idx` and not yet ended.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_engine_wait(card: *mut c_void, idx: u32, r: *mut PevbRunState) {
-    // SAFETY: caller's contract.
-    let p = unsafe { engine_of(card, idx, r) };
-    // SAFETY: caller's contract.
-    unsafe { run_of(r) }.wait(&p);
-}
-
-/// Judges the run and ends it: 0 (`r->bytes` moved) or a negative errno; the engine was shown idle or the
-/// card is wedged.
-///
-/// # Safety
-/// As `pevb_engine_wait`; the run is ended afterwards (`r` must not be used again).
-#[no_mangle]
-pub unsafe extern "C" fn pevb_engine_finish(
-    card: *mut c_void,
-    idx: u32,
-    r: *mut PevbRunState,
-) -> c_int {
-    // SAFETY: caller's contract.
-    let p = unsafe { engine_of(card, idx, r) };
-    // SAFETY: caller's contract; the run is plain data, read out once to end it.
-    let run = unsafe { core::ptr::read(run_of(r)) };
-    match run.finish(&p) {
-        Ok(_) => 0,
-        Err(e) => neg(e),
-    }
-}
-
-/// Stops a run nobody judges: 0 if shown idle, else the card is wedged and the errno says so.
-///
-/// # Safety
-/// As `pevb_engine_finish`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_engine_cancel(
-    card: *mut c_void,
-    idx: u32,
-    r: *mut PevbRunState,
-) -> c_int {
-    // SAFETY: caller's contract.
-    let p = unsafe { engine_of(card, idx, r) };
-    // SAFETY: caller's contract; as in `pevb_engine_finish`.
-    let run = unsafe { core::ptr::read(run_of(r)) };
-    match run.cancel(&p) {
+    // SAFETY: caller's contract; probe wrote the facts before it published the card.
+    let ram = unsafe { (*pevb_card_facts(card)).ram_size };
+    let r = side(0, src, nsrc, src_at)
+        .and_then(|h| Ok((h, side(1, dst, ndst, dst_at)?)))
+        .and_then(|(mut h, mut c)| round_trip::run(&mut h, &mut c, len, ram));
+    match r {
         Ok(()) => 0,
         Err(e) => neg(e),
     }
+}
+
+/// Whether the card left the bus (`probe::left_bus`); marks it gone if so.
+pub(crate) fn vanished(card: *mut c_void) -> bool {
+    // SAFETY: the glue passes live cards (see `DmaBar`); sleeping is what a request thread may do.
+    let all_ones = || crate::probe::identifiers_all_ones(&DmaBar(card));
+    let gone = crate::probe::left_bus(all_ones, |ms| unsafe { pevb_plat_sleep_us(ms * 1000) });
+    if gone {
+        // SAFETY: as above.
+        unsafe { pevb_card_close(card) };
+    }
+    gone
 }
 
 /// Stops engine `idx` (PG195's stop); whether it was shown idle.
@@ -402,7 +398,9 @@ pub unsafe extern "C" fn pevb_engine_stop(card: *mut c_void, idx: u32) -> bool {
 /// next.
 ///
 /// # Safety
-/// As `pevb_engine_start`.
+/// `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
+/// reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
+/// engine now: every earlier run ended).
 #[no_mangle]
 pub unsafe extern "C" fn pevb_engine_transfer(
     card: *mut c_void,
@@ -441,7 +439,3 @@ pub unsafe extern "C" fn pevb_engine_transfer(
         Err(e) => neg(e),
     }
 }
-
-/// Sizes C checks at probe (`PEVB_RUN_LAYOUT`): the run state's.
-#[no_mangle]
-pub static PEVB_RUN_STATE_SIZE: u32 = size_of::<PevbRunState>() as u32;

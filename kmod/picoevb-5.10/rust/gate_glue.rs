@@ -2,14 +2,12 @@
 
 //! The request gate for the 5.10 glue: the shared `gate` module (`kmod/logic/src/gate.rs`, the very file
 //! the 6.18 module runs) over the kernel services `file.c` offers (`pevb_gate_*`), exported as
-//! `pevb_gate_transfer`. Kernel build only, as `engine_glue.rs`: the order itself is host-tested in
+//! `pevb_gate_run`. Kernel build only, as `engine_glue.rs`: the order itself is host-tested in
 //! `kmod/logic`.
 
 use crate::errno::Errno;
 use crate::gate::{self, Request, Services, Side, Work};
-use crate::request::{Host, OneWay, RoundTrip};
 use crate::res;
-use crate::surface::{PevbReq, PevbSide, PEVB_OP_C2H, PEVB_OP_H2C, PEVB_OP_H2C2H};
 use crate::xdma::Dir;
 use core::ffi::{c_int, c_void};
 
@@ -46,7 +44,7 @@ struct CTransfer {
     x: *mut c_void,
 }
 
-// Every call below is sound for the `x` the glue passes to `pevb_gate_transfer`: a live `struct
+// Every call below is sound for the `x` the glue passes to `pevb_gate_run`: a live `struct
 // pevb_xfer` that only this transfer uses, and `side` 0 or 1 (`Side as u32`).
 impl Services for CTransfer {
     fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno> {
@@ -114,47 +112,18 @@ impl Services for CTransfer {
     }
 }
 
-fn host(s: &PevbSide) -> Host {
-    if s.cuda != 0 {
-        Host::Cuda(s.handle)
-    } else {
-        Host::User(s.addr)
-    }
-}
-
-/// Runs the checked transfer `r` (H2C, C2H or H2C2H from `pevb_ioctl_check`) through the gate on `x`;
-/// 0 with the DMA time in `*ns`, or a negative errno.
+/// Runs the checked transfer `req` (a `gate::Request` the dispatcher made, `ioctl_glue.rs`, passed back
+/// through `file.c`'s `pevb_file_transfer`) through the gate on `x`; 0 with the DMA time in `*ns`, or a
+/// negative errno.
 ///
 /// # Safety
-/// `x` is a live `struct pevb_xfer` only this call uses, `r` a request `pevb_ioctl_check` produced, `ns`
+/// `x` is a live `struct pevb_xfer` only this call uses, `req` points to a live `gate::Request`, `ns` is
 /// writable.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_gate_transfer(
-    x: *mut c_void,
-    r: *const PevbReq,
-    ns: *mut u64,
-) -> c_int {
+pub unsafe extern "C" fn pevb_gate_run(x: *mut c_void, req: *const c_void, ns: *mut u64) -> c_int {
     // SAFETY: caller's contract.
-    let r = unsafe { &*r };
-    let one_way = |dir, side: &PevbSide| {
-        let x = OneWay {
-            host: host(side),
-            fpga: r.fpga,
-            len: r.len,
-        };
-        Request::one_way(dir, &x)
-    };
-    let req = match r.op as c_int {
-        PEVB_OP_H2C => one_way(Dir::H2c, &r.src),
-        PEVB_OP_C2H => one_way(Dir::C2h, &r.dst),
-        PEVB_OP_H2C2H => Request::round_trip(&RoundTrip {
-            src: host(&r.src),
-            dst: host(&r.dst),
-            len: r.len,
-        }),
-        _ => return crate::neg(Errno::EINVAL),
-    };
-    match gate::run(&mut CTransfer { x }, &req) {
+    let req = unsafe { &*req.cast::<Request>() };
+    match gate::run(&mut CTransfer { x }, req) {
         Ok(t) => {
             // SAFETY: caller's contract.
             unsafe { *ns = t };

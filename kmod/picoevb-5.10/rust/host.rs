@@ -1,11 +1,8 @@
 //! Host build of the 5.10 module's `extern "C"` surface for `cargo test`: the very `surface.rs` the kernel
 //! build compiles, over the same shared logic (here through the host crates instead of `#[path]`).
 
-use picoevb_logic::{
-    abi, cache_policy, chain, errno, pipeline, ram_owner, request, segments, status, stream_ctl,
-    surface_life, xdma,
-};
-use picoevb_regs::{channel, pci as ids};
+use picoevb_logic::{cache_policy, errno, ram_owner, segments, status, surface_life, xdma};
+use picoevb_regs::pci as ids;
 
 /// As in `picoevb_logic.rs`: the kernel's negative-errno convention.
 fn neg(e: errno::Errno) -> core::ffi::c_int {

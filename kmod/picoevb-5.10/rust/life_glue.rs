@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A GPU surface's lifecycle for the 5.10 glue: `surface_life::Life`, the 6.18 module's, kept by `cuda.c`
-//! in a `struct pevb_life` under the surface's spinlock and stepped through `pevb_life_*`. `cuda.c` does
-//! what each answer asks (unpin, unmap, free, wake, wait) without the lock. Kernel build only, as
-//! `engine_glue.rs`.
+//! in a `struct pevb_life` under the surface's spinlock, and its sequences (callback, unpin, a use's end,
+//! removal's detach), run over the surface services `cuda.c` offers (`pevb_surf_*`), exported as
+//! `pevb_surface_*`. Kernel build only, as `engine_glue.rs`.
 
-use crate::surface_life::{Detach, Life, View};
-use core::ffi::c_int;
+use crate::surface_life::{self, Life, Surface, Until, View};
+use core::ffi::{c_int, c_void};
 
 /// The lifecycle at `l`.
 ///
@@ -40,79 +40,142 @@ pub unsafe extern "C" fn pevb_life_begin_use(l: *mut Life) -> c_int {
         .map_or_else(crate::neg, |()| 0)
 }
 
-// The steps of `pevb_life_step`: the `Life` methods that take nothing and answer a `bool` (or nothing:
-// false).
+/// What `pevb_life_is` asks: `Life::live` (the surface counts for the overlap checks).
+pub const PEVB_LIFE_LIVE: u32 = 0;
+/// `Life::dying`: the callback has begun and the pin is not freed yet.
+pub const PEVB_LIFE_DYING: u32 = 1;
 
-/// `Life::end_use`: true: wake the callback.
-pub const PEVB_LIFE_END_USE: u32 = 0;
-/// `Life::begin_callback`.
-pub const PEVB_LIFE_BEGIN_CALLBACK: u32 = 1;
-/// `Life::idle`: what the callback waits for.
-pub const PEVB_LIFE_IDLE: u32 = 2;
-/// `Life::end_callback`: true: the callback frees.
-pub const PEVB_LIFE_END_CALLBACK: u32 = 3;
-/// `Life::begin_unpin`: true: unpin through the shim.
-pub const PEVB_LIFE_BEGIN_UNPIN: u32 = 4;
-/// `Life::end_unpin`: true: the unpin frees.
-pub const PEVB_LIFE_END_UNPIN: u32 = 5;
-/// `Life::set_freed`.
-pub const PEVB_LIFE_SET_FREED: u32 = 6;
-/// `Life::is_freed`.
-pub const PEVB_LIFE_IS_FREED: u32 = 7;
-/// `Life::live`.
-pub const PEVB_LIFE_LIVE: u32 = 8;
-/// `Life::dying`.
-pub const PEVB_LIFE_DYING: u32 = 9;
-
-/// Takes the lifecycle step `step` (`PEVB_LIFE_*`) and answers it. One entry point, not one per step:
-/// cbindgen declares it for C, as it could not a macro's functions.
+/// A query of the lifecycle (`PEVB_LIFE_*`).
 ///
 /// # Safety
 /// As `life`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_life_step(l: *mut Life, step: u32) -> bool {
+pub unsafe extern "C" fn pevb_life_is(l: *mut Life, what: u32) -> bool {
     // SAFETY: caller's contract.
     let l = unsafe { life(l) };
-    match step {
-        PEVB_LIFE_END_USE => l.end_use(),
-        PEVB_LIFE_BEGIN_CALLBACK => {
-            l.begin_callback();
-            false
-        }
-        PEVB_LIFE_IDLE => l.idle(),
-        PEVB_LIFE_END_CALLBACK => l.end_callback(),
-        PEVB_LIFE_BEGIN_UNPIN => l.begin_unpin(),
-        PEVB_LIFE_END_UNPIN => l.end_unpin(),
-        PEVB_LIFE_SET_FREED => {
-            l.set_freed();
-            false
-        }
-        PEVB_LIFE_IS_FREED => l.is_freed(),
+    match what {
         PEVB_LIFE_LIVE => l.live(),
         PEVB_LIFE_DYING => l.dying(),
         // Only the glue's own constants come here: another is a glue bug, a BUG() as any panic.
-        _ => panic!("unknown surface lifecycle step"),
+        _ => panic!("unknown surface lifecycle query"),
     }
 }
 
-/// What removal does with a surface (`pevb_life_detach`): unmapped before; unmap now, held like a DMA,
-/// then `PEVB_LIFE_END_USE`; or the callback has begun: wait for its free, which unmaps.
-pub const PEVB_DETACH_DONE: u32 = 0;
-pub const PEVB_DETACH_UNMAP: u32 = 1;
-pub const PEVB_DETACH_AWAIT_FREE: u32 = 2;
-
-/// `Life::detach`: `PEVB_DETACH_*`.
+/// Whether a wait for `until` (`Until as u32`) is over (`Life::reached`), for `cuda.c`'s `wait_event`.
 ///
 /// # Safety
 /// As `life`.
 #[no_mangle]
-pub unsafe extern "C" fn pevb_life_detach(l: *mut Life) -> u32 {
+pub unsafe extern "C" fn pevb_life_reached(l: *mut Life, until: u32) -> bool {
+    let until = if until == Until::Idle as u32 {
+        Until::Idle
+    } else {
+        Until::Freed
+    };
     // SAFETY: caller's contract.
-    match unsafe { life(l) }.detach() {
-        Detach::Done => PEVB_DETACH_DONE,
-        Detach::Unmap => PEVB_DETACH_UNMAP,
-        Detach::AwaitFree => PEVB_DETACH_AWAIT_FREE,
+    unsafe { life(l) }.reached(until)
+}
+
+// C services, declared for C in `../services.h` (cbindgen skips this block).
+/// cbindgen:ignore
+#[allow(unused_doc_comments)]
+extern "C" {
+    // cuda.c: one surface `s` (a `struct pevb_surface`) as `surface_life::Surface` needs it.
+    fn pevb_surf_life_lock(s: *mut c_void) -> *mut Life;
+    fn pevb_surf_life_unlock(s: *mut c_void);
+    fn pevb_surf_wait(s: *mut c_void, until: u32);
+    fn pevb_surf_wake(s: *mut c_void);
+    fn pevb_surf_unpin_pin(s: *mut c_void);
+    fn pevb_surf_unmap(s: *mut c_void) -> bool;
+    fn pevb_surf_free_pin(s: *mut c_void);
+    fn pevb_p2p_uses_awaited();
+}
+
+/// A `struct pevb_surface` that the caller holds a reference to.
+struct CSurface(*mut c_void);
+
+// Every call is sound for the surfaces `cuda.c` passes to the `pevb_surface_*` functions below: live (the
+// caller holds a reference), with a pin the shim made. Each service's own conditions (the pin live, one
+// unpin, one free) are the lifecycle's: `surface_life`'s sequences call them only where it says so.
+impl Surface for CSurface {
+    fn locked<R>(&self, f: impl FnOnce(&mut Life) -> R) -> R {
+        // SAFETY: see above; the lock is held until the unlock below, so `l` is ours meanwhile.
+        let l = unsafe { &mut *pevb_surf_life_lock(self.0) };
+        let r = f(l);
+        // SAFETY: locked above.
+        unsafe { pevb_surf_life_unlock(self.0) };
+        r
     }
+    fn wait(&self, u: Until) {
+        // SAFETY: see above.
+        unsafe { pevb_surf_wait(self.0, u as u32) }
+    }
+    fn wake(&self) {
+        // SAFETY: see above.
+        unsafe { pevb_surf_wake(self.0) }
+    }
+    fn unpin_pin(&self) {
+        // SAFETY: see above.
+        unsafe { pevb_surf_unpin_pin(self.0) }
+    }
+    fn unmap_device(&self) -> bool {
+        // SAFETY: see above.
+        unsafe { pevb_surf_unmap(self.0) }
+    }
+    fn free_pin(&self) {
+        // SAFETY: see above.
+        unsafe { pevb_surf_free_pin(self.0) }
+    }
+    fn uses_awaited(&self) {
+        // SAFETY: a plain lockdep annotation.
+        unsafe { pevb_p2p_uses_awaited() }
+    }
+}
+
+/// The provider's free callback (`surface_life::callback`).
+///
+/// # Safety
+/// `s` is a live `struct pevb_surface` the caller holds a reference to, in its provider's free callback.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_surface_callback(s: *mut c_void) {
+    surface_life::callback(&CSurface(s));
+}
+
+/// UNPIN or close (`surface_life::unpin`).
+///
+/// # Safety
+/// `s` is a live `struct pevb_surface` the caller holds a reference to.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_surface_unpin(s: *mut c_void) {
+    surface_life::unpin(&CSurface(s));
+}
+
+/// A DMA's use ends (`surface_life::end_use`).
+///
+/// # Safety
+/// As `pevb_surface_unpin`; the caller held a use.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_surface_end_use(s: *mut c_void) {
+    surface_life::end_use(&CSurface(s));
+}
+
+/// Card removal (`surface_life::detach`): true if the caller must wait for the free
+/// (`pevb_surface_await_free`).
+///
+/// # Safety
+/// As `pevb_surface_unpin`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_surface_detach(s: *mut c_void) -> bool {
+    surface_life::detach(&CSurface(s))
+}
+
+/// Waits until the pin is freed (`surface_life::await_free`).
+///
+/// # Safety
+/// As `pevb_surface_unpin`.
+#[no_mangle]
+pub unsafe extern "C" fn pevb_surface_await_free(s: *mut c_void) {
+    surface_life::await_free(&CSurface(s));
 }
 
 /// `Life::view` into `out`.

@@ -61,16 +61,36 @@ mod idblock;
 mod ids;
 /// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/interrupt.rs"]
+mod interrupt;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/ioctl.rs"]
+mod ioctl;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/pipeline.rs"]
 mod pipeline;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/probe.rs"]
+mod probe;
 /// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/ram_owner.rs"]
 mod ram_owner;
 /// cbindgen:ignore
 #[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/removal.rs"]
+mod removal;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/request.rs"]
 mod request;
+/// cbindgen:ignore
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../logic/src/round_trip.rs"]
+mod round_trip;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../logic/src/segments.rs"]
 mod segments;
@@ -99,8 +119,10 @@ mod surface_pin;
 mod xdma;
 
 mod cache_glue;
+mod card_glue;
 mod engine_glue;
 mod gate_glue;
+mod ioctl_glue;
 mod life_glue;
 mod pin_glue;
 mod surface;

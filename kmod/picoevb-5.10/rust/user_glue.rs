@@ -42,23 +42,29 @@ impl Regs32 for CUserBar {
     }
 }
 
-/// LED: writes `value` to the GPIO data register and reads it back (the write is posted); 0 or a negative
-/// errno.
+/// LED: writes `value` to the GPIO data register and reads it back (the write is posted).
 ///
 /// # Safety
 /// `card` is a live `struct pevb_card` with its BARs mapped.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_user_set_leds(card: *mut c_void, value: u32) -> c_int {
-    Leds::new(&CUserBar { card })
-        .set(value)
-        .map_or_else(crate::neg, |()| 0)
+pub(crate) unsafe fn set_leds(card: *mut c_void, value: u32) -> Result<(), Errno> {
+    Leds::new(&CUserBar { card }).set(value)
+}
+
+/// The gdr ID block read now: design version and build hash, None where it does not answer as one.
+///
+/// # Safety
+/// As for `set_leds`.
+pub(crate) unsafe fn identity(card: *mut c_void) -> Result<Option<(u32, u32)>, Errno> {
+    Ok(IdBlock::new(&CUserBar { card })
+        .identity()?
+        .map(|id| (id.design_version, id.build_hash)))
 }
 
 /// Reads the gdr ID block: 1 with `*design_version`, `*build_hash` and `*stream` (the design has the stream
 /// block) set, 0 where the bitstream has none (NVIDIA's reference design), or a negative errno.
 ///
 /// # Safety
-/// `card` as for `pevb_user_set_leds`; `design_version`, `build_hash` and `stream` writable.
+/// `card` as for `set_leds`; `design_version`, `build_hash` and `stream` writable.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_user_identity(
     card: *mut c_void,
@@ -81,41 +87,25 @@ pub unsafe extern "C" fn pevb_user_identity(
     }
 }
 
-/// IOC_STREAM on the card's stream block: reads the argument from `buf` (`len` bytes, checked before by
-/// `pevb_ioctl_check`), carries it out (`stream_ctl::control`) and writes the answer back into `buf`; 0 or a
-/// negative errno.
+/// IOC_STREAM on the card's stream block (`stream_ctl::control`).
 ///
 /// # Safety
-/// `card` as for `pevb_user_set_leds`, held (the gate) by the caller; `buf` valid for reading and writing
-/// `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_user_stream(
+/// As for `set_leds`, held (the gate) by the caller.
+pub(crate) unsafe fn stream(
     card: *mut c_void,
-    buf: *mut c_void,
-    len: usize,
-) -> c_int {
-    // SAFETY: caller's contract.
-    let arg = match unsafe { crate::surface::read_arg::<crate::abi::Stream>(buf, len) } {
-        Ok(a) => a,
-        Err(e) => return crate::neg(e),
-    };
-    let op = match crate::stream_ctl::parse(&arg) {
-        Ok(op) => op,
-        Err(e) => return crate::neg(e),
-    };
-    match crate::stream_ctl::control(&CUserBar { card }, op) {
-        // SAFETY: caller's contract.
-        Ok(answer) => unsafe { crate::surface::put(buf, len, answer) },
-        Err(crate::stream_ctl::Refused::Invalid) => crate::neg(Errno::EINVAL),
-        Err(crate::stream_ctl::Refused::Access(e)) => crate::neg(e),
-    }
+    op: crate::stream_ctl::Op,
+) -> Result<crate::abi::Stream, Errno> {
+    crate::stream_ctl::control(&CUserBar { card }, op).map_err(|e| match e {
+        crate::stream_ctl::Refused::Invalid => Errno::EINVAL,
+        crate::stream_ctl::Refused::Access(e) => e,
+    })
 }
 
 /// Disables the stream source (a stopping C2H blocked on it then ends: engine.c's `pevb_plat_unblock`); 0
 /// or a negative errno.
 ///
 /// # Safety
-/// `card` as for `pevb_user_set_leds`, whose design has the stream block.
+/// `card` as for `set_leds`, whose design has the stream block.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_user_stream_off(card: *mut c_void) -> c_int {
     crate::stream::Stream::new(&CUserBar { card })
