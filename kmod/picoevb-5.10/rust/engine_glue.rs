@@ -374,11 +374,11 @@ pub unsafe extern "C" fn pevb_round_trip(
 
 /// Whether the card left the bus (`probe::left_bus`); marks it gone if so.
 pub(crate) fn vanished(card: *mut c_void) -> bool {
-    // SAFETY: the glue passes live cards (see `DmaBar`); sleeping is what a request thread may do.
     let all_ones = || crate::probe::identifiers_all_ones(&DmaBar(card));
+    // SAFETY: a plain sleep; the callers are requests, in process context, holding no spinlock.
     let gone = crate::probe::left_bus(all_ones, |ms| unsafe { pevb_plat_sleep_us(ms * 1000) });
     if gone {
-        // SAFETY: as above.
+        // SAFETY: the glue passes live cards (see `DmaBar`).
         unsafe { pevb_card_close(card) };
     }
     gone
