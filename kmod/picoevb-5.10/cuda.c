@@ -69,7 +69,7 @@ static void card_forget(struct pevb_card *card, struct pevb_surface *s)
 		surface_put(s);
 }
 
-/* A query (PEVB_LIFE_LIVE, _DYING) of @s's lifecycle, under its lock. */
+/* A query (PEVB_LIFE_*) of @s's lifecycle, under its lock. */
 static bool life_is(struct pevb_surface *s, u32 what)
 {
 	bool answer;
@@ -93,19 +93,10 @@ void pevb_surf_life_unlock(struct pevb_surface *s)
 	spin_unlock(&s->lock);
 }
 
-static bool reached(struct pevb_surface *s, u32 until)
+/* @what: PEVB_LIFE_IDLE or PEVB_LIFE_FREED. */
+void pevb_surf_wait(struct pevb_surface *s, u32 what)
 {
-	bool answer;
-
-	spin_lock(&s->lock);
-	answer = pevb_life_reached(&s->life, until);
-	spin_unlock(&s->lock);
-	return answer;
-}
-
-void pevb_surf_wait(struct pevb_surface *s, u32 until)
-{
-	wait_event(s->idle, reached(s, until));
+	wait_event(s->idle, life_is(s, what));
 }
 
 void pevb_surf_wake(struct pevb_surface *s)

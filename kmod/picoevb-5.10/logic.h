@@ -55,6 +55,16 @@
 #define PEVB_LIFE_DYING 1
 
 /**
+ * `Life::reached(Until::Idle)`: no use is left (what the callback and an unpin wait for).
+ */
+#define PEVB_LIFE_IDLE 2
+
+/**
+ * `Life::reached(Until::Freed)`: the pin is freed (what removal and PIN_CUDA wait for).
+ */
+#define PEVB_LIFE_FREED 3
+
+/**
  * Bytes of an XDMA descriptor (`xdma::Descriptor`); C only sizes its tables with it.
  */
 #define PEVB_DESC_SIZE 32
@@ -376,20 +386,12 @@ void pevb_life_init(struct pevb_life *l);
 int pevb_life_begin_use(struct pevb_life *l);
 
 /**
- * A query of the lifecycle (`PEVB_LIFE_*`).
+ * A query of the lifecycle (`PEVB_LIFE_*`), also what `cuda.c`'s `wait_event` checks.
  *
  * # Safety
  * As `life`.
  */
 bool pevb_life_is(struct pevb_life *l, uint32_t what);
-
-/**
- * Whether a wait for `until` (`Until as u32`) is over (`Life::reached`), for `cuda.c`'s `wait_event`.
- *
- * # Safety
- * As `life`.
- */
-bool pevb_life_reached(struct pevb_life *l, uint32_t until);
 
 /**
  * The provider's free callback (`surface_life::callback`).

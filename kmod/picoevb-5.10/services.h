@@ -47,13 +47,13 @@ const struct pevb_facts *pevb_card_facts(struct pevb_card *card);
 
 /*
  * One GPU surface's services (cuda.c), for rust/life_glue.rs (pevb_surface_* run the sequences of
- * kmod/logic/src/surface_life.rs over them): @s's lifecycle under its lock, the wait on it (@until:
- * surface_life::Until), the shim's unpin, unmap and free.
+ * kmod/logic/src/surface_life.rs over them): @s's lifecycle under its lock, the wait on it (@what:
+ * PEVB_LIFE_IDLE or PEVB_LIFE_FREED), the shim's unpin, unmap and free.
  */
 struct pevb_surface;
 struct pevb_life *pevb_surf_life_lock(struct pevb_surface *s);
 void pevb_surf_life_unlock(struct pevb_surface *s);
-void pevb_surf_wait(struct pevb_surface *s, u32 until);
+void pevb_surf_wait(struct pevb_surface *s, u32 what);
 void pevb_surf_wake(struct pevb_surface *s);
 void pevb_surf_unpin_pin(struct pevb_surface *s);
 bool pevb_surf_unmap(struct pevb_surface *s);

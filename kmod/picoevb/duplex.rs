@@ -5,7 +5,7 @@
 
 use crate::engine::{Engine, Run, Table};
 use crate::errno::Errno;
-use crate::errors::errno;
+use crate::errors::{errno, kerr};
 use crate::pipeline::Wake;
 use crate::port::Port;
 use crate::round_trip::{self, Side, Started};
@@ -79,5 +79,5 @@ pub(crate) fn round_trip(
         table: c2h,
         host: dst,
     };
-    round_trip::run(&mut h, &mut c, len, e.ram_size).map_err(crate::errors::kerr)
+    round_trip::run(&mut h, &mut c, len, e.ram_size).map_err(kerr)
 }

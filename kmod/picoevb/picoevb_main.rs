@@ -141,8 +141,8 @@ const fn field_size<T, F: kernel::transmute::FromBytes + kernel::transmute::AsBy
     core::mem::size_of::<F>()
 }
 
-/// `AsBytes` and `FromBytes` for structs copied to and from user space or the device. Checked at compile
-/// time, for each: the field list is complete (an exhaustive pattern), every field's type is itself
+/// `AsBytes` and `FromBytes` for structs the device reads (the ioctl arguments move as bytes through
+/// `ioctl.rs`, field by field, and need neither). Checked at compile time, for each: the field list is complete (an exhaustive pattern), every field's type is itself
 /// `FromBytes + AsBytes` (integers and arrays of them), and the fields' sizes add up to the struct's, so
 /// there is no padding.
 macro_rules! plain_bytes {
@@ -164,23 +164,6 @@ macro_rules! plain_bytes {
 
 plain_bytes! {
     xdma::Descriptor { control, len, src_lo, src_hi, dst_lo, dst_hi, next_lo, next_hi }
-    abi::H2cDma { src, dst, len, flags, dma_time_ns }
-    abi::C2hDma { dst, src, len, flags, dma_time_ns }
-    abi::H2c2hDma { src, dst, len, flags, dma_time_ns }
-    abi::CardInfo { fpga_ram_size }
-    abi::PinCuda { va, size, handle, pad }
-    abi::UnpinCuda { handle }
-    abi::AbiInfo { abi_version, card_index, caps, fpga_ram_size, design_version, build_hash, reserved }
-    abi::RegCache {
-        op, max_entries, max_bytes, entries, capacity, bytes, hits, misses, evictions, invalidations,
-        uncached, reserved
-    }
-    abi::RamOwner { op, state, reserved }
-    abi::ImportDmabuf { fd, flags, offset, size, handle, placement, reserved }
-    abi::Stream {
-        op, enable, record_bytes, period_ticks, source_seq, source_sent, source_overruns, source_depth,
-        sink_good, sink_gaps, sink_lost, sink_crc_errors, sink_bad_length, sink_expect, reserved
-    }
 }
 
 /// Card names (`/dev/picoevbN`, its debugfs folder).

@@ -69,7 +69,8 @@ pub trait Services {
     fn end(&mut self);
     /// What probe learnt of the card.
     fn facts(&self) -> Facts;
-    /// What the build and kernel offer now.
+    /// What the build and kernel offer now. Asked only by the commands that depend on it: finding the
+    /// provider takes and drops a reference to it, which the transfer path must not pay.
     fn features(&self) -> Features;
     /// Faults in the user range, holding nothing (see `gate::Services::prefault`).
     fn prefault(&mut self, addr: u64, len: u64, device_writes: bool) -> Result<(), Errno>;
@@ -142,7 +143,6 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
         return Err(Errno::ENODEV);
     }
     let facts = s.facts();
-    let features = s.features();
     match cmd {
         abi::IOC_LED => {
             let value = request::led_value(arg)?;
@@ -157,6 +157,7 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
         ),
         abi::IOC_ABI_INFO => {
             let id = held(s, |s| live_identity(s, &facts))?;
+            let features = s.features();
             write(s, arg, &abi_info(&facts, id, &features))
         }
         abi::IOC_H2C_DMA => {
@@ -193,7 +194,7 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
             a.handle = held(s, |s| s.pin(backing, va, len))?;
             write_or_unpin(s, arg, &a, a.handle)
         }
-        abi::IOC_IMPORT_DMABUF if !features.dmabuf => Err(Errno::ENOTTY),
+        abi::IOC_IMPORT_DMABUF if !s.features().dmabuf => Err(Errno::ENOTTY),
         abi::IOC_IMPORT_DMABUF => {
             let mut a: abi::ImportDmabuf = read(s, arg)?;
             let (fd, offset, len) = request::import_dmabuf(&a)?;
@@ -204,7 +205,7 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
             let a: abi::UnpinCuda = read(s, arg)?;
             s.unpin(a.handle)
         }
-        abi::IOC_REG_CACHE if !features.reg_cache => Err(Errno::ENOTTY),
+        abi::IOC_REG_CACHE if !s.features().reg_cache => Err(Errno::ENOTTY),
         abi::IOC_REG_CACHE => {
             let a: abi::RegCache = read(s, arg)?;
             let op = cache_policy::parse(&a)?;

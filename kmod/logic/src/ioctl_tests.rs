@@ -49,6 +49,8 @@ struct Fake {
     config_id: u32,
     vanished: bool,
     identity: Option<(u32, u32)>,
+    /// How often `features` was asked (it takes a reference to the provider on a real build).
+    features_asked: core::cell::Cell<u32>,
 }
 
 impl Fake {
@@ -75,6 +77,7 @@ impl Fake {
             config_id: 0x1fc3_0006,
             vanished: false,
             identity: Some((0x0102_0003, 0xabcd)),
+            features_asked: core::cell::Cell::new(0),
         }
     }
 
@@ -125,6 +128,7 @@ impl Services for Fake {
         self.facts
     }
     fn features(&self) -> Features {
+        self.features_asked.set(self.features_asked.get() + 1);
         self.features
     }
     fn prefault(&mut self, _addr: u64, _len: u64, _device_writes: bool) -> Result<(), Errno> {
@@ -460,6 +464,19 @@ fn holds_exactly_what_needs_the_card() {
             _ => 0,
         };
         assert_eq!(held_calls(cmd, arg, &user), expect, "{cmd:#x}");
+    }
+}
+
+#[test]
+fn only_the_commands_that_depend_on_the_build_ask_for_its_features() {
+    for (cmd, arg, user) in commands() {
+        let mut f = Fake::new(&user);
+        run(&mut f, cmd, arg).unwrap();
+        let asks = matches!(
+            cmd,
+            abi::IOC_ABI_INFO | abi::IOC_IMPORT_DMABUF | abi::IOC_REG_CACHE
+        );
+        assert_eq!(f.features_asked.get(), u32::from(asks), "{cmd:#x}");
     }
 }
 

@@ -177,12 +177,11 @@ impl Life {
 
 /// What a wait waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
 pub enum Until {
     /// No use is left.
-    Idle = 0,
+    Idle,
     /// The pin is freed.
-    Freed = 1,
+    Freed,
 }
 
 impl Life {

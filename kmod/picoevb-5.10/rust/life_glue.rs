@@ -44,8 +44,12 @@ pub unsafe extern "C" fn pevb_life_begin_use(l: *mut Life) -> c_int {
 pub const PEVB_LIFE_LIVE: u32 = 0;
 /// `Life::dying`: the callback has begun and the pin is not freed yet.
 pub const PEVB_LIFE_DYING: u32 = 1;
+/// `Life::reached(Until::Idle)`: no use is left (what the callback and an unpin wait for).
+pub const PEVB_LIFE_IDLE: u32 = 2;
+/// `Life::reached(Until::Freed)`: the pin is freed (what removal and PIN_CUDA wait for).
+pub const PEVB_LIFE_FREED: u32 = 3;
 
-/// A query of the lifecycle (`PEVB_LIFE_*`).
+/// A query of the lifecycle (`PEVB_LIFE_*`), also what `cuda.c`'s `wait_event` checks.
 ///
 /// # Safety
 /// As `life`.
@@ -56,34 +60,22 @@ pub unsafe extern "C" fn pevb_life_is(l: *mut Life, what: u32) -> bool {
     match what {
         PEVB_LIFE_LIVE => l.live(),
         PEVB_LIFE_DYING => l.dying(),
+        PEVB_LIFE_IDLE => l.reached(Until::Idle),
+        PEVB_LIFE_FREED => l.reached(Until::Freed),
         // Only the glue's own constants come here: another is a glue bug, a BUG() as any panic.
         _ => panic!("unknown surface lifecycle query"),
     }
-}
-
-/// Whether a wait for `until` (`Until as u32`) is over (`Life::reached`), for `cuda.c`'s `wait_event`.
-///
-/// # Safety
-/// As `life`.
-#[no_mangle]
-pub unsafe extern "C" fn pevb_life_reached(l: *mut Life, until: u32) -> bool {
-    let until = if until == Until::Idle as u32 {
-        Until::Idle
-    } else {
-        Until::Freed
-    };
-    // SAFETY: caller's contract.
-    unsafe { life(l) }.reached(until)
 }
 
 // C services, declared for C in `../services.h` (cbindgen skips this block).
 /// cbindgen:ignore
 #[allow(unused_doc_comments)]
 extern "C" {
-    // cuda.c: one surface `s` (a `struct pevb_surface`) as `surface_life::Surface` needs it.
+    // cuda.c: one surface `s` (a `struct pevb_surface`) as `surface_life::Surface` needs it; `what` is
+    // `PEVB_LIFE_IDLE` or `PEVB_LIFE_FREED`.
     fn pevb_surf_life_lock(s: *mut c_void) -> *mut Life;
     fn pevb_surf_life_unlock(s: *mut c_void);
-    fn pevb_surf_wait(s: *mut c_void, until: u32);
+    fn pevb_surf_wait(s: *mut c_void, what: u32);
     fn pevb_surf_wake(s: *mut c_void);
     fn pevb_surf_unpin_pin(s: *mut c_void);
     fn pevb_surf_unmap(s: *mut c_void) -> bool;
@@ -107,8 +99,12 @@ impl Surface for CSurface {
         r
     }
     fn wait(&self, u: Until) {
+        let what = match u {
+            Until::Idle => PEVB_LIFE_IDLE,
+            Until::Freed => PEVB_LIFE_FREED,
+        };
         // SAFETY: see above.
-        unsafe { pevb_surf_wait(self.0, u as u32) }
+        unsafe { pevb_surf_wait(self.0, what) }
     }
     fn wake(&self) {
         // SAFETY: see above.
