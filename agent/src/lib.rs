@@ -22,5 +22,6 @@ pub mod notify;
 pub mod polkit;
 pub mod progress;
 pub mod selftest;
+pub mod stream;
 pub mod sys;
 pub mod validate;

@@ -430,6 +430,34 @@ void pevb_surfaces_unpin_all(struct pevb_surfaces *t)
 	idr_destroy(&t->idr);
 }
 
+/* Surface @handle of @t with a reference, or NULL if there is none. */
+static struct pevb_surface *surface_find(struct pevb_surfaces *t, u32 handle)
+{
+	struct pevb_surface *s;
+
+	spin_lock(&t->lock);
+	s = handle > INT_MAX ? NULL : idr_find(&t->idr, handle);
+	if (s)
+		kref_get(&s->ref);
+	spin_unlock(&t->lock);
+	return s;
+}
+
+/* The bytes surface @handle can move (pevb_surfaces_enter's bound); -EINVAL: unknown, or its memory gone. */
+int pevb_surfaces_len(struct pevb_surfaces *t, u32 handle, u64 *len)
+{
+	struct pevb_surface *s = surface_find(t, handle);
+	int ret = -EINVAL;
+
+	if (s && life_is(s, PEVB_LIFE_LIVE)) {
+		*len = s->len;
+		ret = 0;
+	}
+	if (s)
+		surface_put(s);
+	return ret;
+}
+
 /*
  * Takes a use of surface @handle for a DMA of @len bytes at offset @at into @u, the request's own (-EINVAL:
  * unknown handle, memory gone, the bytes beyond the pin; -ENODEV: card removed), and hands the bytes to the
@@ -440,14 +468,9 @@ void pevb_surfaces_unpin_all(struct pevb_surfaces *t)
 int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 at, u64 len, bool to_device,
 			struct pevb_use *u)
 {
-	struct pevb_surface *s;
+	struct pevb_surface *s = surface_find(t, handle);
 	int ret = 0;
 
-	spin_lock(&t->lock);
-	s = handle > INT_MAX ? NULL : idr_find(&t->idr, handle);
-	if (s)
-		kref_get(&s->ref);
-	spin_unlock(&t->lock);
 	if (!s)
 		return -EINVAL;
 	if (len > s->len || at > s->len - len) {

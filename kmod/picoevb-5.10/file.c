@@ -5,8 +5,10 @@
  * below: its card, its surfaces, its cache, its part in the RAM's ownership, and the user copies. This C
  * never interprets an ABI struct. A request whose engine could not be shown idle keeps its pages pinned.
  */
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/ktime.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include "picoevb.h"
@@ -233,6 +235,22 @@ int pevb_file_unpin(struct pevb_file *pf, u32 handle)
 int pevb_file_ram(struct pevb_file *pf, u32 op, u32 *state)
 {
 	return pevb_ram_control(pf->card, &pf->ram_member, op, state);
+}
+
+int pevb_file_surface_len(struct pevb_file *pf, u32 handle, u64 *len)
+{
+	return pevb_surfaces_len(&pf->surfaces, handle, len);
+}
+
+/* A stream ring's chain boundary (kmod/logic/src/stream_producer.rs): a signal ends the ring. */
+bool pevb_file_interrupted(void)
+{
+	return signal_pending(current);
+}
+
+void pevb_file_sleep_us(u32 us)
+{
+	usleep_range(us, us + us / 4);
 }
 
 int pevb_copy_in(u64 arg, void *buf, size_t len)

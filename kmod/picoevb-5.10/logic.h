@@ -16,6 +16,14 @@
 #define PEVB_CACHE_SLOTS 64
 
 /**
+ * The first and the longest wait for a back-pressure consumer, in µs: short enough that a consumer
+ * that keeps up loses no records in the source's FIFO, long enough that a stalled one costs no CPU.
+ */
+#define NAP_MIN_US 20
+
+#define NAP_MAX_US 1000
+
+/**
  * Event kinds of `pevb_plat_log` (engine.c words them): what the protocol logs.
  */
 #define PEVB_EV_VANISHED 0

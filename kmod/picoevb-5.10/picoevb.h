@@ -129,6 +129,8 @@ void pevb_pin_release_all(struct list_head *q);
 int pevb_pin_frames(struct pevb_pin *p, u64 **out, size_t *n);
 int pevb_user_frames(u64 first, u64 end, u64 **out, size_t *n);
 int pevb_user_prefault(u64 uaddr, u64 len, bool write);
+int pevb_user_load_u64(u64 uaddr, u64 *v);
+int pevb_user_store_u64(u64 uaddr, u64 v);
 
 /* regcache.c */
 struct pevb_cache;
@@ -157,6 +159,7 @@ struct pevb_use {
 void pevb_surfaces_init(struct pevb_surfaces *t);
 int pevb_surfaces_pin(struct pevb_surfaces *t, struct pevb_card *card, bool host, u64 va, u64 len);
 int pevb_surfaces_unpin(struct pevb_surfaces *t, u32 handle);
+int pevb_surfaces_len(struct pevb_surfaces *t, u32 handle, u64 *len);
 void pevb_surfaces_unpin_all(struct pevb_surfaces *t);
 int pevb_surfaces_enter(struct pevb_surfaces *t, u32 handle, u64 at, u64 len, bool to_device,
 			struct pevb_use *u);

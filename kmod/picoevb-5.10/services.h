@@ -43,6 +43,9 @@ int pevb_file_unpin(struct pevb_file *pf, u32 handle);
 int pevb_file_ram(struct pevb_file *pf, u32 op, u32 *state);
 int pevb_copy_in(u64 arg, void *buf, size_t len);
 int pevb_copy_out(u64 arg, const void *buf, size_t len);
+int pevb_file_surface_len(struct pevb_file *pf, u32 handle, u64 *len);
+bool pevb_file_interrupted(void);
+void pevb_file_sleep_us(u32 us);
 const struct pevb_facts *pevb_card_facts(struct pevb_card *card);
 
 /*

@@ -533,6 +533,18 @@ impl Surfaces {
         }
     }
 
+    /// The bytes the surface behind `handle` can move (`enter`'s bound). EINVAL if the handle is unknown
+    /// or its memory is gone.
+    pub(crate) fn surface_len(&self, handle: u32) -> Result<u64> {
+        let s = self.table.lock().tree.get(&handle).cloned().ok_or(EINVAL)?;
+        let live = s.state.lock().live();
+        if live {
+            Ok(s.len)
+        } else {
+            Err(EINVAL)
+        }
+    }
+
     /// Takes a use of `len` bytes at offset `at` of the surface behind `handle` for a DMA, and hands them
     /// to the device now (and back to the CPU when the use ends, after a C2H: `to_device` false). EINVAL
     /// if the handle is unknown, its memory is gone or the bytes lie beyond the pin.

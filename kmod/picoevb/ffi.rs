@@ -105,6 +105,8 @@ extern "C" {
         n: core::ffi::c_ulong,
     ) -> c_int;
     pub(crate) fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
+    pub(crate) fn pevb_user_load_u64(uaddr: u64, v: *mut u64) -> c_int;
+    pub(crate) fn pevb_user_store_u64(uaddr: u64, v: u64) -> c_int;
 
     // node.c: the cards' character devices.
     pub(crate) fn pevb_nodes_init() -> c_int;

@@ -19,6 +19,7 @@ use crate::segments::Cursor;
 use crate::stream_ctl;
 use crate::PicoevbDriver;
 use kernel::{
+    error::to_result,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceRegistration},
     new_mutex,
@@ -279,6 +280,25 @@ impl ioctl::Services for Call<'_> {
             .card
             .ram_control(&self.file.ram, op)
             .map_err(errno)
+    }
+    fn surface_len(&mut self, handle: u32) -> Result<u64, Errno> {
+        self.file.surfaces.surface_len(handle).map_err(errno)
+    }
+    fn load_user(&mut self, addr: u64) -> Result<u64, Errno> {
+        let mut v = 0;
+        // SAFETY: `v` is ours and writable; the C checks the user address (get_user).
+        to_result(unsafe { crate::ffi::pevb_user_load_u64(addr, &mut v) }).map_err(errno)?;
+        Ok(v)
+    }
+    fn store_user(&mut self, addr: u64, v: u64) -> Result<(), Errno> {
+        // SAFETY: the C checks the user address (put_user).
+        to_result(unsafe { crate::ffi::pevb_user_store_u64(addr, v) }).map_err(errno)
+    }
+    fn interrupted(&self) -> bool {
+        kernel::current!().signal_pending()
+    }
+    fn sleep_us(&mut self, us: u32) {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(us)));
     }
 }
 

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The request's user memory faulted in before any hold or lock of the card: one source for both builds. */
+/*
+ * The caller's user memory, touched from its ioctl holding nothing of the card's: a request's memory
+ * faulted in before any hold or lock, and a stream ring's control words. One source for both builds.
+ */
 #include <linux/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/uaccess.h>
 
 int pevb_user_prefault(u64 uaddr, u64 len, bool write);
+int pevb_user_load_u64(u64 uaddr, u64 *v);
+int pevb_user_store_u64(u64 uaddr, u64 v);
 
 /*
  * Faults [uaddr, uaddr + len) of the caller's memory in (for writing if @write and the memory allows it,
@@ -40,4 +46,19 @@ int pevb_user_prefault(u64 uaddr, u64 len, bool write)
 		done += got;
 	}
 	return 0;
+}
+
+/*
+ * One naturally aligned 64-bit load or store of the caller's memory (the caller checks the alignment):
+ * get_user/put_user of a u64 is a single access on 64-bit arches (x86-64 mov, arm64 ldtr/sttr), where a
+ * byte copy (copy_to_user may use rep movsb) could let a concurrent reader see a torn counter. -EFAULT.
+ */
+int pevb_user_load_u64(u64 uaddr, u64 *v)
+{
+	return get_user(*v, (u64 __user *)u64_to_user_ptr(uaddr));
+}
+
+int pevb_user_store_u64(u64 uaddr, u64 v)
+{
+	return put_user(v, (u64 __user *)u64_to_user_ptr(uaddr));
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use picoevb_abi as abi;
 
-use crate::Error;
+use crate::{Error, Ring, RingConfig};
 
 /// An open card.
 #[derive(Debug)]
@@ -291,6 +291,17 @@ impl Device {
             0,
             abi::H2C_DST_STREAM,
         )
+    }
+
+    /// Starts the driver filling a ring of `config`'s shape from the card's stream source (IOC_STREAM_RING:
+    /// ABI 1.6 and `CAP_STREAM`; a driver without it fails the first read with ENOTTY, a design without
+    /// the block with EOPNOTSUPP). The source's settings are [`Self::stream_control`]'s. See [`Ring`].
+    pub fn stream_ring(&self, config: RingConfig) -> Result<Ring, Error> {
+        let fd = self.fd.try_clone().map_err(|e| Error::Os {
+            op: "dup",
+            errno: e.raw_os_error().unwrap_or(0),
+        })?;
+        Ring::start(fd, config)
     }
 
     /// Controls and reads the card's stream block (IOC_STREAM): its source's settings and counters, its

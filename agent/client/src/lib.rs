@@ -5,6 +5,8 @@
 //!   [`api`] has the typed values and the proxies of the agent's D-Bus API under it.
 //! * [`Device`] wraps that fd: card info, CUDA pinning, DMA. It fails with `ENODEV` once the card is
 //!   reprogrammed or removed; ask the agent for a new fd then.
+//! * [`Ring`] ([`Device::stream_ring`]): the card's stream source into a ring the driver fills on its own
+//!   and this process reads with no system call per slot.
 //! * `include/gdrpico.h` is the C interface to the same functions (`capi`), prefixed `gdrpico_` so that it
 //!   never collides with gdrcopy's `gdr_*` in one process.
 
@@ -14,11 +16,13 @@ pub mod capi;
 mod device;
 mod error;
 pub mod gpu_path;
+mod ring;
 
 pub use agent::{Agent, DEFAULT_TIMEOUT};
 pub use api::{CardStatus, SelfTest};
 pub use device::{CudaHandle, Device, Pinned, Sink, Source, StreamOp, Transfer};
 pub use error::Error;
+pub use ring::{Ring, RingConfig, RingPolicy, RingSummary};
 
 /// Well-known bus name of the agent.
 pub const BUS_NAME: &str = "org.gdr.Agent1";

@@ -79,6 +79,37 @@ enum Cmd {
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         samples: u32,
     },
+    /// The card's stream source into a ring the driver fills (ABI 1.6), read with no system call per
+    /// slot: every record checked (length, CRC, sequence), every loss accounted for. Exit 1 if a record
+    /// is bad or a gap is not explained by the drops counted. Restarts the card's source, which every
+    /// holder of the card shares.
+    Stream {
+        /// The card, as --card takes it.
+        #[arg(value_name = "CARD")]
+        at: Option<CardSel>,
+        /// Bytes per record, a multiple of 8 from 24 to 4096.
+        #[arg(long, default_value_t = 4096)]
+        record_size: u32,
+        /// 8 ns ticks between two records at the source; 0 makes one whenever the engine asks.
+        #[arg(long, default_value_t = 0)]
+        period_ticks: u32,
+        /// Slots in the ring.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(2..=1 << 20))]
+        slots: u32,
+        /// Records per slot.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        records_per_slot: u32,
+        /// Most slots the driver fills per chain (0: half the ring).
+        #[arg(long, default_value_t = 16)]
+        chain: u32,
+        /// Slots to read.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+        total: u64,
+        /// What the driver does when this reader falls a ring behind: wait for it, or overwrite the oldest
+        /// slots (each counted).
+        #[arg(long, value_enum, default_value = "back-pressure")]
+        policy: PolicyArg,
+    },
     /// The last self-test results, oldest first.
     History {
         /// The card, as --card takes it.
@@ -110,6 +141,13 @@ enum Cmd {
     /// and round trip, small-transfer latency, GPU path. Exit 0 passed, 1 a check failed, 2 could not run
     /// (docs/agent.md, "gdrctl validate").
     Validate(gdr_agent::validate::options::ValidateArgs),
+}
+
+/// `gdrctl stream --policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PolicyArg {
+    BackPressure,
+    DropOldest,
 }
 
 /// A card named on the command line.
@@ -195,9 +233,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     // Self-tests, benches and reprograms (a JTAG flash write: tens of minutes) take as long as they take;
     // everything else must answer within the client's default timeout.
     let timeout = match cli.cmd {
-        Cmd::Selftest { .. } | Cmd::Bench { .. } | Cmd::Reprogram { .. } | Cmd::Latency { .. } => {
-            None
-        }
+        Cmd::Selftest { .. }
+        | Cmd::Bench { .. }
+        | Cmd::Reprogram { .. }
+        | Cmd::Latency { .. }
+        | Cmd::Stream { .. } => None,
         _ => Some(gdr_client::DEFAULT_TIMEOUT),
     };
     let agent = match bus.as_deref() {
@@ -224,6 +264,30 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             ops,
             samples,
         } => latency(&agent, &out, card(c)?, &ops, &sizes, samples),
+        Cmd::Stream {
+            at: c,
+            record_size,
+            period_ticks,
+            slots,
+            records_per_slot,
+            chain,
+            total,
+            policy,
+        } => {
+            let plan = gdr_agent::stream::Plan {
+                record_bytes: record_size,
+                period_ticks,
+                slots,
+                records_per_slot,
+                chain_slots: chain,
+                total,
+                policy: match policy {
+                    PolicyArg::BackPressure => gdr_client::RingPolicy::BackPressure,
+                    PolicyArg::DropOldest => gdr_client::RingPolicy::DropOldest,
+                },
+            };
+            stream(&agent, &out, card(c)?, &plan)
+        }
         Cmd::Leds { args } => {
             let (c, mask) = match args.as_slice() {
                 [mask] => (None, mask),
@@ -505,6 +569,43 @@ fn latency(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn stream(
+    agent: &Agent,
+    out: &Out,
+    card: u32,
+    plan: &gdr_agent::stream::Plan,
+) -> Result<ExitCode, Failure> {
+    gdr_agent::stream::check(plan).map_err(Failure::Usage)?;
+    let dev = agent.open(card)?;
+    let r = gdr_agent::stream::run(&dev, plan)?;
+    let ok = r.consistent(plan.records_per_slot);
+    if out.json {
+        out.json(&r);
+    } else {
+        println!(
+            "card{card}: {} records ({} bytes) in {:.3} s, {:.1} MB/s wall; {} bad, {} missing = {} slots \
+             dropped by the ring x {} + {} by the source; {} chains, the driver waited {} times: {}",
+            r.records,
+            r.bytes,
+            r.seconds,
+            r.mbps,
+            r.bad,
+            r.missing,
+            r.ring_drops,
+            plan.records_per_slot,
+            r.source_drops,
+            r.chains,
+            r.waits,
+            if ok {
+                "consistent"
+            } else {
+                "LOSS NOT ACCOUNTED FOR"
+            }
+        );
+    }
+    Ok(code(ok))
 }
 
 fn history(agent: &Agent, out: &Out, card: u32, n: u32) -> Result<ExitCode, Failure> {

@@ -182,8 +182,8 @@ const _: () = {
 
 /// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
 /// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST, 1.4 IOC_IMPORT_DMABUF,
-/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags.
-pub const ABI_VERSION: u32 = 1 << 16 | 5;
+/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags, 1.6 IOC_STREAM_RING.
+pub const ABI_VERSION: u32 = 1 << 16 | 6;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -439,4 +439,76 @@ pub const IOC_STREAM: u32 = iowr(0x45, core::mem::size_of::<Stream>());
 const _: () = {
     assert!(core::mem::size_of::<Stream>() == 72);
     assert!(IOC_STREAM == 0xc048_5045);
+};
+
+/// [`StreamRing::flags`]: `ring` is the handle of a surface of this file (PIN_CUDA, PIN_HOST,
+/// IMPORT_DMABUF) whose bytes from offset 0 hold the ring; without it `ring` is a user pointer.
+pub const RING_CUDA: u32 = 1 << 0;
+/// [`StreamRing::flags`]: never wait for the consumer; overwrite the oldest slots (the consumer counts them
+/// as dropped, `picoevb_logic::stream_ring::Consumer`). Without it the driver waits for the consumer to
+/// release a slot (back-pressure: the source then drops records itself and counts them, `source_overruns`).
+pub const RING_DROP_OLDEST: u32 = 1 << 1;
+/// Every [`StreamRing::flags`] bit.
+pub const RING_FLAGS: u32 = RING_CUDA | RING_DROP_OLDEST;
+
+/// The words a ring's producer and consumer share, in the caller's memory at [`StreamRing::control`]
+/// (8-byte aligned, outside the ring). Counters are in slots since the start and never wrap; slot `n` lives
+/// at index `n % slots`. The driver stores each of its words whole (one aligned 64-bit store, `produced`
+/// with release order) and never writes the consumer's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingControl {
+    /// Driver: stored before a chain starts: the DMA may be writing slots below it.
+    pub writing: u64,
+    /// Driver: stored once a chain ended: slots below it are whole.
+    pub produced: u64,
+    /// Consumer: slots it released (read or dropped); read by a back-pressure producer.
+    pub consumed: u64,
+    /// Consumer: nonzero asks the driver to stop at the next chain boundary.
+    pub stop: u64,
+    /// Driver: times the ring was full and the driver waited (back-pressure).
+    pub waits: u64,
+}
+
+/// `PICOEVB_IOC_STREAM_RING` argument (gdr 1.6, with [`CAP_STREAM`]): the driver fills a ring of `slots`
+/// slots from the stream source, one C2H per chain of slots, publishing its progress in the
+/// [`RingControl`] at `control`, with no system call per slot. The call returns once `total` slots are
+/// filled (0: never), the control's `stop` is set (0 either way), a signal arrives (EINTR), or a chain
+/// fails (its errno: ENODEV once the card is removed, EINVAL once the ring's surface is gone).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamRing {
+    /// In: the ring's first byte (a user pointer), or with [`RING_CUDA`] a surface handle.
+    pub ring: u64,
+    /// In: user pointer to the [`RingControl`].
+    pub control: u64,
+    /// In: bytes per slot, a multiple of [`STREAM_ALIGN`] (whole records, for a checking consumer).
+    pub slot_bytes: u64,
+    /// In: slots to fill before returning; 0 until stopped.
+    pub total: u64,
+    /// In: slots in the ring, at least 2.
+    pub slots: u32,
+    /// In: most slots one chain fills; 0: up to half the ring.
+    pub chain_slots: u32,
+    /// In: `RING_*` flags.
+    pub flags: u32,
+    /// Reserved: zero.
+    pub pad: u32,
+    /// Out (on success): slots filled, chains run, and times the ring was full.
+    pub produced: u64,
+    pub chains: u64,
+    pub waits: u64,
+    /// Reserved: zero in, zero out.
+    pub reserved: [u64; 2],
+}
+
+/// Runs a stream ring (only with [`CAP_STREAM`]; EOPNOTSUPP without). Bad flags, sizes or counts,
+/// a ring that does not fit, a control block that is misaligned or inside a host ring, nonzero `pad` or
+/// `reserved`: EINVAL, nothing written; a ring or control block beyond user space: EFAULT.
+pub const IOC_STREAM_RING: u32 = iowr(0x46, core::mem::size_of::<StreamRing>());
+
+const _: () = {
+    assert!(core::mem::size_of::<RingControl>() == 40);
+    assert!(core::mem::size_of::<StreamRing>() == 88);
+    assert!(IOC_STREAM_RING == 0xc058_5046);
 };

@@ -79,6 +79,9 @@ pub struct Request {
     pub len: u64,
     /// The engines' part.
     pub work: Work,
+    /// Where the request starts in every GPU surface it names: 0 but for a stream ring's chain (the
+    /// ABI's transfers start at the surface's `va`).
+    pub surface_at: u64,
 }
 
 impl Request {
@@ -93,6 +96,7 @@ impl Request {
             dst,
             len: x.len,
             work: Work::OneWay { dir, fpga: x.fpga },
+            surface_at: 0,
         }
     }
 
@@ -103,6 +107,7 @@ impl Request {
             dst: Some(x.dst),
             len: x.len,
             work: Work::RoundTrip,
+            surface_at: 0,
         }
     }
 
@@ -165,7 +170,7 @@ pub trait Services {
     /// Ends `side`'s surface use.
     fn exit_surface(&mut self, side: Side);
     /// Runs the engines over `len` bytes of the held sides: from the start of a host pin (which holds just
-    /// this window), from offset `at` of a surface. Returns the DMA time in nanoseconds.
+    /// this window), from offset `at` of a surface (`enter_surface`'s `at`). Returns the DMA time in nanoseconds.
     fn run(&mut self, work: Work, at: u64, len: u64) -> Result<u64, Errno>;
     /// Whether an engine of the card could not be shown idle.
     fn wedged(&self) -> bool;
@@ -253,7 +258,7 @@ fn take_and_run<S: Services + ?Sized>(
         h.taken[side as usize] = true;
     }
     for (side, handle) in req.gpu_sides() {
-        s.enter_surface(side, handle, at, len)?;
+        s.enter_surface(side, handle, req.surface_at + at, len)?;
         h.taken[side as usize] = true;
     }
     h.ran = true;
@@ -264,7 +269,7 @@ fn take_and_run<S: Services + ?Sized>(
         },
         Work::RoundTrip => Work::RoundTrip,
     };
-    s.run(work, at, len)
+    s.run(work, req.surface_at + at, len)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use crate::abi;
 use crate::errno::Errno;
 use crate::gate;
+use crate::stream_producer::{self, Memory};
 use crate::xdma::Dir;
 use crate::{cache_policy, ram_owner, request, stream_ctl};
 
@@ -97,6 +98,37 @@ pub trait Services {
     /// Runs a RAM-ownership operation for this file (held for a claim, whose scrub uses the engine); the
     /// state the caller sees after.
     fn ram_owner(&mut self, op: ram_owner::Op) -> Result<u32, Errno>;
+    /// The bytes surface `handle` of this file can move (EINVAL: unknown, or its memory went away).
+    fn surface_len(&mut self, handle: u32) -> Result<u64, Errno>;
+    /// One aligned 64-bit load from user address `addr` (`get_user`; EFAULT).
+    fn load_user(&mut self, addr: u64) -> Result<u64, Errno>;
+    /// One aligned 64-bit store to user address `addr` (`put_user`; EFAULT).
+    fn store_user(&mut self, addr: u64, v: u64) -> Result<(), Errno>;
+    /// A signal is pending for the caller.
+    fn interrupted(&self) -> bool;
+    /// Sleeps about `us` microseconds (the caller holds nothing).
+    fn sleep_us(&mut self, us: u32);
+}
+
+/// The ring producer's services: the ioctl's own.
+struct Producing<'a, S>(&'a mut S);
+
+impl<S: Services> stream_producer::Services for Producing<'_, S> {
+    fn transfer(&mut self, req: &gate::Request) -> Result<u64, Errno> {
+        self.0.transfer(req)
+    }
+    fn load(&mut self, addr: u64) -> Result<u64, Errno> {
+        self.0.load_user(addr)
+    }
+    fn store(&mut self, addr: u64, v: u64) -> Result<(), Errno> {
+        self.0.store_user(addr, v)
+    }
+    fn interrupted(&self) -> bool {
+        self.0.interrupted()
+    }
+    fn sleep_us(&mut self, us: u32) {
+        self.0.sleep_us(us)
+    }
 }
 
 /// ABI_INFO's answer for a card with `facts` whose ID block, read now, says `id` (design version, build
@@ -219,6 +251,21 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
             let op = stream_ctl::parse(&a)?;
             let answer = held(s, |s| s.stream(op))?;
             write(s, arg, &answer)
+        }
+        // As STREAM: no block, nothing read. The ring runs inside this call, holding nothing between its
+        // chains (`stream_producer`).
+        abi::IOC_STREAM_RING if !facts.stream => Err(Errno::EOPNOTSUPP),
+        abi::IOC_STREAM_RING => {
+            let mut a: abi::StreamRing = read(s, arg)?;
+            let ring = stream_producer::check(&a)?;
+            if let Memory::Surface(handle) = ring.memory {
+                if s.surface_len(handle)? < ring.bytes() {
+                    return Err(Errno::EINVAL);
+                }
+            }
+            let out = stream_producer::run(&mut Producing(s), &ring, &limits(&facts))?;
+            (a.produced, a.chains, a.waits) = (out.produced, out.chains, out.waits);
+            write(s, arg, &a)
         }
         abi::IOC_RAM_OWNER => {
             let mut a: abi::RamOwner = read(s, arg)?;
@@ -368,6 +415,9 @@ args! {
     Stream {
         op, enable, record_bytes, period_ticks, source_seq, source_sent, source_overruns, source_depth,
         sink_good, sink_gaps, sink_lost, sink_crc_errors, sink_bad_length, sink_expect, reserved
+    }
+    StreamRing {
+        ring, control, slot_bytes, total, slots, chain_slots, flags, pad, produced, chains, waits, reserved
     }
 }
 

@@ -23,6 +23,9 @@ enum Ev {
     RegCache,
     Stream,
     Ram(ram_owner::Op),
+    SurfaceLen(u32),
+    Load,
+    Store,
 }
 
 impl Ev {
@@ -193,6 +196,42 @@ impl Services for Fake {
         self.step(Ev::Ram(op), false)?;
         Ok(abi::RAM_MINE)
     }
+    fn surface_len(&mut self, handle: u32) -> Result<u64, Errno> {
+        self.step(Ev::SurfaceLen(handle), false)?;
+        Ok(1 << 20)
+    }
+    fn load_user(&mut self, addr: u64) -> Result<u64, Errno> {
+        assert!(!self.held, "a user access while holding the card");
+        assert!((CONTROL..CONTROL + 40).contains(&addr));
+        self.step(Ev::Load, true)?;
+        Ok(0)
+    }
+    fn store_user(&mut self, addr: u64, _v: u64) -> Result<(), Errno> {
+        assert!(!self.held, "a user access while holding the card");
+        assert!((CONTROL..CONTROL + 40).contains(&addr));
+        self.step(Ev::Store, true)
+    }
+    fn interrupted(&self) -> bool {
+        false
+    }
+    fn sleep_us(&mut self, _us: u32) {
+        panic!("a ring with room never waits");
+    }
+}
+
+/// A stream ring's control block.
+const CONTROL: u64 = 0x6000_0000;
+
+fn ring(flags: u32, ring: u64) -> abi::StreamRing {
+    abi::StreamRing {
+        ring,
+        control: CONTROL,
+        slot_bytes: 4096,
+        total: 2,
+        slots: 8,
+        flags,
+        ..Default::default()
+    }
 }
 
 fn bytes<T: Arg>(v: &T) -> Vec<u8> {
@@ -272,6 +311,12 @@ fn commands() -> Vec<(u32, usize, Vec<u8>)> {
         ),
         (abi::IOC_REG_CACHE, ARG, bytes(&abi::RegCache::default())),
         (abi::IOC_STREAM, ARG, bytes(&abi::Stream::default())),
+        (abi::IOC_STREAM_RING, ARG, bytes(&ring(0, host))),
+        (
+            abi::IOC_STREAM_RING,
+            ARG,
+            bytes(&ring(abi::RING_CUDA, HANDLE.into()))
+        ),
         (
             abi::IOC_RAM_OWNER,
             ARG,
@@ -378,6 +423,10 @@ fn refusals_touch_no_user_memory() {
     assert_eq!(run(&mut f, abi::IOC_REG_CACHE, ARG), Err(Errno::ENOTTY));
     f.facts.stream = false;
     assert_eq!(run(&mut f, abi::IOC_STREAM, ARG), Err(Errno::EOPNOTSUPP));
+    assert_eq!(
+        run(&mut f, abi::IOC_STREAM_RING, ARG),
+        Err(Errno::EOPNOTSUPP)
+    );
     assert_eq!(run(&mut f, abi::IOC_LED, 1 << 32), Err(Errno::EINVAL));
     assert!(f.log.is_empty(), "{:?}", f.log);
 }
@@ -440,6 +489,7 @@ fn bad_arguments_run_nothing() {
                 ..Default::default()
             }),
         ),
+        (abi::IOC_STREAM_RING, bytes(&ring(1 << 9, 0x7000_0000))),
     ];
     for (cmd, user) in bad {
         let mut f = Fake::new(&user);
@@ -478,6 +528,29 @@ fn only_the_commands_that_depend_on_the_build_ask_for_its_features() {
         );
         assert_eq!(f.features_asked.get(), u32::from(asks), "{cmd:#x}");
     }
+}
+
+#[test]
+fn a_surface_ring_must_fit_its_surface_and_nothing_runs_otherwise() {
+    let mut a = ring(abi::RING_CUDA, HANDLE.into());
+    a.slots = 257; // 1 MiB + 4 KiB; the fake's surfaces hold 1 MiB
+    let mut f = Fake::new(&bytes(&a));
+    assert_eq!(run(&mut f, abi::IOC_STREAM_RING, ARG), Err(Errno::EINVAL));
+    assert_eq!(f.log, [Ev::CopyIn, Ev::SurfaceLen(HANDLE)]);
+    a.slots = 256;
+    let mut f = Fake::new(&bytes(&a));
+    run(&mut f, abi::IOC_STREAM_RING, ARG).unwrap();
+    let got = abi::StreamRing::decode(&f.user);
+    assert_eq!((got.produced, got.chains, got.waits), (2, 1, 0));
+    assert_eq!(
+        abi::StreamRing {
+            produced: 0,
+            chains: 0,
+            ..got
+        },
+        a,
+        "the rest as it was"
+    );
 }
 
 #[test]

@@ -17,6 +17,32 @@
 //!   earlier stores before it). Every slot lost is counted, so the consumer never sees a slot twice or out of order,
 //!   and the drop counter equals the slots it never got.
 
+use core::sync::atomic::AtomicU64;
+
+use crate::abi;
+
+/// `abi::RingControl` as user space shares it: between its own producer and consumer threads, or with the
+/// driver's producer (IOC_STREAM_RING), which stores each word whole. The same words, each an atomic.
+#[repr(C)]
+#[derive(Default, Debug)]
+pub struct SharedControl {
+    pub writing: AtomicU64,
+    pub produced: AtomicU64,
+    pub consumed: AtomicU64,
+    pub stop: AtomicU64,
+    pub waits: AtomicU64,
+}
+
+const _: () = {
+    use core::mem::offset_of;
+    assert!(size_of::<SharedControl>() == size_of::<abi::RingControl>());
+    assert!(offset_of!(SharedControl, writing) == offset_of!(abi::RingControl, writing));
+    assert!(offset_of!(SharedControl, produced) == offset_of!(abi::RingControl, produced));
+    assert!(offset_of!(SharedControl, consumed) == offset_of!(abi::RingControl, consumed));
+    assert!(offset_of!(SharedControl, stop) == offset_of!(abi::RingControl, stop));
+    assert!(offset_of!(SharedControl, waits) == offset_of!(abi::RingControl, waits));
+};
+
 /// What the producer does when the consumer has not released the slot it would fill next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {

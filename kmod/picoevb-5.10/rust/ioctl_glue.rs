@@ -28,6 +28,9 @@ extern "C" {
     fn pevb_file_ram(pf: *mut c_void, op: u32, state: *mut u32) -> c_int;
     fn pevb_copy_in(arg: u64, buf: *mut c_void, len: usize) -> c_int;
     fn pevb_copy_out(arg: u64, buf: *const c_void, len: usize) -> c_int;
+    fn pevb_file_surface_len(pf: *mut c_void, handle: u32, len: *mut u64) -> c_int;
+    fn pevb_file_interrupted() -> bool;
+    fn pevb_file_sleep_us(us: u32);
     // card.c, engine.c: the card `card` (a `struct pevb_card`).
     fn pevb_card_facts(card: *mut c_void) -> *const PevbFacts;
     fn pevb_card_begin(card: *mut c_void) -> c_int;
@@ -36,6 +39,8 @@ extern "C" {
     // cuda.c, prefault.c.
     fn pevb_provider_available() -> bool;
     fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
+    fn pevb_user_load_u64(uaddr: u64, v: *mut u64) -> c_int;
+    fn pevb_user_store_u64(uaddr: u64, v: u64) -> c_int;
 }
 
 /// One ioctl on one open file.
@@ -145,6 +150,30 @@ impl Services for CFile {
         // SAFETY: see above; held for a claim (the dispatcher), whose scrub runs the H2C engine.
         res(unsafe { pevb_file_ram(self.pf, op, &mut state) })?;
         Ok(state)
+    }
+    fn surface_len(&mut self, handle: u32) -> Result<u64, Errno> {
+        let mut len = 0;
+        // SAFETY: see above; `len` is ours.
+        res(unsafe { pevb_file_surface_len(self.pf, handle, &mut len) })?;
+        Ok(len)
+    }
+    fn load_user(&mut self, addr: u64) -> Result<u64, Errno> {
+        let mut v = 0;
+        // SAFETY: `v` is ours; the user address is checked by get_user.
+        res(unsafe { pevb_user_load_u64(addr, &mut v) })?;
+        Ok(v)
+    }
+    fn store_user(&mut self, addr: u64, v: u64) -> Result<(), Errno> {
+        // SAFETY: the user address is checked by put_user.
+        res(unsafe { pevb_user_store_u64(addr, v) })
+    }
+    fn interrupted(&self) -> bool {
+        // SAFETY: a plain query of the current task.
+        unsafe { pevb_file_interrupted() }
+    }
+    fn sleep_us(&mut self, us: u32) {
+        // SAFETY: sleeps; the dispatcher holds nothing here.
+        unsafe { pevb_file_sleep_us(us) }
     }
 }
 

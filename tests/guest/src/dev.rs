@@ -163,6 +163,17 @@ impl Device {
         unsafe { self.ioctl_ptr(abi::IOC_H2C2H_DMA, a) }
     }
 
+    /// IOC_STREAM_RING with `a`: returns when the ring is done, stopped, interrupted or failed.
+    ///
+    /// # Safety
+    /// A user-memory ring (`a.ring` without `RING_CUDA`) must be writable for `slots * slot_bytes` bytes
+    /// and `a.control` for one `RingControl`, both for the whole call, and read by the caller only through
+    /// raw pointers or atomics (the device and the driver write them while the call runs).
+    pub unsafe fn stream_ring_raw(&self, a: &mut abi::StreamRing) -> io::Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.ioctl_ptr(abi::IOC_STREAM_RING, a) }
+    }
+
     /// IOC_STREAM with `a` (any op, any values); the driver writes the block's state back.
     pub fn stream_raw(&self, a: &mut abi::Stream) -> io::Result<()> {
         // SAFETY: STREAM reads and writes exactly one `Stream` through the pointer, ours and live.

@@ -399,7 +399,7 @@ fn worker(
                 }
             }
         };
-        match rng.next_u64() % 12 {
+        match rng.next_u64() % 13 {
             0 => {
                 let v = if rng.next_u64().is_multiple_of(8) {
                     rng.next_u64()
@@ -620,6 +620,57 @@ fn worker(
                 }
                 let r = dev.stream_raw(&mut a);
                 tally.record("STREAM", &r, &[libc::EINVAL, libc::EOPNOTSUPP]);
+            }
+            11 => {
+                // IOC_STREAM_RING: a short ring into our scratch memory or one of our surfaces, its control
+                // block in the scratch's upper half (or anywhere). At most 8 slots are filled and never
+                // more than the ring holds, so a back-pressure ring, whose consumer nobody runs, never
+                // waits; a `total` of 0 (until stopped) is never asked for.
+                let slots = (rng.next_u64() % 10) as u32;
+                let slot_bytes = match rng.next_u64() % 4 {
+                    0 => rng.next_u64() % 64,
+                    1 => 4096,
+                    _ => 8 * (1 + rng.next_u64() % 512),
+                };
+                let total = 1 + rng.next_u64() % u64::from(slots.clamp(1, 8));
+                let cuda = rng.next_u64().is_multiple_of(4);
+                let ring = if cuda {
+                    handle(&mut rng)
+                } else {
+                    arena.pointer(&mut rng, u64::from(slots) * slot_bytes).0
+                };
+                let upper = arena.scratch as u64 + SCRATCH as u64 / 2;
+                let control = match rng.next_u64() % 8 {
+                    0 => arena.hole,
+                    1 => arena.readonly,
+                    2 => upper + 4,
+                    _ => {
+                        // SAFETY: 40 bytes at the start of our scratch's upper half, no reference into it.
+                        unsafe { std::ptr::write_bytes(upper as *mut u8, 0, 40) };
+                        upper
+                    }
+                };
+                let mut flags = if cuda { abi::RING_CUDA } else { 0 };
+                if rng.next_u64().is_multiple_of(2) {
+                    flags |= abi::RING_DROP_OLDEST;
+                }
+                if rng.next_u64().is_multiple_of(16) {
+                    flags |= 1 << (rng.next_u64() % 32);
+                }
+                let mut a = abi::StreamRing {
+                    ring,
+                    control,
+                    slot_bytes,
+                    total,
+                    slots,
+                    chain_slots: (rng.next_u64() % 5) as u32,
+                    flags,
+                    ..Default::default()
+                };
+                // SAFETY: the ring and the control block are our scratch memory (no references into it are
+                // live) or invalid by construction; handles name only our own pinned surfaces.
+                let r = unsafe { dev.stream_ring_raw(&mut a) };
+                tally.record("STREAM_RING", &r, E);
             }
             _ => {
                 // Unknown ioctls: other numbers of our type and foreign types, with our scratch pointer.

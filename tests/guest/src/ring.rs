@@ -1,17 +1,28 @@
-//! The stream ring (`picoevb_logic::stream_ring`) run through the driver: a producer thread fills ring
-//! slots from the card's stream source, one C2H per chain of slots, and publishes its counters in memory;
-//! the consumer (the calling thread) polls them with no syscall per slot, copies each slot out, checks every
-//! record (CRC, sequence) and counts the sequence numbers it never saw. Used by the suite's `stream::ring_*`
-//! tests and the performance report.
+//! The stream ring (`picoevb_logic::stream_ring`) run through the driver: a producer fills ring slots from
+//! the card's stream source, one C2H per chain of slots, and publishes its counters in a control block
+//! (`abi::RingControl`); the consumer (the calling thread) polls them with no syscall per slot, copies each
+//! slot out, checks every record (CRC, sequence) and counts the sequence numbers it never saw. The producer
+//! is the driver's own (IOC_STREAM_RING, one ioctl for the whole ring) or a thread of ours issuing one C2H
+//! per chain, over the same control block and consumer. Used by the suite's `stream::ring_*` tests and the
+//! performance report.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use picoevb_abi as abi;
-use picoevb_logic::stream_ring::{Consumer, Plan, Policy, Producer};
+use picoevb_logic::stream_ring::{Consumer, Plan, Policy, Producer, SharedControl};
 use picoevb_regs::stream as regs;
 
 use crate::dev::{Device, Mapping};
+
+/// Who fills the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// The driver, inside one IOC_STREAM_RING.
+    Driver,
+    /// A thread of ours, one IOC_C2H_DMA per chain.
+    Thread,
+}
 
 /// One run's settings.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +41,10 @@ pub struct Setup {
     /// An injected consumer stall: once it has read this many slots the consumer stops until the producer
     /// can go no further (it filled all `total` slots, or found the ring full and waited), then goes on.
     pub stall: Option<u64>,
+    pub by: By,
+    /// The driver's producer fills the ring through a PIN_HOST surface of it (`RING_CUDA`), not through
+    /// its user address.
+    pub surface: bool,
 }
 
 /// What the consumer saw.
@@ -66,53 +81,15 @@ pub fn run(dev: &Device, s: Setup) -> Result<Seen, String> {
     )
     .map_err(|e| format!("mmap: {e}"))?;
     let base = ring.addr();
-    let (writing, produced, consumed) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let waited = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
+    let control = SharedControl::default();
     let mut seen = Seen::default();
     let result = std::thread::scope(|scope| {
-        let producer = scope.spawn(|| -> Result<(u64, u64), String> {
-            let mut p = Producer::new(s.slots, s.policy).ok_or("a ring needs 2 slots")?;
-            let (mut chains, mut waits) = (0, 0);
-            while p.produced() < s.total && !stop.load(Ordering::Relaxed) {
-                match p.plan(
-                    consumed.load(Ordering::Acquire),
-                    s.chain.min(s.total - p.produced()),
-                ) {
-                    Plan::Wait => {
-                        waits += 1;
-                        waited.store(waits, Ordering::Release);
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                    Plan::Fill { first, count } => {
-                        writing.store(first + count, Ordering::Release);
-                        let at = base + (first % s.slots) * s.slot_bytes as u64;
-                        let mut a = abi::C2hDma {
-                            dst: at,
-                            src: 0,
-                            len: count * s.slot_bytes as u64,
-                            flags: abi::C2H_SRC_STREAM,
-                            ..Default::default()
-                        };
-                        // SAFETY: the slots lie inside `ring`, which outlives this scope; no Rust reference
-                        // points into it (the consumer reads it through raw pointers only).
-                        unsafe { dev.c2h_raw(&mut a) }
-                            .map_err(|e| format!("C2H of slots {first}+{count}: {e}"))?;
-                        produced.store(p.filled(count), Ordering::Release);
-                        chains += 1;
-                    }
-                }
-            }
-            Ok((chains, waits))
+        let producer = scope.spawn(|| match s.by {
+            By::Driver => by_driver(dev, &s, base, &control),
+            By::Thread => by_thread(dev, &s, base, &control),
         });
-        let shared = Shared {
-            writing: &writing,
-            produced: &produced,
-            consumed: &consumed,
-            waited: &waited,
-        };
-        let r = consume(&s, base, &shared, &producer, &mut seen);
-        stop.store(true, Ordering::Relaxed);
+        let r = consume(&s, base, &control, &producer, &mut seen);
+        control.stop.store(1, Ordering::Relaxed);
         let (chains, waits) = producer
             .join()
             .map_err(|_| "the producer panicked".to_string())??;
@@ -129,19 +106,93 @@ pub fn run(dev: &Device, s: Setup) -> Result<Seen, String> {
     result.map(|()| seen)
 }
 
-/// The counters the producer publishes and the one the consumer does.
-struct Shared<'a> {
-    writing: &'a AtomicU64,
-    produced: &'a AtomicU64,
-    consumed: &'a AtomicU64,
-    /// Times the producer found the ring full.
-    waited: &'a AtomicU64,
+/// The driver's producer: one IOC_STREAM_RING until `total` slots or the consumer's stop.
+fn by_driver(
+    dev: &Device,
+    s: &Setup,
+    base: u64,
+    control: &SharedControl,
+) -> Result<(u64, u64), String> {
+    let bytes = s.slots * s.slot_bytes as u64;
+    let handle = if s.surface {
+        Some(
+            dev.pin_host(base, bytes)
+                .map_err(|e| format!("PIN_HOST of the ring: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let mut a = ring_arg(s, handle.map_or(base, u64::from), control);
+    if handle.is_some() {
+        a.flags |= abi::RING_CUDA;
+    }
+    // SAFETY: the ring mapping and `control` outlive the call (the caller's scope joins this thread
+    // before either goes); both are read only through raw pointers and atomics.
+    let r = unsafe { dev.stream_ring_raw(&mut a) }.map_err(|e| format!("STREAM_RING: {e}"));
+    if let Some(h) = handle {
+        dev.unpin_cuda(h)
+            .map_err(|e| format!("UNPIN of the ring: {e}"))?;
+    }
+    r.map(|()| (a.chains, a.waits))
+}
+
+/// IOC_STREAM_RING's argument for `s` on `ring` (a user address; the caller sets `RING_CUDA` for a handle).
+pub fn ring_arg(s: &Setup, ring: u64, control: &SharedControl) -> abi::StreamRing {
+    abi::StreamRing {
+        ring,
+        control: std::ptr::from_ref(control) as u64,
+        slot_bytes: s.slot_bytes as u64,
+        total: s.total,
+        slots: s.slots as u32,
+        chain_slots: s.chain as u32,
+        flags: match s.policy {
+            Policy::DropOldest => abi::RING_DROP_OLDEST,
+            Policy::BackPressure => 0,
+        },
+        ..Default::default()
+    }
+}
+
+/// Our own producer thread: one C2H per chain.
+fn by_thread(dev: &Device, s: &Setup, base: u64, c: &SharedControl) -> Result<(u64, u64), String> {
+    let mut p = Producer::new(s.slots, s.policy).ok_or("a ring needs 2 slots")?;
+    let (mut chains, mut waits) = (0, 0);
+    while p.produced() < s.total && c.stop.load(Ordering::Relaxed) == 0 {
+        match p.plan(
+            c.consumed.load(Ordering::Acquire),
+            s.chain.min(s.total - p.produced()),
+        ) {
+            Plan::Wait => {
+                waits += 1;
+                c.waits.store(waits, Ordering::Release);
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            Plan::Fill { first, count } => {
+                c.writing.store(first + count, Ordering::Release);
+                let at = base + (first % s.slots) * s.slot_bytes as u64;
+                let mut a = abi::C2hDma {
+                    dst: at,
+                    src: 0,
+                    len: count * s.slot_bytes as u64,
+                    flags: abi::C2H_SRC_STREAM,
+                    ..Default::default()
+                };
+                // SAFETY: the slots lie inside the ring, which outlives this thread; no Rust reference
+                // points into it (the consumer reads it through raw pointers only).
+                unsafe { dev.c2h_raw(&mut a) }
+                    .map_err(|e| format!("C2H of slots {first}+{count}: {e}"))?;
+                c.produced.store(p.filled(count), Ordering::Release);
+                chains += 1;
+            }
+        }
+    }
+    Ok((chains, waits))
 }
 
 fn consume(
     s: &Setup,
     base: u64,
-    sh: &Shared<'_>,
+    sh: &SharedControl,
     producer: &std::thread::ScopedJoinHandle<'_, Result<(u64, u64), String>>,
     seen: &mut Seen,
 ) -> Result<(), String> {
@@ -154,7 +205,7 @@ fn consume(
     let mut stall = s.stall;
     while c.consumed() < s.total {
         if stall.is_some_and(|after| seen.slots >= after) {
-            while !producer.is_finished() && sh.waited.load(Ordering::Acquire) == 0 {
+            while !producer.is_finished() && sh.waits.load(Ordering::Acquire) == 0 {
                 if Instant::now() > deadline {
                     return Err("the producer neither finished nor waited in 600 s".into());
                 }

@@ -84,7 +84,7 @@ if ! have gdrctl; then
     "polkit: a rule lets alice SetLeds, mallory is refused" \
     "gdrctl: --version, cards by PCI address" "gdrctl: reprogram shows its progress" \
     "watchdog: a stall is noticed by systemd" "validate: every check passes on the emulated card, GPU path skipped" \
-    "latency: distributions per operation and size"; do
+    "latency: distributions per operation and size" "stream: the driver's ring, every record checked"; do
     skip "$n" "gdrctl is not in the layer"
   done
   return 0
@@ -278,6 +278,22 @@ else
   fail "latency: distributions per operation and size" "rc=$rc rows: $rows; 128K: rc=$big_rc $big; $(head -c 800 <<<"$out")"
 fi
 t_took "latency"
+
+# 6d. Issue 22 items 2 and 4: `gdrctl stream` through an fd from Open: the driver fills a ring of 16 slots
+#     of 16 records on its own (one ioctl, back-pressure), gdrctl reads it with no system call per slot and
+#     checks every record: 4096 records, none bad, none missing, nothing dropped. A bad record size is a
+#     usage error (exit 2) before the card is touched.
+t_start
+show timeout 300 gdrctl stream 0 --slots 16 --records-per-slot 16 --record-size 256 --total 256
+out=$(timeout 300 gdrctl --json stream 0 --slots 16 --records-per-slot 16 --record-size 256 --total 256 2>/dev/null); rc=$?
+bad=$(timeout 60 gdrctl stream 0 --record-size 20 2>&1); bad_rc=$?
+if [ $rc -eq 0 ] && jq -e '.records == 4096 and .bad == 0 and .missing == 0 and .ring_drops == 0 and .source_drops == 0 and .chains > 0' <<<"$out" >/dev/null &&
+  [ $bad_rc -eq 2 ] && [[ $bad == *"record size 20"* ]]; then
+  pass "stream: the driver's ring, every record checked ($(jq -r '"\(.records) records, \(.chains) chains, \(.mbps | floor) MB/s wall"' <<<"$out"))"
+else
+  fail "stream: the driver's ring, every record checked" "rc=$rc; bad size: rc=$bad_rc $bad; $(head -c 800 <<<"$out")"
+fi
+t_took "stream"
 
 # 7. A malformed config is refused with file, line and key on reload; the agent keeps the running one.
 t_start

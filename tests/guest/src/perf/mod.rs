@@ -690,11 +690,12 @@ fn print_stream(ctx: &Ctx, size: usize, rows: &(Row, Row)) {
     }
 }
 
-/// The stream ring (`crate::ring`): a producer thread filling a ring of 64 one-record slots (4 KiB) from the
-/// source, `chain` slots per C2H, a consumer checking every record; back-pressure, no stall. The modeled
-/// clock runs only while the card works or the CPU touches its registers, so the rate is what the card
-/// sustains with one request per chain, whatever the emulated CPU's speed.
-fn ring_case(ctx: &mut Ctx, chain: u64, total: u64) -> Result<(), String> {
+/// The stream ring (`crate::ring`): the driver's producer (`by`: or a thread of ours) filling a ring of 64
+/// one-record slots (4 KiB) from the source, `chain` slots per C2H, a consumer checking every record;
+/// back-pressure, no stall. The modeled clock runs only while the card works or the CPU touches its
+/// registers, so the rate is what the card sustains with one chain after another, whatever the emulated
+/// CPU's speed.
+fn ring_case(ctx: &mut Ctx, chain: u64, total: u64, by: crate::ring::By) -> Result<(), String> {
     let dev = ctx.open(true)?;
     let c0 = ctx.counters()?;
     let seen = crate::ring::run(
@@ -708,6 +709,8 @@ fn ring_case(ctx: &mut Ctx, chain: u64, total: u64) -> Result<(), String> {
             total,
             chain,
             stall: None,
+            by,
+            surface: false,
         },
     )?;
     let c1 = ctx.counters()?;
@@ -718,8 +721,13 @@ fn ring_case(ctx: &mut Ctx, chain: u64, total: u64) -> Result<(), String> {
     let mbps = bytes as f64 * 1000.0 / (c1.clock_ns - c0.clock_ns).max(1) as f64;
     let ceiling = ctx.ceiling(Op::C2h);
     println!(
-        "GUEST PERF STREAM RING chain {} KiB, {} MiB: {mbps:.1} MB/s modeled ({:.1}% of {ceiling:.1}), {} chains, \
+        "GUEST PERF STREAM RING {} chain {} KiB, {} MiB: {mbps:.1} MB/s modeled ({:.1}% of {ceiling:.1}), {} chains, \
          producer waited {} times, irqs {:.1}/MiB, runs {:.1}/MiB, records {} (0 missing, 0 bad)",
+        if by == crate::ring::By::Driver {
+            "driver"
+        } else {
+            "thread"
+        },
         chain * u64::from(STREAM_RECORD) / 1024,
         bytes >> 20,
         100.0 * mbps / ceiling,
@@ -821,16 +829,28 @@ pub fn run(opts: &Options) -> i32 {
         }
         report(&name, &r);
     }
-    // The ring, 16 MiB at least, chains of 64 KiB and 256 KiB.
-    for chain in [16u64, 64] {
-        let name = format!("perf::stream_ring_{}k", chain * 4);
+    // The ring, 16 MiB at least, chains of 64 KiB and 256 KiB, filled by the driver (one ioctl) and by a
+    // thread of ours (one ioctl per chain).
+    for (chain, by) in [16u64, 64]
+        .into_iter()
+        .flat_map(|c| [(c, crate::ring::By::Driver), (c, crate::ring::By::Thread)])
+    {
+        let name = format!(
+            "perf::stream_ring_{}k{}",
+            chain * 4,
+            if by == crate::ring::By::Thread {
+                "_thread"
+            } else {
+                ""
+            }
+        );
         if !ctx.stream {
             skipped += 1;
             report_skip(&name, "no stream block (CAP_STREAM)");
             continue;
         }
         let total = (opts.volume.max(16 << 20) / u64::from(STREAM_RECORD)).max(2 * chain);
-        let r = ring_case(&mut ctx, chain, total);
+        let r = ring_case(&mut ctx, chain, total, by);
         if r.is_ok() {
             passed += 1;
         } else {

@@ -36,6 +36,7 @@ pub fn register(v: &mut Vec<Test>) {
         )
         .needs(Needs::Stream),
     );
+    v.push(test("removal::mid_stream_ring", mid_stream_ring).needs(Needs::Stream));
     v.extend(host_twin(
         test("removal::unmaps_an_idle_pinned_surface", |_| Ok(())).needs(Needs::Provider),
         idle_pinned_surface,
@@ -251,12 +252,80 @@ fn stream_waiting_on_its_source(ctx: &mut Ctx) -> TestResult {
             ));
         }
     }
+    back_with_its_source_off(ctx, busy, &dev_path)
+}
+
+/// The card goes while the driver fills a stream ring (drop-oldest, until stopped, nobody consuming): the
+/// ring's call ends with ENODEV (the chain in flight is stopped, the next one finds the card gone), its
+/// counters as last published (`writing` at most one chain ahead of `produced`), and the card comes back
+/// on a rescan. Fails if removal waited for the ring to end (the test would time out: nothing stops it)
+/// or the ring went on after it, and on any splat or leak the harness sees.
+fn mid_stream_ring(ctx: &mut Ctx) -> TestResult {
+    let sysfs = card_sysfs()?;
+    let dev_path = ctx.dev_path.to_string();
+    let busy = Device::open(&dev_path).map_err(|e| format!("open {dev_path}: {e}"))?;
+    ctx_err("STREAM restart (on demand)", busy.stream_restart(256, 0))?;
+    let ring = ctx_err(
+        "mmap",
+        crate::dev::Mapping::new(8 * 4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let control = picoevb_logic::stream_ring::SharedControl::default();
+    let (addr, busy_ref, control_ref) = (ring.addr(), &busy, &control);
+    let outcome = thread::scope(|s| {
+        let worker = s.spawn(move || {
+            let mut a = picoevb_abi::StreamRing {
+                ring: addr,
+                control: std::ptr::from_ref(control_ref) as u64,
+                slot_bytes: 4096,
+                slots: 8,
+                chain_slots: 2,
+                flags: picoevb_abi::RING_DROP_OLDEST,
+                ..Default::default()
+            };
+            // SAFETY: the ring and the control block outlive this scope and are read only through atomics.
+            unsafe { busy_ref.stream_ring_raw(&mut a) }.map(|()| a)
+        });
+        let going = wait_for("ring progress", Duration::from_secs(30), || {
+            control.produced.load(Ordering::Acquire) >= 32
+        });
+        let removed = if going.is_ok() {
+            remove_all(&sysfs)
+        } else {
+            control.stop.store(1, Ordering::Release);
+            Ok(())
+        };
+        let r = worker
+            .join()
+            .map_err(|_| "ring thread panicked".to_string())?;
+        going?;
+        removed?;
+        Ok::<_, String>(r)
+    })?;
+    match outcome {
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+        Err(e) => return Err(format!("the ring failed with {e}, want ENODEV")),
+        Ok(a) => return Err(format!("the ring succeeded despite the removal: {a:?}")),
+    }
+    let (w, p) = (
+        control.writing.load(Ordering::Acquire),
+        control.produced.load(Ordering::Acquire),
+    );
+    ensure!(
+        p <= w && w <= p + 2,
+        "counters after the removal: writing {w}, produced {p}"
+    );
+    back_with_its_source_off(ctx, busy, &dev_path)
+}
+
+/// After a removal that ended a stream: the node goes, `busy` (the file that streamed) is closed, and the
+/// card comes back on a rescan, works, and gets its source turned off (the model keeps it across the rescan).
+fn back_with_its_source_off(ctx: &mut Ctx, busy: Device, dev_path: &str) -> TestResult {
     wait_for("/dev node removed", Duration::from_secs(5), || {
-        fs::metadata(&dev_path).is_err()
+        fs::metadata(dev_path).is_err()
     })?;
     drop(busy);
-    rescan_and_use(ctx, &dev_path)?;
-    let again = ctx_err("open after rescan", Device::open(&dev_path))?;
+    rescan_and_use(ctx, dev_path)?;
+    let again = ctx_err("open after rescan", Device::open(dev_path))?;
     ctx_err(
         "STREAM SET (off) after rescan",
         again.stream(picoevb_abi::STREAM_SET, false, 256, 0),

@@ -7,9 +7,16 @@
 use picoevb_abi as abi;
 use picoevb_regs::stream::{self as regs, RecordError};
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use picoevb_logic::stream_ring::{Policy, SharedControl};
+
 use super::isolation::{Child, OWNER_EXITS, give_back, spawn_owner};
+use super::removal::wait_for;
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, test};
-use crate::dev::Device;
+use crate::dev::{Device, Mapping};
+use crate::ring::{By, Setup};
 
 pub fn register(v: &mut Vec<Test>) {
     for (name, run) in [
@@ -40,6 +47,18 @@ pub fn register(v: &mut Vec<Test>) {
         (
             "stream::ring_back_pressure_loses_nothing",
             ring_back_pressure_loses_nothing,
+        ),
+        (
+            "stream::ring_stops_on_its_stop_word_and_on_a_signal",
+            ring_stops_on_its_stop_word_and_on_a_signal,
+        ),
+        (
+            "stream::ring_bad_arguments_change_nothing",
+            ring_bad_arguments_change_nothing,
+        ),
+        (
+            "stream::ring_on_a_surface_ends_with_the_surface",
+            ring_on_a_surface_ends_with_the_surface,
         ),
         (
             "stream::a_killed_reader_of_a_slow_source_leaves_the_card_working",
@@ -312,71 +331,400 @@ fn bad_arguments_change_nothing(ctx: &mut Ctx) -> TestResult {
     Ok(())
 }
 
+/// The producers the ring tests run: the driver's on the ring's user address, the driver's on a PIN_HOST
+/// surface of it, and a thread of ours (one C2H per chain).
+const PRODUCERS: [(By, bool); 3] = [(By::Driver, false), (By::Driver, true), (By::Thread, false)];
+
+fn ring_setup(policy: Policy, by: By, surface: bool) -> Setup {
+    Setup {
+        slots: 8,
+        slot_bytes: 4096,
+        record_bytes: RECORD,
+        period_ticks: 0,
+        policy,
+        total: 256,
+        chain: 4,
+        stall: Some(16),
+        by,
+        surface,
+    }
+}
+
 /// A ring of 8 slots of 16 records (4 KiB), drop-oldest, 256 slots in chains of 4 through the driver; the
 /// consumer stalls after 16 slots until the producer has filled all 256. Whatever the interleaving before
 /// the stall: every record read is whole, every slot is read or counted as dropped, the sequence numbers
 /// missing between the first and last record read are exactly the dropped slots' records, and the stall
-/// cost at least 256 - 16 - 8 slots. Fails if a lapped or overwritten slot were read as good (a CRC error
-/// or a sequence jump the counter does not explain) or a drop went uncounted.
+/// cost at least 256 - 16 - 8 slots. For each producer (`PRODUCERS`). Fails if a lapped or overwritten
+/// slot were read as good (a CRC error or a sequence jump the counter does not explain), a drop went
+/// uncounted, or the driver's producer published `produced` before a chain's bytes or `writing` after.
 fn ring_drop_oldest_counts_every_lost_record(ctx: &mut Ctx) -> TestResult {
-    let s = crate::ring::Setup {
-        slots: 8,
-        slot_bytes: 4096,
-        record_bytes: RECORD,
-        period_ticks: 0,
-        policy: picoevb_logic::stream_ring::Policy::DropOldest,
-        total: 256,
-        chain: 4,
-        stall: Some(16),
-    };
-    let seen = crate::ring::run(ctx.dev, s)?;
-    let per = 4096 / u64::from(RECORD);
-    ensure!(seen.bad == 0, "{} bad records: {seen:?}", seen.bad);
-    ensure!(
-        seen.slots + seen.ring_drops == 256,
-        "slots unaccounted for: {seen:?}"
-    );
-    ensure!(seen.records == seen.slots * per, "records: {seen:?}");
-    ensure!(
-        seen.missing == seen.ring_drops * per + seen.source_drops,
-        "missing sequence numbers are not the drops: {seen:?}"
-    );
-    ensure!(
-        seen.ring_drops >= 232,
-        "the stall lost too little: {seen:?}"
-    );
+    for (by, surface) in PRODUCERS {
+        let seen = crate::ring::run(ctx.dev, ring_setup(Policy::DropOldest, by, surface))
+            .map_err(|e| format!("{by:?} (surface {surface}): {e}"))?;
+        let per = 4096 / u64::from(RECORD);
+        let at = format!("{by:?} (surface {surface}): {seen:?}");
+        ensure!(seen.bad == 0, "{} bad records: {at}", seen.bad);
+        ensure!(
+            seen.slots + seen.ring_drops == 256,
+            "slots unaccounted for: {at}"
+        );
+        ensure!(seen.records == seen.slots * per, "records: {at}");
+        ensure!(
+            seen.missing == seen.ring_drops * per + seen.source_drops,
+            "missing sequence numbers are not the drops: {at}"
+        );
+        ensure!(seen.ring_drops >= 232, "the stall lost too little: {at}");
+        ensure!(seen.waits == 0, "drop-oldest waited: {at}");
+    }
     Ok(())
 }
 
 /// The same ring with back-pressure: the producer waits while the consumer stalls, and nothing is lost (the
-/// source on demand never overruns). Fails if the producer overwrote an unread slot.
+/// source on demand never overruns). For each producer. Fails if the producer overwrote an unread slot.
 fn ring_back_pressure_loses_nothing(ctx: &mut Ctx) -> TestResult {
-    let s = crate::ring::Setup {
-        slots: 8,
-        slot_bytes: 4096,
-        record_bytes: RECORD,
-        period_ticks: 0,
-        policy: picoevb_logic::stream_ring::Policy::BackPressure,
-        total: 256,
-        chain: 4,
-        stall: Some(16),
-    };
-    let seen = crate::ring::run(ctx.dev, s)?;
-    ensure!(
-        (
-            seen.bad,
-            seen.ring_drops,
-            seen.missing,
-            seen.source_drops,
-            seen.slots
-        ) == (0, 0, 0, 0, 256),
-        "back-pressure lost data: {seen:?}"
-    );
-    ensure!(
-        seen.waits > 0,
-        "the producer never waited for the stalled consumer: {seen:?}"
-    );
+    for (by, surface) in PRODUCERS {
+        let seen = crate::ring::run(ctx.dev, ring_setup(Policy::BackPressure, by, surface))
+            .map_err(|e| format!("{by:?} (surface {surface}): {e}"))?;
+        let at = format!("{by:?} (surface {surface}): {seen:?}");
+        ensure!(
+            (
+                seen.bad,
+                seen.ring_drops,
+                seen.missing,
+                seen.source_drops,
+                seen.slots
+            ) == (0, 0, 0, 0, 256),
+            "back-pressure lost data: {at}"
+        );
+        ensure!(
+            seen.waits > 0,
+            "the producer never waited for the stalled consumer: {at}"
+        );
+    }
     Ok(())
+}
+
+/// The driver's ring of 8 slots over `ring` (a user address, or a handle with `RING_CUDA` in `flags`),
+/// drop-oldest, until stopped, run on a thread of `scope`; `control` as the driver fills it. The thread
+/// stores its `pthread_self` in `me` before the call.
+fn endless_ring<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    dev: &'s Device,
+    ring: u64,
+    flags: u32,
+    control: &'s SharedControl,
+    me: &'s std::sync::atomic::AtomicU64,
+) -> std::thread::ScopedJoinHandle<'s, std::io::Result<abi::StreamRing>> {
+    scope.spawn(move || {
+        // SAFETY: a plain query of this thread's id.
+        me.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
+        let mut a = abi::StreamRing {
+            ring,
+            control: std::ptr::from_ref(control) as u64,
+            slot_bytes: 4096,
+            slots: 8,
+            chain_slots: 2,
+            flags: flags | abi::RING_DROP_OLDEST,
+            ..Default::default()
+        };
+        // SAFETY: the ring and `control` outlive the scope this thread runs in; both are read only
+        // through atomics (or not at all).
+        unsafe { dev.stream_ring_raw(&mut a) }.map(|()| a)
+    })
+}
+
+/// Joins the ring thread `t` once it ended by itself (within 10 s of what should end it); otherwise ends it
+/// (the stop word and SIGUSR1, `quiet_sigusr1`) and fails, so a driver that ignores what should end a
+/// ring fails the test instead of hanging it.
+fn join_ring(
+    t: std::thread::ScopedJoinHandle<'_, std::io::Result<abi::StreamRing>>,
+    control: &SharedControl,
+    me: &std::sync::atomic::AtomicU64,
+    what: &str,
+) -> Result<std::io::Result<abi::StreamRing>, String> {
+    let ended = wait_for(what, Duration::from_secs(10), || t.is_finished());
+    if ended.is_err() {
+        control.stop.store(1, Ordering::Release);
+        // SAFETY: the thread stored its id before its ioctl published progress, and lives until joined.
+        unsafe { libc::pthread_kill(me.load(Ordering::Acquire) as libc::pthread_t, libc::SIGUSR1) };
+    }
+    let r = t.join().map_err(|_| "ring thread panicked".to_string())?;
+    ended.map(|()| r)
+}
+
+extern "C" fn nothing(_: libc::c_int) {}
+
+/// SIGUSR1 does nothing but interrupt: a handler without SA_RESTART, so a ring's ioctl returns EINTR.
+fn quiet_sigusr1() -> TestResult {
+    // SAFETY: installs a handler that does nothing; the struct is fully initialised (zeroed, then set).
+    let rc = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut())
+    };
+    ensure!(rc == 0, "sigaction: {}", std::io::Error::last_os_error());
+    Ok(())
+}
+
+/// Waits until the driver's ring published `n` slots; if it does not, ends it (the stop word and SIGUSR1)
+/// so that the scope's join does not wait for ever.
+fn produced(control: &SharedControl, me: &std::sync::atomic::AtomicU64, n: u64) -> TestResult {
+    wait_for("ring progress", Duration::from_secs(30), || {
+        control.produced.load(Ordering::Acquire) >= n
+    })
+    .inspect_err(|_| {
+        control.stop.store(1, Ordering::Release);
+        let id = me.load(Ordering::Acquire);
+        if id != 0 {
+            // SAFETY: the thread stored its id first and lives until the scope joins it.
+            unsafe { libc::pthread_kill(id as libc::pthread_t, libc::SIGUSR1) };
+        }
+    })
+}
+
+/// A ring the driver runs until stopped (drop-oldest, nobody consuming) ends at a chain boundary when the
+/// consumer sets `stop`: the call succeeds with `produced` as last published and `writing` equal to it
+/// (no chain left half-announced). A second ring ends with EINTR when a signal (a handler without
+/// SA_RESTART) reaches its thread, and the card goes on working. Fails if the driver ignored the stop word
+/// (the test would time out) or the signal (ditto), or returned something else.
+fn ring_stops_on_its_stop_word_and_on_a_signal(ctx: &mut Ctx) -> TestResult {
+    let dev = ctx.dev;
+    quiet_sigusr1()?;
+    on_demand(dev, RECORD)?;
+    let ring = ctx_err(
+        "mmap",
+        Mapping::new(8 * 4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let addr = ring.addr();
+    let me = std::sync::atomic::AtomicU64::new(0);
+    let control = SharedControl::default();
+    let a = std::thread::scope(|scope| {
+        let t = endless_ring(scope, dev, addr, 0, &control, &me);
+        produced(&control, &me, 64)?;
+        control.stop.store(1, Ordering::Release);
+        let a = join_ring(t, &control, &me, "the ring to end on its stop word")?;
+        ctx_err("STREAM_RING stopped by its stop word", a)
+    })?;
+    let (w, p) = (
+        control.writing.load(Ordering::Acquire),
+        control.produced.load(Ordering::Acquire),
+    );
+    ensure!(
+        a.produced == p && w == p && p >= 64 && a.chains == p / 2 && a.waits == 0,
+        "after the stop: {a:?}, writing {w}, produced {p}"
+    );
+
+    let control = SharedControl::default();
+    let r = std::thread::scope(|scope| {
+        let t = endless_ring(scope, dev, addr, 0, &control, &me);
+        produced(&control, &me, 16)?;
+        // SAFETY: the thread stored its id before its ioctl published progress, and lives until joined.
+        unsafe { libc::pthread_kill(me.load(Ordering::Acquire) as libc::pthread_t, libc::SIGUSR1) };
+        join_ring(t, &control, &me, "the ring to end on a signal")
+    })?;
+    expect_errno("STREAM_RING interrupted by a signal", r, libc::EINTR)?;
+    let src = vec![0x5au8; 4096];
+    let mut dst = vec![0u8; 4096];
+    ctx_err("H2C2H after the rings", dev.h2c2h(&src, &mut dst))?;
+    ensure!(
+        dst == src,
+        "the round trip after the rings moved wrong bytes"
+    );
+    off(dev)
+}
+
+/// IOC_STREAM_RING's refusals: each bad argument gets its errno before anything runs: the control block
+/// keeps what it held (the driver resets its words only for a ring that starts) and the source gave no
+/// record. Fails on a check missing or done after the ring started (the control words would read 0, the
+/// source's sequence would move).
+fn ring_bad_arguments_change_nothing(ctx: &mut Ctx) -> TestResult {
+    let dev = ctx.dev;
+    on_demand(dev, RECORD)?;
+    let ring = ctx_err(
+        "mmap",
+        Mapping::new(8 * 4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let control = SharedControl::default();
+    let good = abi::StreamRing {
+        ring: ring.addr(),
+        control: std::ptr::from_ref(&control) as u64,
+        slot_bytes: 4096,
+        total: 8,
+        slots: 8,
+        ..Default::default()
+    };
+    let before = ctx_err("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
+    let cases: [(&str, abi::StreamRing, i32); 11] = [
+        (
+            "unknown flag",
+            abi::StreamRing {
+                flags: 1 << 5,
+                ..good
+            },
+            libc::EINVAL,
+        ),
+        ("pad", abi::StreamRing { pad: 1, ..good }, libc::EINVAL),
+        (
+            "reserved",
+            abi::StreamRing {
+                reserved: [0, 1],
+                ..good
+            },
+            libc::EINVAL,
+        ),
+        (
+            "one slot",
+            abi::StreamRing { slots: 1, ..good },
+            libc::EINVAL,
+        ),
+        (
+            "slot not in beats",
+            abi::StreamRing {
+                slot_bytes: 4092,
+                ..good
+            },
+            libc::EINVAL,
+        ),
+        (
+            "misaligned control",
+            abi::StreamRing {
+                control: good.control + 4,
+                ..good
+            },
+            libc::EINVAL,
+        ),
+        (
+            "control inside the ring",
+            abi::StreamRing {
+                control: ring.addr() + 4096,
+                ..good
+            },
+            libc::EINVAL,
+        ),
+        (
+            "ring beyond user space",
+            abi::StreamRing {
+                ring: u64::MAX - 4096,
+                ..good
+            },
+            libc::EFAULT,
+        ),
+        (
+            "control beyond user space",
+            abi::StreamRing {
+                control: 1 << 60,
+                ..good
+            },
+            libc::EFAULT,
+        ),
+        (
+            "unknown surface",
+            abi::StreamRing {
+                ring: 12345,
+                flags: abi::RING_CUDA,
+                ..good
+            },
+            libc::EINVAL,
+        ),
+        (
+            "surface handle out of range",
+            abi::StreamRing {
+                ring: 1 << 40,
+                flags: abi::RING_CUDA,
+                ..good
+            },
+            libc::EINVAL,
+        ),
+    ];
+    for (what, mut a, errno) in cases {
+        for (i, w) in [&control.writing, &control.produced, &control.waits]
+            .iter()
+            .enumerate()
+        {
+            w.store(7 + i as u64, Ordering::Relaxed);
+        }
+        // SAFETY: the ring and the control block are live and read only through atomics.
+        let r = unsafe { dev.stream_ring_raw(&mut a) };
+        expect_errno(what, r, errno)?;
+        let words = [&control.writing, &control.produced, &control.waits]
+            .map(|w| w.load(Ordering::Relaxed));
+        ensure!(
+            words == [7, 8, 9],
+            "{what}: the control block changed: {words:?}"
+        );
+    }
+    let after = ctx_err("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
+    ensure!(
+        after.source_sent == before.source_sent,
+        "a refused ring read records: {before:?} -> {after:?}"
+    );
+    // A surface smaller than the ring.
+    let handle = ctx_err("PIN_HOST", dev.pin_host(ring.addr(), 4 * 4096))?;
+    let mut a = abi::StreamRing {
+        ring: handle.into(),
+        flags: abi::RING_CUDA,
+        ..good
+    };
+    // SAFETY: as above.
+    let r = unsafe { dev.stream_ring_raw(&mut a) };
+    ctx_err("UNPIN", dev.unpin_cuda(handle))?;
+    expect_errno("a ring larger than its surface", r, libc::EINVAL)?;
+    // The good argument runs.
+    let mut a = good;
+    // SAFETY: as above.
+    ctx_err("STREAM_RING", unsafe { dev.stream_ring_raw(&mut a) })?;
+    ensure!((a.produced, a.chains) == (8, 2), "the good ring: {a:?}");
+    off(dev)
+}
+
+/// A ring the driver fills through a PIN_HOST surface ends when the surface does, mid-ring: once when
+/// another thread unpins the handle (the unpin waits for the chain in flight; the next chain finds the
+/// handle gone), once when the process unmaps the memory (the surface's free callback waits for the chain
+/// in flight). Both end with EINVAL, and the card works on. Fails if the driver kept a surface use
+/// between chains (the unpin or the munmap would never return: the test times out) or ran a chain on
+/// freed memory (a splat, a DMA-API error the harness counts).
+fn ring_on_a_surface_ends_with_the_surface(ctx: &mut Ctx) -> TestResult {
+    let dev = ctx.dev;
+    quiet_sigusr1()?;
+    on_demand(dev, RECORD)?;
+    for by_munmap in [false, true] {
+        let how = if by_munmap { "munmap" } else { "UNPIN" };
+        let ring = ctx_err(
+            "mmap",
+            Mapping::new(8 * 4096, libc::PROT_READ | libc::PROT_WRITE),
+        )?;
+        let handle = ctx_err("PIN_HOST", dev.pin_host(ring.addr(), 8 * 4096))?;
+        let control = SharedControl::default();
+        let me = std::sync::atomic::AtomicU64::new(0);
+        let mut ring = Some(ring);
+        let r = std::thread::scope(|scope| {
+            let t = endless_ring(scope, dev, handle.into(), abi::RING_CUDA, &control, &me);
+            produced(&control, &me, 32)?;
+            if by_munmap {
+                drop(ring.take());
+            } else {
+                if let Err(e) = dev.unpin_cuda(handle) {
+                    control.stop.store(1, Ordering::Release);
+                    return Err(format!("UNPIN mid-ring: {e}"));
+                }
+            }
+            join_ring(t, &control, &me, &format!("the ring to end after {how}"))
+        })?;
+        expect_errno(&format!("STREAM_RING after {how}"), r, libc::EINVAL)?;
+        if by_munmap {
+            // The handle is still the file's; its memory is gone.
+            expect_errno("UNPIN after munmap", dev.unpin_cuda(handle), libc::EINVAL)?;
+        }
+    }
+    let src = vec![0xa5u8; 4096];
+    let mut dst = vec![0u8; 4096];
+    ctx_err("H2C2H after the rings", dev.h2c2h(&src, &mut dst))?;
+    ensure!(
+        dst == src,
+        "the round trip after the rings moved wrong bytes"
+    );
+    off(dev)
 }
 
 /// A process blocked in a C2H on a slow source (one record every 200 ms, 8 asked for: one descriptor) is
