@@ -242,7 +242,7 @@ int pevb_file_surface_len(struct pevb_file *pf, u32 handle, u64 *len)
 	return pevb_surfaces_len(&pf->surfaces, handle, len);
 }
 
-/* A stream ring's chain boundary (kmod/logic/src/stream_producer.rs): a signal ends the ring. */
+/* A stream ring's chain boundary (kmod/logic/src/stream_ring_run.rs): a signal ends the ring. */
 bool pevb_file_interrupted(void)
 {
 	return signal_pending(current);

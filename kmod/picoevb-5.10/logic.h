@@ -16,8 +16,9 @@
 #define PEVB_CACHE_SLOTS 64
 
 /**
- * The first and the longest wait for a back-pressure consumer, in µs: short enough that a consumer
- * that keeps up loses no records in the source's FIFO, long enough that a stalled one costs no CPU.
+ * The first and the longest wait for the other side (a back-pressure consumer, or a producer the driver
+ * empties), in µs: short enough that a side that keeps up loses no records in the source's FIFO, long
+ * enough that a stalled one costs no CPU.
  */
 #define NAP_MIN_US 20
 

@@ -99,11 +99,11 @@ mod stream;
 #[path = "../logic/src/stream_ctl.rs"]
 mod stream_ctl;
 #[allow(dead_code, unreachable_pub)]
-#[path = "../logic/src/stream_producer.rs"]
-mod stream_producer;
-#[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/stream_ring.rs"]
 mod stream_ring;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../logic/src/stream_ring_run.rs"]
+mod stream_ring_run;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../logic/src/surface_life.rs"]
 mod surface_life;

@@ -26,7 +26,7 @@
 /*
  See [`GDRPICO_VERSION_MAJOR`].
  */
-#define GDRPICO_VERSION_MINOR 2
+#define GDRPICO_VERSION_MINOR 3
 
 /*
  nobody owns org.gdr.Agent1: the agent is not running
@@ -94,6 +94,23 @@
 #define GDRPICO_DMABUF_PEER 2
 
 /*
+ gdrpico_ring_config policy: the driver waits for the reader; nothing in the ring is lost (a source that
+ cannot wait drops records itself and counts them).
+ */
+#define GDRPICO_RING_BACK_PRESSURE 0
+
+/*
+ gdrpico_ring_config policy: the driver never waits and overwrites the oldest slots; the reader counts
+ each one it lost (gdrpico_ring_dropped).
+ */
+#define GDRPICO_RING_DROP_OLDEST 1
+
+/*
+ A running stream ring (opaque): from gdrpico_ring_start, ended and freed by gdrpico_ring_finish.
+ */
+struct gdrpico_ring;
+
+/*
  A card's identity and the driver's ABI (ABI_INFO).
  */
 struct gdrpico_card_info {
@@ -121,6 +138,62 @@ struct gdrpico_card_info {
    ID block: first 32 bits of the design's git commit
    */
   uint32_t build_hash;
+};
+
+/*
+ A stream ring's shape (gdrpico_ring_start, the driver's ABI 1.6 and CAP_STREAM).
+ */
+struct gdrpico_ring_config {
+  /*
+   slots in the ring, at least 2
+   */
+  uint32_t slots;
+  /*
+   most slots per chain (one C2H); 0: half the ring
+   */
+  uint32_t chain_slots;
+  /*
+   bytes per slot, a multiple of 8 (whole records)
+   */
+  uint64_t slot_bytes;
+  /*
+   slots the driver fills before it stops by itself; 0: until gdrpico_ring_finish
+   */
+  uint64_t total;
+  /*
+   GDRPICO_RING_BACK_PRESSURE or GDRPICO_RING_DROP_OLDEST
+   */
+  uint32_t policy;
+  /*
+   zero
+   */
+  uint32_t reserved;
+};
+
+/*
+ What a ring did (gdrpico_ring_finish).
+ */
+struct gdrpico_ring_summary {
+  /*
+   slots the driver filled
+   */
+  uint64_t produced;
+  /*
+   chains it ran
+   */
+  uint64_t chains;
+  /*
+   times it found the ring full and waited
+   */
+  uint64_t waits;
+  /*
+   slots the reader read whole
+   */
+  uint64_t read;
+  /*
+   slots the reader lost (lapped, or overwritten while read)
+   */
+  uint64_t dropped;
 };
 
 #ifdef __cplusplus
@@ -213,6 +286,74 @@ int gdrpico_h2c2h(int fd,
                   uint64_t *dma_ns);
 
 /*
+ Restarts the card's stream source: off, cleared (sequence, clock, counters, FIFO), then on with records
+ of `record_bytes` (a multiple of 8 from 24 to 4096) every `period_ticks` 8 ns ticks (0: whenever the
+ engine asks). The source is the card's, shared by every holder.
+
+ # Safety
+ `fd` must be an open card fd.
+ */
+int gdrpico_stream_start(int fd,
+                         uint32_t record_bytes,
+                         uint32_t period_ticks);
+
+/*
+ Turns the card's stream source off; unless `overruns` is NULL, stores the records it dropped since it
+ was cleared (a full FIFO) in `*overruns`.
+
+ # Safety
+ `fd` must be an open card fd; `overruns` NULL or valid.
+ */
+int gdrpico_stream_stop(int fd,
+                        uint32_t *overruns);
+
+/*
+ Starts the driver filling a ring of `*config`'s shape from the card's stream source (on a thread of
+ the library's, through a duplicate of `fd`) and stores it in `*ring`. Read it with gdrpico_ring_next;
+ end it with gdrpico_ring_finish, which also frees it. The ring's memory is the library's.
+
+ # Safety
+ `fd` must be an open card fd; `config` and `ring` valid pointers.
+ */
+int gdrpico_ring_start(int fd,
+                       const struct gdrpico_ring_config *config,
+                       struct gdrpico_ring **ring);
+
+/*
+ Copies the next whole slot into `out` (`len` must be the ring's slot_bytes), waiting up to `timeout_us`
+ microseconds for one; unless `slot` is NULL, stores its number (slots since the start) in `*slot`.
+ Returns 1 with a slot, 0 without (the timeout passed, or the ring ended and every slot was read:
+ gdrpico_ring_finish says how), or a negative code: the driver's error (GDRPICO_E_OS: ENODEV the card
+ went, EINVAL the ring's memory went, EINTR a signal) once every slot before it was read.
+
+ # Safety
+ `ring` from gdrpico_ring_start and not finished; `out` valid for writing `len` bytes; `slot` NULL or
+ valid. One thread at a time per ring.
+ */
+int gdrpico_ring_next(struct gdrpico_ring *ring,
+                      uint8_t *out,
+                      size_t len,
+                      uint32_t timeout_us,
+                      uint64_t *slot);
+
+/*
+ Slots the reader lost so far.
+
+ # Safety
+ `ring` from gdrpico_ring_start and not finished.
+ */
+uint64_t gdrpico_ring_dropped(const struct gdrpico_ring *ring);
+
+/*
+ Stops the driver at its next chain boundary, waits for it, frees the ring and, unless `summary` is
+ NULL, says what it did in `*summary`; the driver's error if it ended with one.
+
+ # Safety
+ `ring` from gdrpico_ring_start, finished only once; `summary` NULL or valid.
+ */
+int gdrpico_ring_finish(struct gdrpico_ring *ring, struct gdrpico_ring_summary *summary);
+
+/*
  A static description of a `GDRPICO_E_*` code.
  */
 const char *gdrpico_strerror(int code);
@@ -230,4 +371,9 @@ _Static_assert(offsetof(struct gdrpico_card_info, caps) == 8, "caps at 8");
 _Static_assert(offsetof(struct gdrpico_card_info, fpga_ram_size) == 16, "fpga_ram_size at 16");
 _Static_assert(offsetof(struct gdrpico_card_info, design_version) == 24, "design_version at 24");
 _Static_assert(offsetof(struct gdrpico_card_info, build_hash) == 28, "build_hash at 28");
+_Static_assert(sizeof(struct gdrpico_ring_config) == 32, "struct gdrpico_ring_config is 32 bytes");
+_Static_assert(offsetof(struct gdrpico_ring_config, slot_bytes) == 8, "slot_bytes at 8");
+_Static_assert(offsetof(struct gdrpico_ring_config, total) == 16, "total at 16");
+_Static_assert(offsetof(struct gdrpico_ring_config, policy) == 24, "policy at 24");
+_Static_assert(sizeof(struct gdrpico_ring_summary) == 40, "struct gdrpico_ring_summary is 40 bytes");
 #endif

@@ -9,14 +9,14 @@ use std::ffi::{c_char, c_int};
 use std::mem::ManuallyDrop;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
-use crate::{Agent, CudaHandle, Device, Error};
+use crate::{Agent, CudaHandle, Device, Error, Ring, RingConfig, RingPolicy, StreamOp};
 
 /// The C interface's version: the library answers `gdrpico_version()` with
 /// `GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR`. A new major breaks programs built against an
 /// older header (and renames the shared library's soname, `libgdr_client.so.MAJOR`); a new minor only adds.
 pub const GDRPICO_VERSION_MAJOR: u32 = 1;
 /// See [`GDRPICO_VERSION_MAJOR`].
-pub const GDRPICO_VERSION_MINOR: u32 = 2;
+pub const GDRPICO_VERSION_MINOR: u32 = 3;
 
 /// nobody owns org.gdr.Agent1: the agent is not running
 pub const GDRPICO_E_NO_AGENT: c_int = -1;
@@ -288,6 +288,231 @@ pub unsafe extern "C" fn gdrpico_h2c2h(
     }
 }
 
+/// gdrpico_ring_config policy: the driver waits for the reader; nothing in the ring is lost (a source that
+/// cannot wait drops records itself and counts them).
+pub const GDRPICO_RING_BACK_PRESSURE: u32 = 0;
+/// gdrpico_ring_config policy: the driver never waits and overwrites the oldest slots; the reader counts
+/// each one it lost (gdrpico_ring_dropped).
+pub const GDRPICO_RING_DROP_OLDEST: u32 = 1;
+
+/// A stream ring's shape (gdrpico_ring_start, the driver's ABI 1.6 and CAP_STREAM).
+#[repr(C)]
+pub struct GdrRingConfig {
+    /// slots in the ring, at least 2
+    pub slots: u32,
+    /// most slots per chain (one C2H); 0: half the ring
+    pub chain_slots: u32,
+    /// bytes per slot, a multiple of 8 (whole records)
+    pub slot_bytes: u64,
+    /// slots the driver fills before it stops by itself; 0: until gdrpico_ring_finish
+    pub total: u64,
+    /// GDRPICO_RING_BACK_PRESSURE or GDRPICO_RING_DROP_OLDEST
+    pub policy: u32,
+    /// zero
+    pub reserved: u32,
+}
+
+/// What a ring did (gdrpico_ring_finish).
+#[repr(C)]
+pub struct GdrRingSummary {
+    /// slots the driver filled
+    pub produced: u64,
+    /// chains it ran
+    pub chains: u64,
+    /// times it found the ring full and waited
+    pub waits: u64,
+    /// slots the reader read whole
+    pub read: u64,
+    /// slots the reader lost (lapped, or overwritten while read)
+    pub dropped: u64,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<GdrRingConfig>() == 32
+        && std::mem::offset_of!(GdrRingConfig, slot_bytes) == 8
+        && std::mem::offset_of!(GdrRingConfig, total) == 16
+        && std::mem::offset_of!(GdrRingConfig, policy) == 24
+        && std::mem::size_of::<GdrRingSummary>() == 40
+);
+
+/// A running stream ring (opaque): from gdrpico_ring_start, ended and freed by gdrpico_ring_finish.
+pub struct GdrRing(Ring);
+
+/// Restarts the card's stream source: off, cleared (sequence, clock, counters, FIFO), then on with records
+/// of `record_bytes` (a multiple of 8 from 24 to 4096) every `period_ticks` 8 ns ticks (0: whenever the
+/// engine asks). The source is the card's, shared by every holder.
+///
+/// # Safety
+/// `fd` must be an open card fd.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_stream_start(
+    fd: c_int,
+    record_bytes: u32,
+    period_ticks: u32,
+) -> c_int {
+    let set = |enable| StreamOp::Set {
+        enable,
+        record_bytes,
+        period_ticks,
+    };
+    borrow(fd)
+        .and_then(|d| {
+            d.stream_control(set(false))?;
+            d.stream_control(StreamOp::ClearSource)?;
+            d.stream_control(set(true))
+        })
+        .map_or_else(fail, |_| 0)
+}
+
+/// Turns the card's stream source off; unless `overruns` is NULL, stores the records it dropped since it
+/// was cleared (a full FIFO) in `*overruns`.
+///
+/// # Safety
+/// `fd` must be an open card fd; `overruns` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_stream_stop(fd: c_int, overruns: *mut u32) -> c_int {
+    let stop = |d: ManuallyDrop<Device>| {
+        let now = d.stream_control(StreamOp::Query)?;
+        d.stream_control(StreamOp::Set {
+            enable: false,
+            record_bytes: now.record_bytes,
+            period_ticks: now.period_ticks,
+        })
+    };
+    match borrow(fd).and_then(stop) {
+        Ok(s) => {
+            if !overruns.is_null() {
+                // SAFETY: non-null, and valid by the caller's contract.
+                unsafe { *overruns = s.source_overruns };
+            }
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Starts the driver filling a ring of `*config`'s shape from the card's stream source (on a thread of
+/// the library's, through a duplicate of `fd`) and stores it in `*ring`. Read it with gdrpico_ring_next;
+/// end it with gdrpico_ring_finish, which also frees it. The ring's memory is the library's.
+///
+/// # Safety
+/// `fd` must be an open card fd; `config` and `ring` valid pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_start(
+    fd: c_int,
+    config: *const GdrRingConfig,
+    ring: *mut *mut GdrRing,
+) -> c_int {
+    if config.is_null() || ring.is_null() {
+        return Error::InvalidArgument("config or ring is NULL".into()).code();
+    }
+    // SAFETY: non-null, and valid by the caller's contract.
+    let c = unsafe { &*config };
+    let policy = match (c.policy, c.reserved) {
+        (GDRPICO_RING_BACK_PRESSURE, 0) => RingPolicy::BackPressure,
+        (GDRPICO_RING_DROP_OLDEST, 0) => RingPolicy::DropOldest,
+        _ => return fail(Error::InvalidArgument("bad policy or reserved".into())),
+    };
+    let Ok(slot_bytes) = usize::try_from(c.slot_bytes) else {
+        return fail(Error::InvalidArgument("slot_bytes too large".into()));
+    };
+    let config = RingConfig {
+        slots: c.slots,
+        slot_bytes,
+        chain_slots: c.chain_slots,
+        policy,
+        total: c.total,
+    };
+    match borrow(fd).and_then(|d| d.stream_ring(config)) {
+        Ok(r) => {
+            // SAFETY: non-null, and valid by the caller's contract.
+            unsafe { *ring = Box::into_raw(Box::new(GdrRing(r))) };
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Copies the next whole slot into `out` (`len` must be the ring's slot_bytes), waiting up to `timeout_us`
+/// microseconds for one; unless `slot` is NULL, stores its number (slots since the start) in `*slot`.
+/// Returns 1 with a slot, 0 without (the timeout passed, or the ring ended and every slot was read:
+/// gdrpico_ring_finish says how), or a negative code: the driver's error (GDRPICO_E_OS: ENODEV the card
+/// went, EINVAL the ring's memory went, EINTR a signal) once every slot before it was read.
+///
+/// # Safety
+/// `ring` from gdrpico_ring_start and not finished; `out` valid for writing `len` bytes; `slot` NULL or
+/// valid. One thread at a time per ring.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_next(
+    ring: *mut GdrRing,
+    out: *mut u8,
+    len: usize,
+    timeout_us: u32,
+    slot: *mut u64,
+) -> c_int {
+    if ring.is_null() || out.is_null() {
+        return Error::InvalidArgument("ring or out is NULL".into()).code();
+    }
+    // SAFETY: the caller's contract: a live ring used by this thread alone, `out` valid for `len` bytes.
+    let (r, out) = unsafe { (&mut (*ring).0, std::slice::from_raw_parts_mut(out, len)) };
+    match r.next(out, std::time::Duration::from_micros(timeout_us.into())) {
+        Ok(Some(n)) => {
+            if !slot.is_null() {
+                // SAFETY: non-null, and valid by the caller's contract.
+                unsafe { *slot = n };
+            }
+            1
+        }
+        Ok(None) => 0,
+        Err(e) => fail(e),
+    }
+}
+
+/// Slots the reader lost so far.
+///
+/// # Safety
+/// `ring` from gdrpico_ring_start and not finished.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_dropped(ring: *const GdrRing) -> u64 {
+    // SAFETY: the caller's contract; NULL reads as nothing lost.
+    unsafe { ring.as_ref() }.map_or(0, |r| r.0.dropped())
+}
+
+/// Stops the driver at its next chain boundary, waits for it, frees the ring and, unless `summary` is
+/// NULL, says what it did in `*summary`; the driver's error if it ended with one.
+///
+/// # Safety
+/// `ring` from gdrpico_ring_start, finished only once; `summary` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_finish(
+    ring: *mut GdrRing,
+    summary: *mut GdrRingSummary,
+) -> c_int {
+    if ring.is_null() {
+        return Error::InvalidArgument("ring is NULL".into()).code();
+    }
+    // SAFETY: from gdrpico_ring_start (Box::into_raw), finished once: ours again.
+    let r = unsafe { Box::from_raw(ring) }.0;
+    match r.finish() {
+        Ok(s) => {
+            if !summary.is_null() {
+                // SAFETY: non-null, and valid by the caller's contract.
+                unsafe {
+                    *summary = GdrRingSummary {
+                        produced: s.produced,
+                        chains: s.chains,
+                        waits: s.waits,
+                        read: s.read,
+                        dropped: s.dropped,
+                    }
+                };
+            }
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
 /// A static description of a `GDRPICO_E_*` code.
 #[unsafe(no_mangle)]
 pub extern "C" fn gdrpico_strerror(code: c_int) -> *const c_char {
@@ -340,7 +565,7 @@ mod tests {
             let line = format!("#define {name} {}", e.code());
             assert!(header.contains(&line), "gdrpico.h lacks '{line}'");
         }
-        assert_eq!(gdrpico_version(), 1 << 16 | 2);
+        assert_eq!(gdrpico_version(), 1 << 16 | 3);
     }
 
     #[test]
@@ -391,6 +616,77 @@ mod tests {
             assert_eq!(gdrpico_pin_host(-1, 0x1000, 4096, &mut handle), -7);
             assert_eq!(gdrpico_unpin_cuda(-1, 1), -7);
             assert_eq!(gdrpico_h2c2h(-1, 0, 0, 4, 0, std::ptr::null_mut()), -7);
+            assert_eq!(gdrpico_stream_start(-1, 256, 0), -7);
+            assert_eq!(gdrpico_stream_stop(-1, std::ptr::null_mut()), -7);
+            let mut ring = std::ptr::null_mut();
+            assert_eq!(gdrpico_ring_start(-1, &ring_config(), &mut ring), -7);
+            assert!(ring.is_null());
+        }
+    }
+
+    fn ring_config() -> GdrRingConfig {
+        GdrRingConfig {
+            slots: 8,
+            chain_slots: 0,
+            slot_bytes: 4096,
+            total: 0,
+            policy: GDRPICO_RING_DROP_OLDEST,
+            reserved: 0,
+        }
+    }
+
+    /// A ring on a file that is not a card: the driver's error reaches the reader and `finish`, which
+    /// frees the ring; a bad shape or policy is refused before anything starts.
+    #[test]
+    fn a_ring_reports_the_drivers_error_and_refuses_bad_shapes() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
+        let mut ring = std::ptr::null_mut();
+        let mut out = vec![0u8; 4096];
+        // SAFETY: valid pointers; `fd` stays open for the test.
+        unsafe {
+            for bad in [
+                GdrRingConfig {
+                    policy: 7,
+                    ..ring_config()
+                },
+                GdrRingConfig {
+                    reserved: 1,
+                    ..ring_config()
+                },
+                GdrRingConfig {
+                    slots: 1,
+                    ..ring_config()
+                },
+                GdrRingConfig {
+                    slot_bytes: 12,
+                    ..ring_config()
+                },
+            ] {
+                assert_eq!(gdrpico_ring_start(fd, &bad, &mut ring), GDRPICO_E_INVALID);
+            }
+            assert_eq!(gdrpico_ring_start(fd, &ring_config(), &mut ring), 0);
+            let rc = loop {
+                match gdrpico_ring_next(
+                    ring,
+                    out.as_mut_ptr(),
+                    out.len(),
+                    1000,
+                    std::ptr::null_mut(),
+                ) {
+                    0 => continue,
+                    rc => break rc,
+                }
+            };
+            assert_eq!(
+                (rc, *libc::__errno_location()),
+                (GDRPICO_E_OS, libc::ENOTTY)
+            );
+            assert_eq!(gdrpico_ring_dropped(ring), 0);
+            assert_eq!(
+                gdrpico_ring_finish(ring, std::ptr::null_mut()),
+                GDRPICO_E_OS
+            );
         }
     }
 }

@@ -448,33 +448,41 @@ pub const RING_CUDA: u32 = 1 << 0;
 /// as dropped, `picoevb_logic::stream_ring::Consumer`). Without it the driver waits for the consumer to
 /// release a slot (back-pressure: the source then drops records itself and counts them, `source_overruns`).
 pub const RING_DROP_OLDEST: u32 = 1 << 1;
+/// [`StreamRing::flags`]: the driver empties the ring into the stream checker (H2C) instead of filling it
+/// from the source: the caller writes whole slots and stores `produced` (with release order) after each;
+/// the driver moves them in chains and stores `consumed` once a chain's bytes were read, and the caller
+/// waits for it before it writes a slot again. Not with [`RING_DROP_OLDEST`].
+pub const RING_H2C: u32 = 1 << 2;
 /// Every [`StreamRing::flags`] bit.
-pub const RING_FLAGS: u32 = RING_CUDA | RING_DROP_OLDEST;
+pub const RING_FLAGS: u32 = RING_CUDA | RING_DROP_OLDEST | RING_H2C;
 
 /// The words a ring's producer and consumer share, in the caller's memory at [`StreamRing::control`]
 /// (8-byte aligned, outside the ring). Counters are in slots since the start and never wrap; slot `n` lives
-/// at index `n % slots`. The driver stores each of its words whole (one aligned 64-bit store, `produced`
-/// with release order) and never writes the consumer's.
+/// at index `n % slots`. The driver stores each of its words whole (one aligned 64-bit store, the one that
+/// publishes slots with release order) and never writes the caller's: filling a ring, the driver is the
+/// producer (`writing`, `produced`, `waits`); emptying one ([`RING_H2C`]), the consumer (`writing`,
+/// `consumed`, `waits`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingControl {
-    /// Driver: stored before a chain starts: the DMA may be writing slots below it.
+    /// Driver: stored before a chain starts: the DMA may be writing (or, emptying, reading) slots below it.
     pub writing: u64,
-    /// Driver: stored once a chain ended: slots below it are whole.
+    /// Producer: slots below it are whole.
     pub produced: u64,
     /// Consumer: slots it released (read or dropped); read by a back-pressure producer.
     pub consumed: u64,
-    /// Consumer: nonzero asks the driver to stop at the next chain boundary.
+    /// Caller: nonzero asks the driver to stop at the next chain boundary.
     pub stop: u64,
-    /// Driver: times the ring was full and the driver waited (back-pressure).
+    /// Driver: times it waited for the caller (a full ring it fills, an empty ring it empties).
     pub waits: u64,
 }
 
 /// `PICOEVB_IOC_STREAM_RING` argument (gdr 1.6, with [`CAP_STREAM`]): the driver fills a ring of `slots`
-/// slots from the stream source, one C2H per chain of slots, publishing its progress in the
-/// [`RingControl`] at `control`, with no system call per slot. The call returns once `total` slots are
-/// filled (0: never), the control's `stop` is set (0 either way), a signal arrives (EINTR), or a chain
-/// fails (its errno: ENODEV once the card is removed, EINVAL once the ring's surface is gone).
+/// slots from the stream source, one C2H per chain of slots (or with [`RING_H2C`] empties it into the
+/// stream checker, one H2C per chain), publishing its progress in the [`RingControl`] at `control`, with
+/// no system call per slot. The call returns once `total` slots are moved (0: never), the control's `stop`
+/// is set (0 either way), a signal arrives (EINTR), or a chain fails (its errno: ENODEV once the card is
+/// removed, EINVAL once the ring's surface is gone).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamRing {
@@ -484,7 +492,7 @@ pub struct StreamRing {
     pub control: u64,
     /// In: bytes per slot, a multiple of [`STREAM_ALIGN`] (whole records, for a checking consumer).
     pub slot_bytes: u64,
-    /// In: slots to fill before returning; 0 until stopped.
+    /// In: slots to move before returning; 0 until stopped.
     pub total: u64,
     /// In: slots in the ring, at least 2.
     pub slots: u32,
@@ -494,9 +502,11 @@ pub struct StreamRing {
     pub flags: u32,
     /// Reserved: zero.
     pub pad: u32,
-    /// Out (on success): slots filled, chains run, and times the ring was full.
+    /// Out (on success): slots filled (or emptied).
     pub produced: u64,
+    /// Out (on success): chains run.
     pub chains: u64,
+    /// Out (on success): times the driver waited for the caller.
     pub waits: u64,
     /// Reserved: zero in, zero out.
     pub reserved: [u64; 2],

@@ -7,7 +7,7 @@
 use crate::abi;
 use crate::errno::Errno;
 use crate::gate;
-use crate::stream_producer::{self, Memory};
+use crate::stream_ring_run::{self, Memory};
 use crate::xdma::Dir;
 use crate::{cache_policy, ram_owner, request, stream_ctl};
 
@@ -110,10 +110,10 @@ pub trait Services {
     fn sleep_us(&mut self, us: u32);
 }
 
-/// The ring producer's services: the ioctl's own.
-struct Producing<'a, S>(&'a mut S);
+/// The services a stream ring runs on (`stream_ring_run`): the ioctl's own.
+struct OnRing<'a, S>(&'a mut S);
 
-impl<S: Services> stream_producer::Services for Producing<'_, S> {
+impl<S: Services> stream_ring_run::Services for OnRing<'_, S> {
     fn transfer(&mut self, req: &gate::Request) -> Result<u64, Errno> {
         self.0.transfer(req)
     }
@@ -253,17 +253,17 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
             write(s, arg, &answer)
         }
         // As STREAM: no block, nothing read. The ring runs inside this call, holding nothing between its
-        // chains (`stream_producer`).
+        // chains (`stream_ring_run`).
         abi::IOC_STREAM_RING if !facts.stream => Err(Errno::EOPNOTSUPP),
         abi::IOC_STREAM_RING => {
             let mut a: abi::StreamRing = read(s, arg)?;
-            let ring = stream_producer::check(&a)?;
+            let ring = stream_ring_run::check(&a)?;
             if let Memory::Surface(handle) = ring.memory {
                 if s.surface_len(handle)? < ring.bytes() {
                     return Err(Errno::EINVAL);
                 }
             }
-            let out = stream_producer::run(&mut Producing(s), &ring, &limits(&facts))?;
+            let out = stream_ring_run::run(&mut OnRing(s), &ring, &limits(&facts))?;
             (a.produced, a.chains, a.waits) = (out.produced, out.chains, out.waits);
             write(s, arg, &a)
         }

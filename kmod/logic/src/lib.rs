@@ -5,9 +5,9 @@
 //! root, so they must stay `core`-only, compile with the kernel's rustc (1.85) and edition (2021), and name
 //! their siblings through `crate::` paths that exist in both crates: `crate::{errno, segments, chain,
 //! request, status, cache_policy, cache_table, admission, pipeline, round_trip, ram_owner, engine, gate, ioctl, interrupt, probe, removal, surface_life,
-//! surface_pin, stream_ctl, stream_ring, stream_producer}` plus the shared definitions `crate::{abi, channel,
+//! surface_pin, stream_ctl, stream_ring, stream_ring_run}` plus the shared definitions `crate::{abi, channel,
 //! xdma, pci, stream}` re-exported below. `stream_ring` is the stream ring's protocol, which the driver's
-//! producer (`stream_producer`, IOC_STREAM_RING) and user space's consumers share.
+//! side of a ring (`stream_ring_run`, IOC_STREAM_RING) and user space share.
 //! Keeping the logic here, unit-tested on the host, is what makes a later 5.10 (C-glue) build of the same
 //! logic possible.
 #![no_std]
@@ -35,7 +35,7 @@ pub mod round_trip;
 pub mod segments;
 pub mod status;
 pub mod stream_ctl;
-pub mod stream_producer;
 pub mod stream_ring;
+pub mod stream_ring_run;
 pub mod surface_life;
 pub mod surface_pin;

@@ -622,10 +622,10 @@ fn worker(
                 tally.record("STREAM", &r, &[libc::EINVAL, libc::EOPNOTSUPP]);
             }
             11 => {
-                // IOC_STREAM_RING: a short ring into our scratch memory or one of our surfaces, its control
-                // block in the scratch's upper half (or anywhere). At most 8 slots are filled and never
-                // more than the ring holds, so a back-pressure ring, whose consumer nobody runs, never
-                // waits; a `total` of 0 (until stopped) is never asked for.
+                // IOC_STREAM_RING: a short ring into (or, RING_H2C, out of) our scratch memory or one of our
+                // surfaces, its control block in the scratch's upper half (or anywhere). At most 8 slots are
+                // moved and never more than the ring holds, so a back-pressure ring, whose consumer nobody
+                // runs, never waits; a `total` of 0 (until stopped) is never asked for.
                 let slots = (rng.next_u64() % 10) as u32;
                 let slot_bytes = match rng.next_u64() % 4 {
                     0 => rng.next_u64() % 64,
@@ -645,14 +645,22 @@ fn worker(
                     1 => arena.readonly,
                     2 => upper + 4,
                     _ => {
-                        // SAFETY: 40 bytes at the start of our scratch's upper half, no reference into it.
-                        unsafe { std::ptr::write_bytes(upper as *mut u8, 0, 40) };
+                        // A fresh control block whose caller has produced everything already, so a ring
+                        // the driver empties (RING_H2C) never waits for slots either.
+                        let words = [0, u64::MAX, 0, 0, 0];
+                        // SAFETY: 40 bytes at the start of our scratch's upper half (8-aligned: the scratch
+                        // is a mapping), no reference into it.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(words.as_ptr(), upper as *mut u64, 5)
+                        };
                         upper
                     }
                 };
                 let mut flags = if cuda { abi::RING_CUDA } else { 0 };
-                if rng.next_u64().is_multiple_of(2) {
-                    flags |= abi::RING_DROP_OLDEST;
+                match rng.next_u64() % 4 {
+                    0 | 1 => flags |= abi::RING_DROP_OLDEST,
+                    2 => flags |= abi::RING_H2C,
+                    _ => {}
                 }
                 if rng.next_u64().is_multiple_of(16) {
                     flags |= 1 << (rng.next_u64() % 32);

@@ -49,6 +49,10 @@ pub fn register(v: &mut Vec<Test>) {
             ring_back_pressure_loses_nothing,
         ),
         (
+            "stream::ring_into_the_checker_counts_every_record",
+            ring_into_the_checker_counts_every_record,
+        ),
+        (
             "stream::ring_stops_on_its_stop_word_and_on_a_signal",
             ring_stops_on_its_stop_word_and_on_a_signal,
         ),
@@ -402,6 +406,110 @@ fn ring_back_pressure_loses_nothing(ctx: &mut Ctx) -> TestResult {
         );
     }
     Ok(())
+}
+
+/// The driver empties a ring of 8 slots of 16 records into the checker (`RING_H2C`, one ioctl for 256
+/// slots, chains of up to 4) while this thread writes the records slot by slot and publishes `produced`,
+/// waiting for the driver's `consumed` before it writes a slot again; on the ring's user address and on a
+/// PIN_HOST surface of it; the first 16 slots come slowly. The checker then counts 4096 good records in
+/// sequence: no gap, no CRC error. Fails if the driver read a slot before it was published (seen: a driver
+/// ignoring `produced` fails it with gaps at the checker) or after it was written again (a CRC error or a
+/// gap).
+fn ring_into_the_checker_counts_every_record(ctx: &mut Ctx) -> TestResult {
+    let dev = ctx.dev;
+    let (slots, per, total) = (8u64, 4096 / RECORD as usize, 256u64);
+    for surface in [false, true] {
+        on_demand(dev, RECORD)?;
+        let mut ring = ctx_err(
+            "mmap",
+            Mapping::new(slots as usize * 4096, libc::PROT_READ | libc::PROT_WRITE),
+        )?;
+        let handle = if surface {
+            Some(ctx_err(
+                "PIN_HOST",
+                dev.pin_host(ring.addr(), slots * 4096),
+            )?)
+        } else {
+            None
+        };
+        let control = SharedControl::default();
+        let addr = ring.addr();
+        let r = std::thread::scope(|scope| {
+            let driver = scope.spawn(|| {
+                let mut a = abi::StreamRing {
+                    ring: handle.map_or(addr, u64::from),
+                    control: std::ptr::from_ref(&control) as u64,
+                    slot_bytes: 4096,
+                    total,
+                    slots: slots as u32,
+                    chain_slots: 4,
+                    flags: abi::RING_H2C | if surface { abi::RING_CUDA } else { 0 },
+                    ..Default::default()
+                };
+                // SAFETY: the ring and the control block outlive this scope; the caller writes a slot only
+                // while the driver is done with it (the protocol under test), through a slice of the
+                // mapping, never while a chain reads it.
+                unsafe { dev.stream_ring_raw(&mut a) }.map(|()| a)
+            });
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            let mut wrote = Ok(());
+            for n in 0..total {
+                while n >= control.consumed.load(Ordering::Acquire) + slots {
+                    if driver.is_finished() || std::time::Instant::now() > deadline {
+                        wrote = Err(format!("slot {n}: the driver stopped taking slots"));
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                if wrote.is_err() {
+                    break;
+                }
+                // The first slots come slowly: a driver that read slots not yet published would move
+                // the fresh mapping's zeros (bad lengths at the checker).
+                if n < 16 {
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+                let at = (n % slots) as usize * 4096;
+                for (i, rec) in ring.as_mut_slice()[at..at + 4096]
+                    .chunks_mut(RECORD as usize)
+                    .enumerate()
+                {
+                    regs::write_record(rec, (n as usize * per + i) as u32, n);
+                }
+                control.produced.store(n + 1, Ordering::Release);
+            }
+            if wrote.is_err() {
+                control.stop.store(1, Ordering::Release);
+            }
+            let a = driver
+                .join()
+                .map_err(|_| "ring thread panicked".to_string())?;
+            wrote?;
+            Ok::<_, String>(a)
+        })?;
+        let a = ctx_err("STREAM_RING into the checker", r)?;
+        if let Some(h) = handle {
+            ctx_err("UNPIN", dev.unpin_cuda(h))?;
+        }
+        let s = ctx_err("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
+        let want = total * per as u64;
+        ensure!(
+            (a.produced, control.consumed.load(Ordering::Acquire)) == (total, total)
+                && a.chains >= total / 4,
+            "surface {surface}: the ring after {total} slots: {a:?}"
+        );
+        ensure!(
+            (
+                u64::from(s.sink_good),
+                s.sink_gaps,
+                s.sink_crc_errors,
+                s.sink_bad_length,
+                u64::from(s.sink_expect)
+            ) == (want, 0, 0, 0, want),
+            "surface {surface}: the checker after {want} records: {s:?}"
+        );
+    }
+    off(dev)
 }
 
 /// The driver's ring of 8 slots over `ring` (a user address, or a handle with `RING_CUDA` in `flags`),

@@ -31,6 +31,8 @@ struct Fake {
     interrupted: bool,
     step: fn(&mut Fake),
     transfers: usize,
+    /// The ring is emptied (RING_H2C): the caller's words are `produced` and `stop`.
+    h2c: bool,
 }
 
 impl Fake {
@@ -44,6 +46,13 @@ impl Fake {
             interrupted: false,
             step,
             transfers: 0,
+            h2c: false,
+        }
+    }
+    fn emptying(step: fn(&mut Fake)) -> Self {
+        Fake {
+            h2c: true,
+            ..Fake::new(step)
         }
     }
     fn word(&self, off: u64) -> u64 {
@@ -87,9 +96,10 @@ impl Services for Fake {
         if self.fault_store {
             return Err(Errno::EFAULT);
         }
+        let caller = if self.h2c { PRODUCED } else { CONSUMED };
         assert!(
-            addr != CONTROL + CONSUMED && addr != CONTROL + STOP,
-            "the driver never writes the consumer's words"
+            addr != CONTROL + caller && addr != CONTROL + STOP,
+            "the driver never writes the caller's words"
         );
         self.log.push(Ev::Store(addr - CONTROL, v));
         self.words.insert(addr, v);
@@ -135,7 +145,11 @@ fn keeps_up(f: &mut Fake) {
 #[test]
 fn bad_arguments_are_refused_with_their_errno() {
     type Case = (fn(&mut abi::StreamRing), Errno);
-    let bad: [Case; 14] = [
+    let bad: [Case; 15] = [
+        (
+            |a| a.flags = abi::RING_H2C | abi::RING_DROP_OLDEST,
+            Errno::EINVAL,
+        ),
         (|a| a.flags = 1 << 7, Errno::EINVAL),
         (|a| a.pad = 1, Errno::EINVAL),
         (|a| a.reserved[1] = 1, Errno::EINVAL),
@@ -413,4 +427,137 @@ fn a_consumer_ahead_of_the_producer_changes_nothing() {
     let mut f = Fake::new(lies);
     let out = run(&mut f, &r, &CARD).unwrap();
     assert_eq!((out.produced, out.waits), (20, 0));
+}
+
+/// A caller producing three slots more on every transfer and nap of the driver, up to 11.
+fn produces_three(f: &mut Fake) {
+    let p = f.word(PRODUCED);
+    f.set(PRODUCED, (p + 3).min(11));
+}
+
+#[test]
+fn emptying_moves_what_the_caller_produced_in_chains_that_never_wrap() {
+    let r = ring(|a| {
+        a.flags = abi::RING_H2C;
+        a.total = 11;
+        a.chain_slots = 4;
+    });
+    assert_eq!(r.way, Way::Empty);
+    let mut f = Fake::emptying(produces_three);
+    f.set(PRODUCED, 3);
+    let out = run(&mut f, &r, &CARD).unwrap();
+    assert_eq!((out.produced, f.word(CONSUMED)), (11, 11));
+    // What the caller had produced when each chain was planned bounds it; a chain never wraps the ring.
+    let k = 4096;
+    let got: Vec<(Option<Host>, u64)> = f.chains().iter().map(|c| (c.src, c.len)).collect();
+    assert_eq!(
+        got,
+        [
+            (Some(Host::User(RING)), 3 * k),
+            (Some(Host::User(RING + 3 * k)), 3 * k),
+            (Some(Host::User(RING + 6 * k)), 2 * k),
+            (Some(Host::User(RING)), 3 * k),
+        ]
+    );
+    for c in f.chains() {
+        assert_eq!(
+            c.work,
+            gate::Work::OneWay {
+                dir: Dir::H2c,
+                fpga: crate::stream::WINDOW_AXI_ADDR
+            }
+        );
+        assert!(c.dst.is_none() && !c.uses_ram());
+    }
+    // `writing` before each chain, `consumed` after it; the caller's `produced` never written.
+    let mut expect = std::vec![
+        Ev::Store(WRITING, 0),
+        Ev::Store(CONSUMED, 0),
+        Ev::Store(WAITS, 0)
+    ];
+    let mut consumed = 0;
+    for (c, n) in f.chains().into_iter().zip([3, 3, 2, 3]) {
+        expect.push(Ev::Store(WRITING, consumed + n));
+        expect.push(Ev::Transfer(c));
+        consumed += n;
+        expect.push(Ev::Store(CONSUMED, consumed));
+    }
+    assert_eq!(f.log, expect);
+}
+
+#[test]
+fn emptying_waits_for_the_caller_and_counts_each_wait_once() {
+    // Produces one slot on every second nap.
+    fn slow(f: &mut Fake) {
+        let naps = f.log.iter().filter(|e| matches!(e, Ev::Sleep(_))).count();
+        if naps % 2 == 0 && matches!(f.log.last(), Some(Ev::Sleep(_))) {
+            let p = f.word(PRODUCED);
+            f.set(PRODUCED, p + 1);
+        }
+    }
+    let r = ring(|a| {
+        a.flags = abi::RING_H2C;
+        a.total = 5;
+    });
+    let mut f = Fake::emptying(slow);
+    let out = run(&mut f, &r, &CARD).unwrap();
+    assert_eq!((out.produced, out.chains, out.waits), (5, 5, 5));
+    let naps: Vec<u32> = f
+        .log
+        .iter()
+        .filter_map(|e| match e {
+            Ev::Sleep(us) => Some(*us),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        naps,
+        [20, 40, 20, 40, 20, 40, 20, 40, 20, 40],
+        "a new episode starts short"
+    );
+}
+
+#[test]
+fn emptying_takes_a_producer_ahead_by_more_than_a_ring_as_a_ring_ahead() {
+    fn lies(f: &mut Fake) {
+        f.set(PRODUCED, u64::MAX);
+    }
+    let r = ring(|a| {
+        a.flags = abi::RING_H2C;
+        a.total = 20;
+        a.chain_slots = 8;
+    });
+    let mut f = Fake::emptying(lies);
+    f.set(PRODUCED, u64::MAX);
+    let out = run(&mut f, &r, &CARD).unwrap();
+    assert_eq!((out.produced, out.chains), (20, 3));
+    assert!(f.chains().iter().all(|c| c.len <= 8 * 4096));
+}
+
+#[test]
+fn emptying_a_surface_names_its_slot_by_offset_and_stops_when_asked() {
+    fn stops_after_one(f: &mut Fake) {
+        if f.transfers == 1 {
+            f.set(STOP, 1);
+        }
+    }
+    let r = ring(|a| {
+        a.flags = abi::RING_H2C | abi::RING_CUDA;
+        a.ring = 9;
+        a.total = 0;
+        a.chain_slots = 2;
+    });
+    let mut f = Fake::emptying(stops_after_one);
+    f.set(PRODUCED, 5);
+    let out = run(&mut f, &r, &CARD).unwrap();
+    assert_eq!((out.produced, out.chains), (2, 1));
+    let c = f.chains()[0];
+    assert_eq!(
+        (c.src, c.surface_at, c.len),
+        (Some(Host::Cuda(9)), 0, 2 * 4096)
+    );
+    let mut f = Fake::emptying(nothing);
+    f.set(PRODUCED, 5);
+    f.interrupted = true;
+    assert_eq!(run(&mut f, &r, &CARD), Err(Errno::EINTR));
 }
