@@ -28,6 +28,8 @@ usage: gdr-guest-tests suite [--filter SUBSTR[,SUBSTR...]] [--seed N] [--extende
        gdr-guest-tests bench [--iterations N] [--seed N] [--dev PATH]   (ioctl times, registration cache on vs off)
        gdr-guest-tests perf [--sizes 4K,64K,1M,16M] [--ops h2c,c2h,h2c2h] [--volume BYTES] [--seed N] [--dev PATH] [--rpc PATH]
                             (the performance report: model timing mode, gdr vs the reference scheme)
+       gdr-guest-tests perf --ring-seconds N [--dev PATH] [--rpc PATH]
+                            (only the driver's stream ring, for N modeled seconds, every record checked)
        gdr-guest-tests rpc JSON [--rpc PATH]   (one model control request, e.g. '{\"cmd\":\"state\"}')
   --dev PATH   device node (default /dev/picoevb0)
   --rpc PATH   serial port to the harness's model relay (default /dev/ttyS1)";
@@ -90,6 +92,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
     let mut rpc_path = rpc::DEFAULT_TTY.to_string();
     let (mut sizes, mut volume) = (vec![4 << 10, 64 << 10, 1 << 20, 16 << 20], 2u64 << 20);
     let mut ops = Op::ALL.to_vec();
+    let mut ring_seconds = None;
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--seed" => seed = Some(parse_num(&flag, it.next())?),
@@ -105,6 +108,12 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             "--sizes" => sizes = parse_sizes(&it.next().ok_or("--sizes needs a value")?)?,
             "--ops" => ops = parse_ops(&it.next().ok_or("--ops needs a value")?)?,
             "--volume" => volume = parse_size(&it.next().ok_or("--volume needs a value")?)?,
+            "--ring-seconds" => {
+                ring_seconds = Some(parse_num(&flag, it.next())?)
+                    .filter(|m| (1..=36_000).contains(m))
+                    .map(Some)
+                    .ok_or("--ring-seconds must be 1..36000")?;
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(0);
@@ -166,6 +175,7 @@ fn run(args: Vec<String>) -> Result<i32, String> {
             sizes,
             ops,
             volume,
+            ring_seconds,
         })),
         "rpc" => {
             let req = request.unwrap_or_default();

@@ -201,7 +201,9 @@ fn consume(
     // The source was cleared before it was enabled: its first record is number 0, so a slot lapped before
     // the first read counts as missing too.
     let mut next_seq: u32 = 0;
-    let deadline = Instant::now() + Duration::from_secs(600);
+    // How long the consumer waits for the producer's next slot: 600 s from the last slot read (a long soak
+    // runs for hours).
+    let mut deadline = Instant::now() + Duration::from_secs(600);
     let mut stall = s.stall;
     while c.consumed() < s.total {
         if stall.is_some_and(|after| seen.slots >= after) {
@@ -238,6 +240,9 @@ fn consume(
             continue;
         }
         seen.slots += 1;
+        if seen.slots.is_multiple_of(4096) {
+            deadline = Instant::now() + Duration::from_secs(600);
+        }
         // SAFETY: a u64 slice viewed as its bytes.
         let bytes = unsafe { std::slice::from_raw_parts(copy.as_ptr().cast::<u8>(), s.slot_bytes) };
         for r in bytes.chunks(s.record_bytes as usize) {
