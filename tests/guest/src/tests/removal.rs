@@ -269,29 +269,17 @@ fn mid_stream_ring(ctx: &mut Ctx) -> TestResult {
         "mmap",
         crate::dev::Mapping::new(8 * 4096, libc::PROT_READ | libc::PROT_WRITE),
     )?;
+    super::stream::quiet_sigusr1()?;
     let control = picoevb_logic::stream_ring::SharedControl::default();
-    let (addr, busy_ref, control_ref) = (ring.addr(), &busy, &control);
+    let me = AtomicU64::new(0);
+    let addr = ring.addr();
     let outcome = thread::scope(|s| {
-        let worker = s.spawn(move || {
-            let mut a = picoevb_abi::StreamRing {
-                ring: addr,
-                control: std::ptr::from_ref(control_ref) as u64,
-                slot_bytes: 4096,
-                slots: 8,
-                chain_slots: 2,
-                flags: picoevb_abi::RING_DROP_OLDEST,
-                ..Default::default()
-            };
-            // SAFETY: the ring and the control block outlive this scope and are read only through atomics.
-            unsafe { busy_ref.stream_ring_raw(&mut a) }.map(|()| a)
-        });
-        let going = wait_for("ring progress", Duration::from_secs(30), || {
-            control.produced.load(Ordering::Acquire) >= 32
-        });
+        let worker = super::stream::endless_ring(s, &busy, addr, 0, &control, &me);
+        // Without progress the ring is ended (stop word, SIGUSR1) and the test fails.
+        let going = super::stream::produced(&control, &me, 32);
         let removed = if going.is_ok() {
             remove_all(&sysfs)
         } else {
-            control.stop.store(1, Ordering::Release);
             Ok(())
         };
         let r = worker

@@ -515,7 +515,7 @@ fn ring_into_the_checker_counts_every_record(ctx: &mut Ctx) -> TestResult {
 /// The driver's ring of 8 slots over `ring` (a user address, or a handle with `RING_CUDA` in `flags`),
 /// drop-oldest, until stopped, run on a thread of `scope`; `control` as the driver fills it. The thread
 /// stores its `pthread_self` in `me` before the call.
-fn endless_ring<'s>(
+pub(super) fn endless_ring<'s>(
     scope: &'s std::thread::Scope<'s, '_>,
     dev: &'s Device,
     ring: u64,
@@ -563,7 +563,7 @@ fn join_ring(
 extern "C" fn nothing(_: libc::c_int) {}
 
 /// SIGUSR1 does nothing but interrupt: a handler without SA_RESTART, so a ring's ioctl returns EINTR.
-fn quiet_sigusr1() -> TestResult {
+pub(super) fn quiet_sigusr1() -> TestResult {
     // SAFETY: installs a handler that does nothing; the struct is fully initialised (zeroed, then set).
     let rc = unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -577,7 +577,11 @@ fn quiet_sigusr1() -> TestResult {
 
 /// Waits until the driver's ring published `n` slots; if it does not, ends it (the stop word and SIGUSR1)
 /// so that the scope's join does not wait for ever.
-fn produced(control: &SharedControl, me: &std::sync::atomic::AtomicU64, n: u64) -> TestResult {
+pub(super) fn produced(
+    control: &SharedControl,
+    me: &std::sync::atomic::AtomicU64,
+    n: u64,
+) -> TestResult {
     wait_for("ring progress", Duration::from_secs(30), || {
         control.produced.load(Ordering::Acquire) >= n
     })
