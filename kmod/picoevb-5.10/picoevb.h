@@ -132,6 +132,12 @@ int pevb_user_prefault(u64 uaddr, u64 len, bool write);
 int pevb_user_load_u64(u64 uaddr, u64 *v);
 int pevb_user_store_u64(u64 uaddr, u64 v);
 
+/* ring_wake.c (the 6.18 module's): a stream ring's eventfd */
+struct eventfd_ctx;
+int pevb_eventfd_get(int fd, struct eventfd_ctx **ctx);
+void pevb_eventfd_signal(struct eventfd_ctx *ctx);
+void pevb_eventfd_put(struct eventfd_ctx *ctx);
+
 /* regcache.c */
 struct pevb_cache;
 int pevb_cache_open(struct pevb_card *card, struct pevb_cache **out);

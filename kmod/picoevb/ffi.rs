@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Declarations of the C helpers in `helpers.c`, `cpin.c`, `node.c`, `pin.c`, `prefault.c` and `p2p.c`.
+//! Declarations of the C helpers in `helpers.c`, `cpin.c`, `node.c`, `pin.c`, `prefault.c`, `ring_wake.c`
+//! and `p2p.c`.
 
 use kernel::bindings;
 use kernel::ffi::{c_int, c_long, c_uint, c_void};
@@ -107,6 +108,11 @@ extern "C" {
     pub(crate) fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
     pub(crate) fn pevb_user_load_u64(uaddr: u64, v: *mut u64) -> c_int;
     pub(crate) fn pevb_user_store_u64(uaddr: u64, v: u64) -> c_int;
+
+    // ring_wake.c: a stream ring's eventfd.
+    pub(crate) fn pevb_eventfd_get(fd: c_int, ctx: *mut *mut bindings::eventfd_ctx) -> c_int;
+    pub(crate) fn pevb_eventfd_signal(ctx: *mut bindings::eventfd_ctx);
+    pub(crate) fn pevb_eventfd_put(ctx: *mut bindings::eventfd_ctx);
 
     // node.c: the cards' character devices.
     pub(crate) fn pevb_nodes_init() -> c_int;

@@ -15,6 +15,7 @@ use crate::port::Active;
 use crate::ram::RamUse;
 use crate::ram_owner::{self, Member};
 use crate::regcache::{self, HostPin, RegCache};
+use crate::ring_wake::RingEventfd;
 use crate::segments::Cursor;
 use crate::stream_ctl;
 use crate::PicoevbDriver;
@@ -299,6 +300,10 @@ impl ioctl::Services for Call<'_> {
     }
     fn sleep_us(&mut self, us: u32) {
         kernel::time::delay::fsleep(kernel::time::Delta::from_micros(i64::from(us)));
+    }
+    type Eventfd = RingEventfd;
+    fn eventfd(&mut self, fd: i32) -> Result<RingEventfd, Errno> {
+        RingEventfd::get(fd)
     }
 }
 

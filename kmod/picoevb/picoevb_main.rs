@@ -130,6 +130,7 @@ mod pin;
 mod port;
 mod ram;
 mod regcache;
+mod ring_wake;
 
 use card::Card;
 use file::PicoevbFile;

@@ -295,13 +295,17 @@ impl Device {
 
     /// Starts the driver filling a ring of `config`'s shape from the card's stream source (IOC_STREAM_RING:
     /// ABI 1.6 and `CAP_STREAM`; a driver without it fails the first read with ENOTTY, a design without
-    /// the block with EOPNOTSUPP). The source's settings are [`Self::stream_control`]'s. See [`Ring`].
+    /// the block with EOPNOTSUPP). The source's settings are [`Self::stream_control`]'s. With a driver of
+    /// ABI 1.7 or later the reader sleeps on the ring's eventfd. See [`Ring`].
     pub fn stream_ring(&self, config: RingConfig) -> Result<Ring, Error> {
+        let wake = self.abi_info().is_ok_and(|i| {
+            abi::abi_major(i.abi_version) == 1 && i.abi_version & 0xffff >= abi::ABI_EVENTFD_MINOR
+        });
         let fd = self.fd.try_clone().map_err(|e| Error::Os {
             op: "dup",
             errno: e.raw_os_error().unwrap_or(0),
         })?;
-        Ring::start(fd, config)
+        Ring::start(fd, config, wake)
     }
 
     /// Controls and reads the card's stream block (IOC_STREAM): its source's settings and counters, its

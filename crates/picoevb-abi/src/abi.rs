@@ -182,8 +182,10 @@ const _: () = {
 
 /// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
 /// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST, 1.4 IOC_IMPORT_DMABUF,
-/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags, 1.6 IOC_STREAM_RING.
-pub const ABI_VERSION: u32 = 1 << 16 | 6;
+/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags, 1.6 IOC_STREAM_RING, 1.7 its [`RING_EVENTFD`].
+pub const ABI_VERSION: u32 = 1 << 16 | 7;
+/// The minor version (of major 1) from which IOC_STREAM_RING takes [`RING_EVENTFD`].
+pub const ABI_EVENTFD_MINOR: u32 = 7;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16
@@ -453,8 +455,14 @@ pub const RING_DROP_OLDEST: u32 = 1 << 1;
 /// the driver moves them in chains and stores `consumed` once a chain's bytes were read, and the caller
 /// waits for it before it writes a slot again. Not with [`RING_DROP_OLDEST`].
 pub const RING_H2C: u32 = 1 << 2;
+/// [`StreamRing::flags`] (gdr 1.7): `eventfd` is an eventfd the driver signals (adds 1 to) each time it
+/// publishes progress, after the store (`produced` filling, `consumed` emptying), and once more when the
+/// ring ends, however it ends: the other side may sleep on it (read, poll, epoll) instead of polling the
+/// counters. Held from the call's start to its end; a bad descriptor is EBADF, one that is not an eventfd
+/// EINVAL, before anything is written.
+pub const RING_EVENTFD: u32 = 1 << 3;
 /// Every [`StreamRing::flags`] bit.
-pub const RING_FLAGS: u32 = RING_CUDA | RING_DROP_OLDEST | RING_H2C;
+pub const RING_FLAGS: u32 = RING_CUDA | RING_DROP_OLDEST | RING_H2C | RING_EVENTFD;
 
 /// The words a ring's producer and consumer share, in the caller's memory at [`StreamRing::control`]
 /// (8-byte aligned, outside the ring). Counters are in slots since the start and never wrap; slot `n` lives
@@ -500,8 +508,8 @@ pub struct StreamRing {
     pub chain_slots: u32,
     /// In: `RING_*` flags.
     pub flags: u32,
-    /// Reserved: zero.
-    pub pad: u32,
+    /// In: with [`RING_EVENTFD`], the eventfd the driver signals (a file descriptor); zero without.
+    pub eventfd: i32,
     /// Out (on success): slots filled (or emptied).
     pub produced: u64,
     /// Out (on success): chains run.
@@ -513,8 +521,8 @@ pub struct StreamRing {
 }
 
 /// Runs a stream ring (only with [`CAP_STREAM`]; EOPNOTSUPP without). Bad flags, sizes or counts,
-/// a ring that does not fit, a control block that is misaligned or inside a host ring, nonzero `pad` or
-/// `reserved`: EINVAL, nothing written; a ring or control block beyond user space: EFAULT.
+/// a ring that does not fit, a control block that is misaligned or inside a host ring, a nonzero `eventfd`
+/// without [`RING_EVENTFD`] or nonzero `reserved`: EINVAL, nothing written; a ring or control block beyond user space: EFAULT.
 pub const IOC_STREAM_RING: u32 = iowr(0x46, core::mem::size_of::<StreamRing>());
 
 const _: () = {

@@ -108,26 +108,45 @@ pub trait Services {
     fn interrupted(&self) -> bool;
     /// Sleeps about `us` microseconds (the caller holds nothing).
     fn sleep_us(&mut self, us: u32);
+    /// An eventfd the caller names.
+    type Eventfd: Eventfd;
+    /// The caller's eventfd `fd`, held until the value drops (EBADF: no such descriptor; EINVAL: not an
+    /// eventfd).
+    fn eventfd(&mut self, fd: i32) -> Result<Self::Eventfd, Errno>;
 }
 
-/// The services a stream ring runs on (`stream_ring_run`): the ioctl's own.
-struct OnRing<'a, S>(&'a mut S);
+/// A held eventfd; dropping it lets go of it.
+pub trait Eventfd {
+    /// Adds 1 to its count, waking its readers.
+    fn signal(&self);
+}
+
+/// The services a stream ring runs on (`stream_ring_run`): the ioctl's own, and the ring's eventfd.
+struct OnRing<'a, S: Services> {
+    s: &'a mut S,
+    eventfd: Option<S::Eventfd>,
+}
 
 impl<S: Services> stream_ring_run::Services for OnRing<'_, S> {
     fn transfer(&mut self, req: &gate::Request) -> Result<u64, Errno> {
-        self.0.transfer(req)
+        self.s.transfer(req)
     }
     fn load(&mut self, addr: u64) -> Result<u64, Errno> {
-        self.0.load_user(addr)
+        self.s.load_user(addr)
     }
     fn store(&mut self, addr: u64, v: u64) -> Result<(), Errno> {
-        self.0.store_user(addr, v)
+        self.s.store_user(addr, v)
     }
     fn interrupted(&self) -> bool {
-        self.0.interrupted()
+        self.s.interrupted()
     }
     fn sleep_us(&mut self, us: u32) {
-        self.0.sleep_us(us)
+        self.s.sleep_us(us)
+    }
+    fn wake(&mut self) {
+        if let Some(e) = &self.eventfd {
+            e.signal();
+        }
     }
 }
 
@@ -263,7 +282,8 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
                     return Err(Errno::EINVAL);
                 }
             }
-            let out = stream_ring_run::run(&mut OnRing(s), &ring, &limits(&facts))?;
+            let eventfd = ring.eventfd.map(|fd| s.eventfd(fd)).transpose()?;
+            let out = stream_ring_run::run(&mut OnRing { s, eventfd }, &ring, &limits(&facts))?;
             (a.produced, a.chains, a.waits) = (out.produced, out.chains, out.waits);
             write(s, arg, &a)
         }
@@ -417,7 +437,7 @@ args! {
         sink_good, sink_gaps, sink_lost, sink_crc_errors, sink_bad_length, sink_expect, reserved
     }
     StreamRing {
-        ring, control, slot_bytes, total, slots, chain_slots, flags, pad, produced, chains, waits, reserved
+        ring, control, slot_bytes, total, slots, chain_slots, flags, eventfd, produced, chains, waits, reserved
     }
 }
 

@@ -4,6 +4,8 @@
 
 extern crate std;
 use super::*;
+use core::cell::Cell;
+use std::rc::Rc;
 use std::vec::Vec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +28,7 @@ enum Ev {
     SurfaceLen(u32),
     Load,
     Store,
+    Eventfd(i32),
 }
 
 impl Ev {
@@ -54,6 +57,26 @@ struct Fake {
     identity: Option<(u32, u32)>,
     /// How often `features` was asked (it takes a reference to the provider on a real build).
     features_asked: core::cell::Cell<u32>,
+    /// The eventfds held now and their signals so far.
+    eventfd: Rc<Cell<(u32, u32)>>,
+}
+
+/// An eventfd of the fake: counts its signals and whether it is still held.
+struct FakeEventfd(Rc<Cell<(u32, u32)>>);
+
+impl Eventfd for FakeEventfd {
+    fn signal(&self) {
+        let (held, signals) = self.0.get();
+        assert!(held > 0);
+        self.0.set((held, signals + 1));
+    }
+}
+
+impl Drop for FakeEventfd {
+    fn drop(&mut self) {
+        let (held, signals) = self.0.get();
+        self.0.set((held - 1, signals));
+    }
 }
 
 impl Fake {
@@ -81,6 +104,7 @@ impl Fake {
             vanished: false,
             identity: Some((0x0102_0003, 0xabcd)),
             features_asked: core::cell::Cell::new(0),
+            eventfd: Rc::new(Cell::new((0, 0))),
         }
     }
 
@@ -217,6 +241,14 @@ impl Services for Fake {
     fn sleep_us(&mut self, _us: u32) {
         panic!("a ring with room never waits");
     }
+    type Eventfd = FakeEventfd;
+    fn eventfd(&mut self, fd: i32) -> Result<FakeEventfd, Errno> {
+        assert!(!self.held, "an eventfd looked up while holding the card");
+        self.step(Ev::Eventfd(fd), false)?;
+        let (held, signals) = self.eventfd.get();
+        self.eventfd.set((held + 1, signals));
+        Ok(FakeEventfd(self.eventfd.clone()))
+    }
 }
 
 /// A stream ring's control block.
@@ -318,6 +350,14 @@ fn commands() -> Vec<(u32, usize, Vec<u8>)> {
             bytes(&ring(abi::RING_CUDA, HANDLE.into()))
         ),
         (
+            abi::IOC_STREAM_RING,
+            ARG,
+            bytes(&abi::StreamRing {
+                eventfd: 9,
+                ..ring(abi::RING_EVENTFD, host)
+            })
+        ),
+        (
             abi::IOC_RAM_OWNER,
             ARG,
             bytes(&abi::RamOwner {
@@ -355,6 +395,11 @@ fn every_command_with_every_failure_keeps_the_hold_balanced_and_leaves_no_unknow
                 !f.held,
                 "{cmd:#x}: failure {fail_at} left the card held: {:?}",
                 f.log
+            );
+            assert_eq!(
+                f.eventfd.get().0,
+                0,
+                "{cmd:#x}: failure {fail_at} kept an eventfd"
             );
             // The call that failed, and whether a surface was made before it (then only the write-back
             // can have failed, and the caller never learnt the handle).
@@ -682,4 +727,34 @@ fn arguments_move_as_c_lays_them_out() {
         reserved: [3, 4, 5],
     };
     assert_eq!(bytes(&r), image(&r));
+}
+
+#[test]
+fn a_ring_holds_its_eventfd_for_the_call_and_signals_each_chain_and_its_end() {
+    let a = abi::StreamRing {
+        eventfd: 9,
+        total: 8,
+        chain_slots: 2,
+        ..ring(abi::RING_EVENTFD | abi::RING_DROP_OLDEST, 0x7000_0000)
+    };
+    let mut f = Fake::new(&bytes(&a));
+    run(&mut f, abi::IOC_STREAM_RING, ARG).unwrap();
+    // Looked up after the argument's checks, before the ring's first word is written.
+    assert_eq!(&f.log[..3], [Ev::CopyIn, Ev::Eventfd(9), Ev::Store]);
+    assert_eq!(f.eventfd.get(), (0, 5), "4 chains and the end; let go of");
+    // Refused arguments never look one up; without the flag none is.
+    for (flags, fd) in [
+        (abi::RING_EVENTFD | abi::RING_H2C | abi::RING_DROP_OLDEST, 9),
+        (0, 9),
+    ] {
+        let mut f = Fake::new(&bytes(&abi::StreamRing {
+            eventfd: fd,
+            ..ring(flags, 0x7000_0000)
+        }));
+        assert_eq!(run(&mut f, abi::IOC_STREAM_RING, ARG), Err(Errno::EINVAL));
+        assert_eq!(f.log, [Ev::CopyIn]);
+    }
+    let mut f = Fake::new(&bytes(&ring(0, 0x7000_0000)));
+    run(&mut f, abi::IOC_STREAM_RING, ARG).unwrap();
+    assert!(!f.log.iter().any(|e| matches!(e, Ev::Eventfd(_))));
 }

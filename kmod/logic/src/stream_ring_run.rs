@@ -23,6 +23,11 @@
 //!
 //! Each word is moved by one aligned 64-bit user access ([`Services::load`], [`Services::store`]), never
 //! by a byte copy, so the consumer never sees a torn counter.
+//!
+//! A side that would rather sleep than poll names an eventfd (`RING_EVENTFD`): [`Services::wake`] after
+//! every store that lets it go on (`produced` filling, `consumed` emptying) and once when the ring ends,
+//! whatever ended it, so a sleeper always learns of the end. Never while the driver only waits: a full
+//! (or empty) ring wakes nobody.
 
 use core::sync::atomic::{self, Ordering};
 
@@ -52,6 +57,8 @@ pub trait Services {
     fn interrupted(&self) -> bool;
     /// Sleeps about `us` microseconds, holding nothing.
     fn sleep_us(&mut self, us: u32);
+    /// Wakes the other side if it sleeps on the ring's eventfd (none: nothing).
+    fn wake(&mut self);
 }
 
 /// Where the ring lies.
@@ -86,6 +93,8 @@ pub struct Ring {
     /// Slots to fill or empty; `u64::MAX` for "until stopped".
     pub total: u64,
     pub policy: Policy,
+    /// The eventfd to signal (`RING_EVENTFD`), a descriptor of the caller's.
+    pub eventfd: Option<i32>,
 }
 
 impl Ring {
@@ -115,9 +124,16 @@ const CONTROL_BYTES: u64 = size_of::<abi::RingControl>() as u64;
 /// Checks IOC_STREAM_RING's argument; nothing is touched before it passes. A surface ring's size is
 /// checked against the surface by [`run`]'s caller, which knows it.
 pub fn check(a: &abi::StreamRing) -> Result<Ring, Errno> {
-    if a.flags & !abi::RING_FLAGS != 0 || a.pad != 0 || a.reserved != [0; 2] {
+    if a.flags & !abi::RING_FLAGS != 0 || a.reserved != [0; 2] {
         return Err(Errno::EINVAL);
     }
+    let eventfd = if a.flags & abi::RING_EVENTFD != 0 {
+        Some(a.eventfd)
+    } else if a.eventfd != 0 {
+        return Err(Errno::EINVAL);
+    } else {
+        None
+    };
     let way = if a.flags & abi::RING_H2C != 0 {
         Way::Empty
     } else {
@@ -180,6 +196,7 @@ pub fn check(a: &abi::StreamRing) -> Result<Ring, Errno> {
         } else {
             Policy::BackPressure
         },
+        eventfd,
     })
 }
 
@@ -225,12 +242,14 @@ fn chain(r: &Ring, first: u64, count: u64, card: &request::Card) -> Result<gate:
 }
 
 /// Runs ring `r` on a card that has the stream block (`card`) until it is done, stopped, interrupted or
-/// a chain fails.
+/// a chain fails; then wakes a sleeper, which finds the ring's end.
 pub fn run(s: &mut impl Services, r: &Ring, card: &request::Card) -> Result<Outcome, Errno> {
-    match r.way {
+    let out = match r.way {
         Way::Fill => fill(s, r, card),
         Way::Empty => empty(s, r, card),
-    }
+    };
+    s.wake();
+    out
 }
 
 /// Stop asked for (Ok(true)) or a signal pending (EINTR): checked at every chain boundary and nap.
@@ -302,6 +321,7 @@ fn fill(s: &mut impl Services, r: &Ring, card: &request::Card) -> Result<Outcome
                 atomic::fence(Ordering::Release);
                 out.produced = p.filled(count);
                 s.store(r.control + PRODUCED, out.produced)?;
+                s.wake();
                 out.chains += 1;
             }
         }
@@ -343,6 +363,7 @@ fn empty(s: &mut impl Services, r: &Ring, card: &request::Card) -> Result<Outcom
         atomic::fence(Ordering::Release);
         out.produced = first + count;
         s.store(r.control + CONSUMED, out.produced)?;
+        s.wake();
         out.chains += 1;
     }
     Ok(out)

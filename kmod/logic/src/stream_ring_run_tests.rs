@@ -18,6 +18,7 @@ enum Ev {
     Store(u64, u64),
     Transfer(gate::Request),
     Sleep(u32),
+    Wake,
 }
 
 /// The caller: its control words, and a consumer that runs on every transfer and sleep (`step`).
@@ -113,6 +114,9 @@ impl Services for Fake {
         self.log.push(Ev::Sleep(us));
         (self.step)(self);
     }
+    fn wake(&mut self) {
+        self.log.push(Ev::Wake);
+    }
 }
 
 fn arg() -> abi::StreamRing {
@@ -142,6 +146,14 @@ fn keeps_up(f: &mut Fake) {
     f.set(CONSUMED, p);
 }
 
+/// A consumer that stalls for 10 naps, then releases everything.
+fn stall(f: &mut Fake) {
+    let naps = f.log.iter().filter(|e| matches!(e, Ev::Sleep(_))).count();
+    if naps >= 10 {
+        keeps_up(f);
+    }
+}
+
 #[test]
 fn bad_arguments_are_refused_with_their_errno() {
     type Case = (fn(&mut abi::StreamRing), Errno);
@@ -151,7 +163,7 @@ fn bad_arguments_are_refused_with_their_errno() {
             Errno::EINVAL,
         ),
         (|a| a.flags = 1 << 7, Errno::EINVAL),
-        (|a| a.pad = 1, Errno::EINVAL),
+        (|a| a.eventfd = 1, Errno::EINVAL),
         (|a| a.reserved[1] = 1, Errno::EINVAL),
         (|a| a.slots = 1, Errno::EINVAL),
         (|a| a.slot_bytes = 0, Errno::EINVAL),
@@ -199,7 +211,18 @@ fn chain_length_defaults_to_half_the_ring_and_is_bounded() {
     });
     assert_eq!(big.chain, 4, "256 MiB, the longest transfer");
     let r = ring(|a| a.total = 0);
-    assert_eq!((r.total, r.policy), (u64::MAX, Policy::BackPressure));
+    assert_eq!(
+        (r.total, r.policy, r.eventfd),
+        (u64::MAX, Policy::BackPressure, None)
+    );
+    // The eventfd is the caller's to name: any descriptor, the kernel judges it.
+    for fd in [0, 7, -1] {
+        let r = ring(|a| {
+            a.flags = abi::RING_EVENTFD;
+            a.eventfd = fd;
+        });
+        assert_eq!(r.eventfd, Some(fd));
+    }
     let r = ring(|a| a.flags = abi::RING_DROP_OLDEST | abi::RING_CUDA);
     assert_eq!(
         (r.memory, r.policy),
@@ -249,7 +272,8 @@ fn fills_the_total_in_chains_that_never_wrap_publishing_around_each() {
             "a stream transfer leaves the card RAM to its owner"
         );
     }
-    // Counters start at 0; `writing` before each chain, `produced` after it.
+    // Counters start at 0; `writing` before each chain, `produced` after it, then a wake-up; one more at
+    // the end.
     let mut expect = std::vec![
         Ev::Store(WRITING, 0),
         Ev::Store(PRODUCED, 0),
@@ -261,7 +285,9 @@ fn fills_the_total_in_chains_that_never_wrap_publishing_around_each() {
         expect.push(Ev::Transfer(c));
         produced += n;
         expect.push(Ev::Store(PRODUCED, produced));
+        expect.push(Ev::Wake);
     }
+    expect.push(Ev::Wake);
     assert_eq!(f.log, expect);
 }
 
@@ -336,13 +362,6 @@ fn back_pressure_waits_for_the_consumer_and_never_overwrites_what_it_holds() {
 
 #[test]
 fn a_stalled_consumer_costs_naps_that_grow_to_the_longest() {
-    // Stalls for 10 naps, then releases everything.
-    fn stall(f: &mut Fake) {
-        let naps = f.log.iter().filter(|e| matches!(e, Ev::Sleep(_))).count();
-        if naps >= 10 {
-            keeps_up(f);
-        }
-    }
     let r = ring(|a| a.total = 16);
     let mut f = Fake::new(stall);
     let out = run(&mut f, &r, &CARD).unwrap();
@@ -469,7 +488,8 @@ fn emptying_moves_what_the_caller_produced_in_chains_that_never_wrap() {
         );
         assert!(c.dst.is_none() && !c.uses_ram());
     }
-    // `writing` before each chain, `consumed` after it; the caller's `produced` never written.
+    // `writing` before each chain, `consumed` after it, then a wake-up; the caller's `produced` never
+    // written.
     let mut expect = std::vec![
         Ev::Store(WRITING, 0),
         Ev::Store(CONSUMED, 0),
@@ -481,7 +501,9 @@ fn emptying_moves_what_the_caller_produced_in_chains_that_never_wrap() {
         expect.push(Ev::Transfer(c));
         consumed += n;
         expect.push(Ev::Store(CONSUMED, consumed));
+        expect.push(Ev::Wake);
     }
+    expect.push(Ev::Wake);
     assert_eq!(f.log, expect);
 }
 
@@ -502,6 +524,8 @@ fn emptying_waits_for_the_caller_and_counts_each_wait_once() {
     let mut f = Fake::emptying(slow);
     let out = run(&mut f, &r, &CARD).unwrap();
     assert_eq!((out.produced, out.chains, out.waits), (5, 5, 5));
+    // A sleeping caller is woken when slots were freed (5 chains) and at the end, never for a nap.
+    assert_eq!(f.log.iter().filter(|e| **e == Ev::Wake).count(), 6);
     let naps: Vec<u32> = f
         .log
         .iter()
@@ -560,4 +584,36 @@ fn emptying_a_surface_names_its_slot_by_offset_and_stops_when_asked() {
     f.set(PRODUCED, 5);
     f.interrupted = true;
     assert_eq!(run(&mut f, &r, &CARD), Err(Errno::EINTR));
+}
+
+#[test]
+fn a_sleeper_is_woken_after_each_publication_and_at_every_end_never_while_the_driver_waits() {
+    fn wakes(f: &Fake) -> usize {
+        f.log.iter().filter(|e| **e == Ev::Wake).count()
+    }
+    // A stalled back-pressure consumer: many naps, one wake-up per chain and one at the end.
+    let r = ring(|a| a.total = 16);
+    let mut f = Fake::new(stall);
+    let out = run(&mut f, &r, &CARD).unwrap();
+    assert_eq!((out.chains, wakes(&f)), (8, 9));
+    // Each wake-up follows the store it announces, and a nap is never followed by one.
+    for w in f.log.windows(2) {
+        if w[1] == Ev::Wake {
+            assert!(matches!(w[0], Ev::Store(PRODUCED, _) | Ev::Wake), "{w:?}");
+        }
+    }
+    // Every error still ends with one: a signal, a failed chain, a fault.
+    let r = ring(|a| a.total = 0);
+    let mut f = Fake::new(keeps_up);
+    f.interrupted = true;
+    assert_eq!(run(&mut f, &r, &CARD), Err(Errno::EINTR));
+    assert_eq!(f.log.last(), Some(&Ev::Wake));
+    let mut f = Fake::new(keeps_up);
+    f.fail = Some((2, Errno::ENODEV));
+    assert_eq!(run(&mut f, &r, &CARD), Err(Errno::ENODEV));
+    assert_eq!((wakes(&f), f.log.last()), (3, Some(&Ev::Wake)));
+    let mut f = Fake::new(keeps_up);
+    f.fault_store = true;
+    assert_eq!(run(&mut f, &r, &CARD), Err(Errno::EFAULT));
+    assert_eq!(f.log, [Ev::Wake]);
 }

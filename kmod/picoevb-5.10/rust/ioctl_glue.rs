@@ -36,11 +36,32 @@ extern "C" {
     fn pevb_card_begin(card: *mut c_void) -> c_int;
     fn pevb_card_end(card: *mut c_void);
     fn pevb_card_gone(card: *mut c_void) -> bool;
-    // cuda.c, prefault.c.
+    // cuda.c, prefault.c, ring_wake.c.
     fn pevb_provider_available() -> bool;
     fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
     fn pevb_user_load_u64(uaddr: u64, v: *mut u64) -> c_int;
     fn pevb_user_store_u64(uaddr: u64, v: u64) -> c_int;
+    fn pevb_eventfd_get(fd: c_int, ctx: *mut *mut c_void) -> c_int;
+    fn pevb_eventfd_signal(ctx: *mut c_void);
+    fn pevb_eventfd_put(ctx: *mut c_void);
+}
+
+/// A stream ring's eventfd (`RING_EVENTFD`): a referenced `struct eventfd_ctx`, let go of when dropped.
+struct CEventfd(*mut c_void);
+
+impl ioctl::Eventfd for CEventfd {
+    fn signal(&self) {
+        // SAFETY: the context is referenced until `drop`; eventfd_signal takes only its wait queue's lock,
+        // from process context (the ring's ioctl).
+        unsafe { pevb_eventfd_signal(self.0) }
+    }
+}
+
+impl Drop for CEventfd {
+    fn drop(&mut self) {
+        // SAFETY: the reference `pevb_eventfd_get` took, let go of once.
+        unsafe { pevb_eventfd_put(self.0) }
+    }
 }
 
 /// One ioctl on one open file.
@@ -174,6 +195,14 @@ impl Services for CFile {
     fn sleep_us(&mut self, us: u32) {
         // SAFETY: sleeps; the dispatcher holds nothing here.
         unsafe { pevb_file_sleep_us(us) }
+    }
+    type Eventfd = CEventfd;
+    fn eventfd(&mut self, fd: i32) -> Result<CEventfd, Errno> {
+        let mut ctx = core::ptr::null_mut();
+        // SAFETY: `ctx` is ours; the C looks the descriptor up in the caller's table and writes a
+        // referenced context only when it returns 0.
+        res(unsafe { pevb_eventfd_get(fd, &mut ctx) })?;
+        Ok(CEventfd(ctx))
     }
 }
 

@@ -412,6 +412,54 @@ impl Device {
     }
 }
 
+/// An eventfd (non-blocking) for a stream ring's wake-ups (`RING_EVENTFD`).
+pub struct EventFd(std::os::fd::OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: creates a descriptor, which we own from here.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        Ok(EventFd(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }))
+    }
+
+    pub fn raw(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
+    /// Sleeps until the count is nonzero (poll) or `timeout` passes; the count read (and so reset), or
+    /// None at the timeout.
+    pub fn wait(&self, timeout: std::time::Duration) -> io::Result<Option<u64>> {
+        let mut p = libc::pollfd {
+            fd: self.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one pollfd of ours.
+        match unsafe { libc::poll(&mut p, 1, ms) } {
+            0 => return Ok(None),
+            n if n < 0 => return Err(io::Error::last_os_error()),
+            _ => {}
+        }
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into `v`.
+        let n = unsafe { libc::read(self.raw(), (&raw mut v).cast(), 8) };
+        if n == 8 {
+            Ok(Some(v))
+        } else if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+            Ok(Some(0))
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
 /// An anonymous private mapping, for pointers with chosen protections (read-only, unmapped) and for memory
 /// whose mapping a test changes under the driver (madvise, MAP_FIXED, mremap, mprotect).
 pub struct Mapping {

@@ -665,6 +665,18 @@ fn worker(
                 if rng.next_u64().is_multiple_of(16) {
                     flags |= 1 << (rng.next_u64() % 32);
                 }
+                // The ring's eventfd (RING_EVENTFD): a live one of ours, none, or a descriptor that is
+                // not one (the device's own); a stray flag bit may set it with descriptor 0.
+                let wake = crate::dev::EventFd::new().ok();
+                let eventfd = match rng.next_u64() % 8 {
+                    0 => wake.as_ref().map_or(-1, |e| e.raw()),
+                    1 => -1,
+                    2 => dev.raw_fd(),
+                    _ => 0,
+                };
+                if eventfd != 0 {
+                    flags |= abi::RING_EVENTFD;
+                }
                 let mut a = abi::StreamRing {
                     ring,
                     control,
@@ -673,12 +685,17 @@ fn worker(
                     slots,
                     chain_slots: (rng.next_u64() % 5) as u32,
                     flags,
+                    eventfd,
                     ..Default::default()
                 };
                 // SAFETY: the ring and the control block are our scratch memory (no references into it are
                 // live) or invalid by construction; handles name only our own pinned surfaces.
                 let r = unsafe { dev.stream_ring_raw(&mut a) };
-                tally.record("STREAM_RING", &r, E);
+                tally.record(
+                    "STREAM_RING",
+                    &r,
+                    &[libc::EINVAL, libc::EFAULT, libc::EBADF],
+                );
             }
             _ => {
                 // Unknown ioctls: other numbers of our type and foreign types, with our scratch pointer.

@@ -3,8 +3,9 @@
 //! (`abi::RingControl`); the consumer (the calling thread) polls them with no syscall per slot, copies each
 //! slot out, checks every record (CRC, sequence) and counts the sequence numbers it never saw. The producer
 //! is the driver's own (IOC_STREAM_RING, one ioctl for the whole ring) or a thread of ours issuing one C2H
-//! per chain, over the same control block and consumer. Used by the suite's `stream::ring_*` tests and the
-//! performance report.
+//! per chain, over the same control block and consumer; the consumer polls, or (`Setup::wake`, the driver's
+//! producer only) sleeps on the ring's eventfd whenever it has caught up. Used by the suite's
+//! `stream::ring_*` tests and the performance report.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use picoevb_abi as abi;
 use picoevb_logic::stream_ring::{Consumer, Plan, Policy, Producer, SharedControl};
 use picoevb_regs::stream as regs;
 
-use crate::dev::{Device, Mapping};
+use crate::dev::{Device, EventFd, Mapping};
 
 /// Who fills the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub struct Setup {
     /// The driver's producer fills the ring through a PIN_HOST surface of it (`RING_CUDA`), not through
     /// its user address.
     pub surface: bool,
+    /// The driver's producer signals an eventfd (`RING_EVENTFD`) and the consumer sleeps on it instead of
+    /// spinning whenever it has read everything published.
+    pub wake: bool,
 }
 
 /// What the consumer saw.
@@ -65,6 +69,8 @@ pub struct Seen {
     /// Chains the producer ran, and times it found the ring full.
     pub chains: u64,
     pub waits: u64,
+    /// With `wake`: the eventfd's counts the consumer read (the driver's signals it slept through).
+    pub wakes: u64,
 }
 
 /// Runs the ring once on `dev`: the source is restarted first (`Device::stream_restart`) and disabled
@@ -82,13 +88,18 @@ pub fn run(dev: &Device, s: Setup) -> Result<Seen, String> {
     .map_err(|e| format!("mmap: {e}"))?;
     let base = ring.addr();
     let control = SharedControl::default();
+    let wake = match (s.wake, s.by) {
+        (false, _) => None,
+        (true, By::Driver) => Some(EventFd::new().map_err(|e| format!("eventfd: {e}"))?),
+        (true, By::Thread) => return Err("only the driver's producer signals an eventfd".into()),
+    };
     let mut seen = Seen::default();
     let result = std::thread::scope(|scope| {
         let producer = scope.spawn(|| match s.by {
-            By::Driver => by_driver(dev, &s, base, &control),
+            By::Driver => by_driver(dev, &s, base, &control, wake.as_ref()),
             By::Thread => by_thread(dev, &s, base, &control),
         });
-        let r = consume(&s, base, &control, &producer, &mut seen);
+        let r = consume(&s, base, &control, &producer, wake.as_ref(), &mut seen);
         control.stop.store(1, Ordering::Relaxed);
         let (chains, waits) = producer
             .join()
@@ -112,6 +123,7 @@ fn by_driver(
     s: &Setup,
     base: u64,
     control: &SharedControl,
+    wake: Option<&EventFd>,
 ) -> Result<(u64, u64), String> {
     let bytes = s.slots * s.slot_bytes as u64;
     let handle = if s.surface {
@@ -125,6 +137,10 @@ fn by_driver(
     let mut a = ring_arg(s, handle.map_or(base, u64::from), control);
     if handle.is_some() {
         a.flags |= abi::RING_CUDA;
+    }
+    if let Some(e) = wake {
+        a.flags |= abi::RING_EVENTFD;
+        a.eventfd = e.raw();
     }
     // SAFETY: the ring mapping and `control` outlive the call (the caller's scope joins this thread
     // before either goes); both are read only through raw pointers and atomics.
@@ -194,6 +210,7 @@ fn consume(
     base: u64,
     sh: &SharedControl,
     producer: &std::thread::ScopedJoinHandle<'_, Result<(u64, u64), String>>,
+    wake: Option<&EventFd>,
     seen: &mut Seen,
 ) -> Result<(), String> {
     let mut c = Consumer::new(s.slots);
@@ -222,7 +239,23 @@ fn consume(
             if Instant::now() > deadline {
                 return Err(format!("no slot for 600 s at {}", c.consumed()));
             }
-            std::hint::spin_loop();
+            match wake {
+                // Sleeps until the driver's next publication (or its end): a source on demand never
+                // pauses for seconds, so 10 s without a signal is one the driver never sent.
+                Some(e) => match e.wait(Duration::from_secs(10)) {
+                    Ok(Some(n)) => seen.wakes += n,
+                    Ok(None) if producer.is_finished() => {}
+                    Ok(None) => {
+                        return Err(format!(
+                            "asleep on the ring's eventfd for 10 s at slot {} (produced {})",
+                            c.consumed(),
+                            sh.produced.load(Ordering::Acquire)
+                        ));
+                    }
+                    Err(err) => return Err(format!("the ring's eventfd: {err}")),
+                },
+                None => std::hint::spin_loop(),
+            }
             continue;
         };
         let src = (base + slot.index * s.slot_bytes as u64) as *const u64;

@@ -713,6 +713,7 @@ fn ring_case(ctx: &mut Ctx, chain: u64, total: u64, by: crate::ring::By) -> Resu
             stall: None,
             by,
             surface: false,
+            wake: false,
         },
     )?;
     let c1 = ctx.counters()?;

@@ -15,7 +15,7 @@ use picoevb_logic::stream_ring::{Policy, SharedControl};
 use super::isolation::{Child, OWNER_EXITS, give_back, spawn_owner};
 use super::removal::wait_for;
 use super::{Ctx, Needs, Test, TestResult, ctx_err, ensure, expect_errno, test};
-use crate::dev::{Device, Mapping};
+use crate::dev::{Device, EventFd, Mapping};
 use crate::ring::{By, Setup};
 
 pub fn register(v: &mut Vec<Test>) {
@@ -59,6 +59,10 @@ pub fn register(v: &mut Vec<Test>) {
         (
             "stream::ring_bad_arguments_change_nothing",
             ring_bad_arguments_change_nothing,
+        ),
+        (
+            "stream::ring_wakes_its_sleeper_after_each_chain_and_at_its_end",
+            ring_wakes_its_sleeper_after_each_chain_and_at_its_end,
         ),
         (
             "stream::ring_on_a_surface_ends_with_the_surface",
@@ -335,8 +339,9 @@ fn bad_arguments_change_nothing(ctx: &mut Ctx) -> TestResult {
     Ok(())
 }
 
-/// The producers the ring tests run: the driver's on the ring's user address, the driver's on a PIN_HOST
-/// surface of it, and a thread of ours (one C2H per chain).
+/// The producers the ring tests run: the driver's on the ring's user address (its consumer sleeping on the
+/// ring's eventfd whenever it caught up), the driver's on a PIN_HOST surface of it, and a thread of ours
+/// (one C2H per chain); the last two with a consumer that polls.
 const PRODUCERS: [(By, bool); 3] = [(By::Driver, false), (By::Driver, true), (By::Thread, false)];
 
 fn ring_setup(policy: Policy, by: By, surface: bool) -> Setup {
@@ -351,7 +356,21 @@ fn ring_setup(policy: Policy, by: By, surface: bool) -> Setup {
         stall: Some(16),
         by,
         surface,
+        wake: by == By::Driver && !surface,
     }
+}
+
+/// A sleeping consumer's wake-ups: at least one, at most one per chain and one for the ring's end.
+fn wakes_bounded(seen: &crate::ring::Seen, by: By, surface: bool) -> TestResult {
+    if by == By::Driver && !surface {
+        ensure!(
+            (1..=seen.chains + 1).contains(&seen.wakes),
+            "{} wake-ups for {} chains: {seen:?}",
+            seen.wakes,
+            seen.chains
+        );
+    }
+    Ok(())
 }
 
 /// A ring of 8 slots of 16 records (4 KiB), drop-oldest, 256 slots in chains of 4 through the driver; the
@@ -379,6 +398,7 @@ fn ring_drop_oldest_counts_every_lost_record(ctx: &mut Ctx) -> TestResult {
         );
         ensure!(seen.ring_drops >= 232, "the stall lost too little: {at}");
         ensure!(seen.waits == 0, "drop-oldest waited: {at}");
+        wakes_bounded(&seen, by, surface)?;
     }
     Ok(())
 }
@@ -404,6 +424,7 @@ fn ring_back_pressure_loses_nothing(ctx: &mut Ctx) -> TestResult {
             seen.waits > 0,
             "the producer never waited for the stalled consumer: {at}"
         );
+        wakes_bounded(&seen, by, surface)?;
     }
     Ok(())
 }
@@ -469,13 +490,7 @@ fn ring_into_the_checker_counts_every_record(ctx: &mut Ctx) -> TestResult {
                 if n < 16 {
                     std::thread::sleep(Duration::from_micros(500));
                 }
-                let at = (n % slots) as usize * 4096;
-                for (i, rec) in ring.as_mut_slice()[at..at + 4096]
-                    .chunks_mut(RECORD as usize)
-                    .enumerate()
-                {
-                    regs::write_record(rec, (n as usize * per + i) as u32, n);
-                }
+                write_slot(&mut ring, slots, n);
                 control.produced.store(n + 1, Ordering::Release);
             }
             if wrote.is_err() {
@@ -510,6 +525,18 @@ fn ring_into_the_checker_counts_every_record(ctx: &mut Ctx) -> TestResult {
         );
     }
     off(dev)
+}
+
+/// Writes slot `n` of a ring of `slots` 4 KiB slots in `ring`: its 16 records, numbered from `16 n`.
+fn write_slot(ring: &mut Mapping, slots: u64, n: u64) {
+    let per = 4096 / RECORD as usize;
+    let at = (n % slots) as usize * 4096;
+    for (i, rec) in ring.as_mut_slice()[at..at + 4096]
+        .chunks_mut(RECORD as usize)
+        .enumerate()
+    {
+        regs::write_record(rec, (n as usize * per + i) as u32, n);
+    }
 }
 
 /// The driver's ring of 8 slots over `ring` (a user address, or a handle with `RING_CUDA` in `flags`),
@@ -667,7 +694,8 @@ fn ring_bad_arguments_change_nothing(ctx: &mut Ctx) -> TestResult {
         ..Default::default()
     };
     let before = ctx_err("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
-    let cases: [(&str, abi::StreamRing, i32); 11] = [
+    let not_eventfd = ctx_err("open /dev/null", std::fs::File::open("/dev/null"))?;
+    let cases: [(&str, abi::StreamRing, i32); 13] = [
         (
             "unknown flag",
             abi::StreamRing {
@@ -676,7 +704,29 @@ fn ring_bad_arguments_change_nothing(ctx: &mut Ctx) -> TestResult {
             },
             libc::EINVAL,
         ),
-        ("pad", abi::StreamRing { pad: 1, ..good }, libc::EINVAL),
+        (
+            "an eventfd without RING_EVENTFD",
+            abi::StreamRing { eventfd: 1, ..good },
+            libc::EINVAL,
+        ),
+        (
+            "RING_EVENTFD on no descriptor",
+            abi::StreamRing {
+                flags: abi::RING_EVENTFD,
+                eventfd: -1,
+                ..good
+            },
+            libc::EBADF,
+        ),
+        (
+            "RING_EVENTFD on a descriptor that is not an eventfd",
+            abi::StreamRing {
+                flags: abi::RING_EVENTFD,
+                eventfd: std::os::fd::AsRawFd::as_raw_fd(&not_eventfd),
+                ..good
+            },
+            libc::EINVAL,
+        ),
         (
             "reserved",
             abi::StreamRing {
@@ -787,6 +837,139 @@ fn ring_bad_arguments_change_nothing(ctx: &mut Ctx) -> TestResult {
     // SAFETY: as above.
     ctx_err("STREAM_RING", unsafe { dev.stream_ring_raw(&mut a) })?;
     ensure!((a.produced, a.chains) == (8, 2), "the good ring: {a:?}");
+    off(dev)
+}
+
+/// A sleeper on a ring's eventfd (`RING_EVENTFD`) is woken once per chain, never while the driver only
+/// waits, and once more when the ring ends. Filling: a back-pressure ring of 8 slots in chains of 4 that
+/// nobody consumes fills up in two chains, whose two signals arrive; then the driver waits for room and
+/// 300 ms pass with no signal; the stop word ends the ring and its end's signal wakes the sleeper.
+/// Emptying (`RING_H2C`, 4 slots, 12 in all, chains of up to 2): this thread writes slots, sleeping on the
+/// eventfd whenever the ring is full, and the signals it reads total the chains plus the end. Fails if
+/// the driver signalled before its store (the sleeper would find nothing and sleep through the last
+/// chain), never at the end (the 10 s wait for it fails), on its naps (the quiet 300 ms), or not at all.
+fn ring_wakes_its_sleeper_after_each_chain_and_at_its_end(ctx: &mut Ctx) -> TestResult {
+    let dev = ctx.dev;
+    on_demand(dev, RECORD)?;
+    let mut ring = ctx_err(
+        "mmap",
+        Mapping::new(8 * 4096, libc::PROT_READ | libc::PROT_WRITE),
+    )?;
+    let addr = ring.addr();
+    let wake = ctx_err("eventfd", EventFd::new())?;
+    let control = SharedControl::default();
+    let ring_arg = |flags: u32, slots: u32, total: u64, chain_slots: u32| abi::StreamRing {
+        ring: addr,
+        control: std::ptr::from_ref(&control) as u64,
+        slot_bytes: 4096,
+        total,
+        slots,
+        chain_slots,
+        flags: flags | abi::RING_EVENTFD,
+        eventfd: wake.raw(),
+        ..Default::default()
+    };
+    let ten_s = Duration::from_secs(10);
+    let filled = std::thread::scope(|scope| {
+        let t = scope.spawn(|| {
+            let mut a = ring_arg(0, 8, 0, 4);
+            // SAFETY: the ring and the control block outlive this scope and are read only through
+            // atomics (or not at all).
+            unsafe { dev.stream_ring_raw(&mut a) }.map(|()| a)
+        });
+        let r = (|| {
+            let mut signals = 0;
+            while signals < 2 {
+                match wake.wait(ten_s) {
+                    Ok(Some(n)) => signals += n,
+                    other => {
+                        return Err(format!("after {signals} of 2 chains' signals: {other:?}"));
+                    }
+                }
+            }
+            let p = control.produced.load(Ordering::Acquire);
+            ensure!(
+                signals == 2 && p == 8,
+                "{signals} signals and {p} slots for two chains"
+            );
+            wait_for("the driver to wait for room", ten_s, || {
+                control.waits.load(Ordering::Acquire) > 0
+            })?;
+            let quiet = wake.wait(Duration::from_millis(300));
+            ensure!(
+                matches!(quiet, Ok(None)),
+                "a signal while the driver only waited: {quiet:?}"
+            );
+            Ok(())
+        })();
+        control.stop.store(1, Ordering::Release);
+        let end = wake.wait(ten_s);
+        let a = t.join().map_err(|_| "ring thread panicked".to_string())?;
+        r?;
+        ensure!(
+            matches!(end, Ok(Some(1))),
+            "the ring's end did not wake its sleeper: {end:?}"
+        );
+        ctx_err("STREAM_RING stopped", a)
+    })?;
+    ensure!(
+        (filled.produced, filled.chains) == (8, 2) && filled.waits >= 1,
+        "the filled ring: {filled:?}"
+    );
+
+    let per = 4096 / RECORD as usize;
+    let (slots, total) = (4u64, 12u64);
+    for w in [
+        &control.writing,
+        &control.produced,
+        &control.consumed,
+        &control.stop,
+    ] {
+        w.store(0, Ordering::Relaxed);
+    }
+    let emptied = std::thread::scope(|scope| {
+        let t = scope.spawn(|| {
+            let mut a = ring_arg(abi::RING_H2C, slots as u32, total, 2);
+            // SAFETY: as above; this thread writes a slot only once the driver released it (`consumed`).
+            unsafe { dev.stream_ring_raw(&mut a) }.map(|()| a)
+        });
+        let mut signals = 0;
+        let r = (|| {
+            for n in 0..total {
+                while n >= control.consumed.load(Ordering::Acquire) + slots {
+                    match wake.wait(ten_s) {
+                        Ok(Some(k)) => signals += k,
+                        other => return Err(format!("asleep for room for slot {n}: {other:?}")),
+                    }
+                }
+                write_slot(&mut ring, slots, n);
+                control.produced.store(n + 1, Ordering::Release);
+            }
+            Ok(())
+        })();
+        if r.is_err() {
+            control.stop.store(1, Ordering::Release);
+        }
+        let a = t.join().map_err(|_| "ring thread panicked".to_string())?;
+        r?;
+        let a = ctx_err("STREAM_RING into the checker", a)?;
+        // The rest: signals not yet read, the end's among them.
+        while let Ok(Some(k)) = wake.wait(Duration::ZERO) {
+            signals += k;
+        }
+        ensure!(
+            a.produced == total && signals == a.chains + 1,
+            "{signals} signals for {} chains and the end: {a:?}",
+            a.chains
+        );
+        Ok::<_, String>(a)
+    })?;
+    let s = ctx_err("STREAM QUERY", dev.stream(abi::STREAM_QUERY, false, 0, 0))?;
+    let want = total * per as u64;
+    ensure!(
+        (u64::from(s.sink_good), s.sink_gaps, s.sink_crc_errors) == (want, 0, 0),
+        "the checker after the sleeping producer's {want} records: {s:?} ({emptied:?})"
+    );
     off(dev)
 }
 
