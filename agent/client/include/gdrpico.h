@@ -26,7 +26,7 @@
 /*
  See [`GDRPICO_VERSION_MAJOR`].
  */
-#define GDRPICO_VERSION_MINOR 3
+#define GDRPICO_VERSION_MINOR 4
 
 /*
  nobody owns org.gdr.Agent1: the agent is not running
@@ -109,6 +109,18 @@
  A running stream ring (opaque): from gdrpico_ring_start, ended and freed by gdrpico_ring_finish.
  */
 struct gdrpico_ring;
+
+/*
+ A ring this process fills and the driver empties into the card's stream checker (opaque): from
+ gdrpico_ring_writer_start, ended and freed by gdrpico_ring_writer_finish.
+ */
+struct gdrpico_ring_writer;
+
+/*
+ A ring the driver fills in a surface (opaque): from gdrpico_surface_ring_start, ended and freed by
+ gdrpico_surface_ring_finish.
+ */
+struct gdrpico_surface_ring;
 
 /*
  A card's identity and the driver's ABI (ABI_INFO).
@@ -194,6 +206,37 @@ struct gdrpico_ring_summary {
    slots the reader lost (lapped, or overwritten while read)
    */
   uint64_t dropped;
+};
+
+/*
+ A ring's control block (`gdrpico_surface_ring_control`): the words the driver and the ring's reader
+ share, each a naturally aligned 64-bit word, counted in slots since the start (slot n at index
+ n % slots). The driver stores `writing` before a chain and `produced` (with release order) after it;
+ the reader loads `produced` with acquire order, reads the slots below it, and with back-pressure stores
+ `consumed` (release) once it is done with them; a reader that copies a slot and then finds `writing`
+ more than a ring ahead of it knows the copy may be torn (drop-oldest).
+ */
+struct gdrpico_ring_control {
+  /*
+   driver: slots below it may be being written
+   */
+  uint64_t writing;
+  /*
+   driver: slots below it are whole
+   */
+  uint64_t produced;
+  /*
+   reader: slots it is done with
+   */
+  uint64_t consumed;
+  /*
+   nonzero asks the driver to stop at its next chain
+   */
+  uint64_t stop;
+  /*
+   driver: times it waited for the reader
+   */
+  uint64_t waits;
 };
 
 #ifdef __cplusplus
@@ -354,6 +397,95 @@ uint64_t gdrpico_ring_dropped(const struct gdrpico_ring *ring);
 int gdrpico_ring_finish(struct gdrpico_ring *ring, struct gdrpico_ring_summary *summary);
 
 /*
+ Starts the driver emptying a ring of `*config`'s shape (GDRPICO_RING_BACK_PRESSURE only) into the card's
+ stream checker (on a thread of the library's, through a duplicate of `fd`) and stores it in `*writer`.
+ Fill it with gdrpico_ring_writer_write; end it with gdrpico_ring_writer_finish, which also frees it.
+
+ # Safety
+ `fd` must be an open card fd; `config` and `writer` valid pointers.
+ */
+int gdrpico_ring_writer_start(int fd,
+                              const struct gdrpico_ring_config *config,
+                              struct gdrpico_ring_writer **writer);
+
+/*
+ Copies `slot` (`len` must be the ring's slot_bytes) into the ring's next slot, waiting up to
+ `timeout_us` microseconds for room. Returns 1 written, 0 no room in time, or a negative code: the
+ driver's error once its call returned (GDRPICO_E_OS: ENODEV the card went, EINTR a signal), or
+ GDRPICO_E_INVALID once the ring has moved its total.
+
+ # Safety
+ `writer` from gdrpico_ring_writer_start and not finished; `slot` valid for reading `len` bytes. One
+ thread at a time per writer.
+ */
+int gdrpico_ring_writer_write(struct gdrpico_ring_writer *writer,
+                              const uint8_t *slot,
+                              size_t len,
+                              uint32_t timeout_us);
+
+/*
+ Waits up to `timeout_us` microseconds for the driver to move every slot written, stops it, frees the
+ writer and, unless `summary` is NULL, says what it did in `*summary` (`read`: the slots written).
+ GDRPICO_E_TIMEOUT if slots were left unmoved; the driver's error if it ended with one.
+
+ # Safety
+ `writer` from gdrpico_ring_writer_start, finished only once; `summary` NULL or valid.
+ */
+int gdrpico_ring_writer_finish(struct gdrpico_ring_writer *writer,
+                               uint32_t timeout_us,
+                               struct gdrpico_ring_summary *summary);
+
+/*
+ Starts the driver filling a ring of `*config`'s shape from the card's stream source in the surface
+ `handle` of `fd` (gdrpico_pin_cuda, gdrpico_pin_host, gdrpico_import_dmabuf), from its offset 0, and
+ stores it in `*ring`. Its reader is the caller's (a CUDA kernel), over the control block that
+ gdrpico_surface_ring_control gives. Unpinning the surface or freeing its memory ends the ring. End it with
+ gdrpico_surface_ring_finish, which also frees it.
+
+ # Safety
+ `fd` must be an open card fd; `config` and `ring` valid pointers.
+ */
+int gdrpico_surface_ring_start(int fd,
+                               uint32_t handle,
+                               const struct gdrpico_ring_config *config,
+                               struct gdrpico_surface_ring **ring);
+
+/*
+ The ring's control block, at the start of a page of its own that lives until
+ gdrpico_surface_ring_finish: for a GPU reader, map it (cudaHostRegister with cudaHostRegisterMapped, then
+ cudaHostGetDevicePointer) and access its words as volatile.
+
+ # Safety
+ `ring` from gdrpico_surface_ring_start and not finished.
+ */
+struct gdrpico_ring_control *gdrpico_surface_ring_control(const struct gdrpico_surface_ring *ring);
+
+/*
+ Waits up to `timeout_us` microseconds until the driver has filled more than `seen` slots or its call
+ returned; unless `produced` is NULL, stores the slots filled in `*produced`. Returns 1 if more than
+ `seen`, 0 if not, or a negative code: the driver's error once its call returned.
+
+ # Safety
+ `ring` from gdrpico_surface_ring_start and not finished; `produced` NULL or valid. One thread at a
+ time per ring.
+ */
+int gdrpico_surface_ring_wait(struct gdrpico_surface_ring *ring,
+                              uint64_t seen,
+                              uint32_t timeout_us,
+                              uint64_t *produced);
+
+/*
+ Stops the driver at its next chain boundary, waits for it, frees the ring and, unless `summary` is
+ NULL, says what it did in `*summary` (`read` and `dropped` are the reader's to count: 0); the
+ driver's error if it ended with one.
+
+ # Safety
+ `ring` from gdrpico_surface_ring_start, finished only once; `summary` NULL or valid.
+ */
+int gdrpico_surface_ring_finish(struct gdrpico_surface_ring *ring,
+                                struct gdrpico_ring_summary *summary);
+
+/*
  A static description of a `GDRPICO_E_*` code.
  */
 const char *gdrpico_strerror(int code);
@@ -376,4 +508,8 @@ _Static_assert(offsetof(struct gdrpico_ring_config, slot_bytes) == 8, "slot_byte
 _Static_assert(offsetof(struct gdrpico_ring_config, total) == 16, "total at 16");
 _Static_assert(offsetof(struct gdrpico_ring_config, policy) == 24, "policy at 24");
 _Static_assert(sizeof(struct gdrpico_ring_summary) == 40, "struct gdrpico_ring_summary is 40 bytes");
+_Static_assert(sizeof(struct gdrpico_ring_control) == 40, "struct gdrpico_ring_control is 40 bytes");
+_Static_assert(offsetof(struct gdrpico_ring_control, produced) == 8, "produced at 8");
+_Static_assert(offsetof(struct gdrpico_ring_control, consumed) == 16, "consumed at 16");
+_Static_assert(offsetof(struct gdrpico_ring_control, stop) == 24, "stop at 24");
 #endif

@@ -9,14 +9,17 @@ use std::ffi::{c_char, c_int};
 use std::mem::ManuallyDrop;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
-use crate::{Agent, CudaHandle, Device, Error, Ring, RingConfig, RingPolicy, StreamOp};
+use crate::{
+    Agent, CudaHandle, Device, Error, Ring, RingConfig, RingPolicy, RingSummary, RingWriter,
+    StreamOp, SurfaceRing,
+};
 
 /// The C interface's version: the library answers `gdrpico_version()` with
 /// `GDRPICO_VERSION_MAJOR << 16 | GDRPICO_VERSION_MINOR`. A new major breaks programs built against an
 /// older header (and renames the shared library's soname, `libgdr_client.so.MAJOR`); a new minor only adds.
 pub const GDRPICO_VERSION_MAJOR: u32 = 1;
 /// See [`GDRPICO_VERSION_MAJOR`].
-pub const GDRPICO_VERSION_MINOR: u32 = 3;
+pub const GDRPICO_VERSION_MINOR: u32 = 4;
 
 /// nobody owns org.gdr.Agent1: the agent is not running
 pub const GDRPICO_E_NO_AGENT: c_int = -1;
@@ -335,6 +338,26 @@ const _: () = assert!(
         && std::mem::size_of::<GdrRingSummary>() == 40
 );
 
+impl GdrRingConfig {
+    /// The shape, checked for what only C can get wrong (the ring's own checks follow).
+    fn to_rust(&self) -> Result<RingConfig, Error> {
+        let policy = match (self.policy, self.reserved) {
+            (GDRPICO_RING_BACK_PRESSURE, 0) => RingPolicy::BackPressure,
+            (GDRPICO_RING_DROP_OLDEST, 0) => RingPolicy::DropOldest,
+            _ => return Err(Error::InvalidArgument("bad policy or reserved".into())),
+        };
+        let slot_bytes = usize::try_from(self.slot_bytes)
+            .map_err(|_| Error::InvalidArgument("slot_bytes too large".into()))?;
+        Ok(RingConfig {
+            slots: self.slots,
+            slot_bytes,
+            chain_slots: self.chain_slots,
+            policy,
+            total: self.total,
+        })
+    }
+}
+
 /// A running stream ring (opaque): from gdrpico_ring_start, ended and freed by gdrpico_ring_finish.
 pub struct GdrRing(Ring);
 
@@ -403,30 +426,32 @@ pub unsafe extern "C" fn gdrpico_ring_start(
     config: *const GdrRingConfig,
     ring: *mut *mut GdrRing,
 ) -> c_int {
-    if config.is_null() || ring.is_null() {
+    // SAFETY: the caller's contract.
+    unsafe { start_ring(fd, config, ring, |d, c| d.stream_ring(c).map(GdrRing)) }
+}
+
+/// Starts a ring of `*config`'s shape with `start` on the card `fd` and stores it, boxed, in `*out`.
+///
+/// # Safety
+/// `fd` must be an open card fd; `config` and `out` NULL (refused) or valid pointers.
+unsafe fn start_ring<T>(
+    fd: c_int,
+    config: *const GdrRingConfig,
+    out: *mut *mut T,
+    start: impl FnOnce(&Device, RingConfig) -> Result<T, Error>,
+) -> c_int {
+    if config.is_null() || out.is_null() {
         return Error::InvalidArgument("config or ring is NULL".into()).code();
     }
     // SAFETY: non-null, and valid by the caller's contract.
-    let c = unsafe { &*config };
-    let policy = match (c.policy, c.reserved) {
-        (GDRPICO_RING_BACK_PRESSURE, 0) => RingPolicy::BackPressure,
-        (GDRPICO_RING_DROP_OLDEST, 0) => RingPolicy::DropOldest,
-        _ => return fail(Error::InvalidArgument("bad policy or reserved".into())),
+    let config = match unsafe { &*config }.to_rust() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
     };
-    let Ok(slot_bytes) = usize::try_from(c.slot_bytes) else {
-        return fail(Error::InvalidArgument("slot_bytes too large".into()));
-    };
-    let config = RingConfig {
-        slots: c.slots,
-        slot_bytes,
-        chain_slots: c.chain_slots,
-        policy,
-        total: c.total,
-    };
-    match borrow(fd).and_then(|d| d.stream_ring(config)) {
+    match borrow(fd).and_then(|d| start(&d, config)) {
         Ok(r) => {
             // SAFETY: non-null, and valid by the caller's contract.
-            unsafe { *ring = Box::into_raw(Box::new(GdrRing(r))) };
+            unsafe { *out = Box::into_raw(Box::new(r)) };
             0
         }
         Err(e) => fail(e),
@@ -493,7 +518,16 @@ pub unsafe extern "C" fn gdrpico_ring_finish(
     }
     // SAFETY: from gdrpico_ring_start (Box::into_raw), finished once: ours again.
     let r = unsafe { Box::from_raw(ring) }.0;
-    match r.finish() {
+    // SAFETY: the caller's contract.
+    unsafe { summarize(r.finish(), summary) }
+}
+
+/// Stores `r`'s summary in `*summary` unless it is NULL: 0, or `r`'s error.
+///
+/// # Safety
+/// `summary` NULL or valid for writing.
+unsafe fn summarize(r: Result<RingSummary, Error>, summary: *mut GdrRingSummary) -> c_int {
+    match r {
         Ok(s) => {
             if !summary.is_null() {
                 // SAFETY: non-null, and valid by the caller's contract.
@@ -511,6 +545,204 @@ pub unsafe extern "C" fn gdrpico_ring_finish(
         }
         Err(e) => fail(e),
     }
+}
+
+/// A ring this process fills and the driver empties into the card's stream checker (opaque): from
+/// gdrpico_ring_writer_start, ended and freed by gdrpico_ring_writer_finish.
+pub struct GdrRingWriter(RingWriter);
+
+/// Starts the driver emptying a ring of `*config`'s shape (GDRPICO_RING_BACK_PRESSURE only) into the card's
+/// stream checker (on a thread of the library's, through a duplicate of `fd`) and stores it in `*writer`.
+/// Fill it with gdrpico_ring_writer_write; end it with gdrpico_ring_writer_finish, which also frees it.
+///
+/// # Safety
+/// `fd` must be an open card fd; `config` and `writer` valid pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_writer_start(
+    fd: c_int,
+    config: *const GdrRingConfig,
+    writer: *mut *mut GdrRingWriter,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        start_ring(fd, config, writer, |d, c| {
+            d.stream_ring_writer(c).map(GdrRingWriter)
+        })
+    }
+}
+
+/// Copies `slot` (`len` must be the ring's slot_bytes) into the ring's next slot, waiting up to
+/// `timeout_us` microseconds for room. Returns 1 written, 0 no room in time, or a negative code: the
+/// driver's error once its call returned (GDRPICO_E_OS: ENODEV the card went, EINTR a signal), or
+/// GDRPICO_E_INVALID once the ring has moved its total.
+///
+/// # Safety
+/// `writer` from gdrpico_ring_writer_start and not finished; `slot` valid for reading `len` bytes. One
+/// thread at a time per writer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_writer_write(
+    writer: *mut GdrRingWriter,
+    slot: *const u8,
+    len: usize,
+    timeout_us: u32,
+) -> c_int {
+    if writer.is_null() || slot.is_null() {
+        return Error::InvalidArgument("writer or slot is NULL".into()).code();
+    }
+    // SAFETY: the caller's contract: a live writer used by this thread alone, `slot` valid for `len` bytes.
+    let (w, slot) = unsafe { (&mut (*writer).0, std::slice::from_raw_parts(slot, len)) };
+    match w.write(slot, std::time::Duration::from_micros(timeout_us.into())) {
+        Ok(written) => c_int::from(written),
+        Err(e) => fail(e),
+    }
+}
+
+/// Waits up to `timeout_us` microseconds for the driver to move every slot written, stops it, frees the
+/// writer and, unless `summary` is NULL, says what it did in `*summary` (`read`: the slots written).
+/// GDRPICO_E_TIMEOUT if slots were left unmoved; the driver's error if it ended with one.
+///
+/// # Safety
+/// `writer` from gdrpico_ring_writer_start, finished only once; `summary` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_ring_writer_finish(
+    writer: *mut GdrRingWriter,
+    timeout_us: u32,
+    summary: *mut GdrRingSummary,
+) -> c_int {
+    if writer.is_null() {
+        return Error::InvalidArgument("writer is NULL".into()).code();
+    }
+    // SAFETY: from gdrpico_ring_writer_start (Box::into_raw), finished once: ours again.
+    let w = unsafe { Box::from_raw(writer) }.0;
+    let r = w.finish(std::time::Duration::from_micros(timeout_us.into()));
+    // SAFETY: the caller's contract.
+    unsafe { summarize(r, summary) }
+}
+
+/// A ring's control block (`gdrpico_surface_ring_control`): the words the driver and the ring's reader
+/// share, each a naturally aligned 64-bit word, counted in slots since the start (slot n at index
+/// n % slots). The driver stores `writing` before a chain and `produced` (with release order) after it;
+/// the reader loads `produced` with acquire order, reads the slots below it, and with back-pressure stores
+/// `consumed` (release) once it is done with them; a reader that copies a slot and then finds `writing`
+/// more than a ring ahead of it knows the copy may be torn (drop-oldest).
+#[repr(C)]
+pub struct GdrRingControl {
+    /// driver: slots below it may be being written
+    pub writing: u64,
+    /// driver: slots below it are whole
+    pub produced: u64,
+    /// reader: slots it is done with
+    pub consumed: u64,
+    /// nonzero asks the driver to stop at its next chain
+    pub stop: u64,
+    /// driver: times it waited for the reader
+    pub waits: u64,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<GdrRingControl>() == std::mem::size_of::<picoevb_abi::RingControl>()
+        && std::mem::offset_of!(GdrRingControl, writing)
+            == std::mem::offset_of!(picoevb_abi::RingControl, writing)
+        && std::mem::offset_of!(GdrRingControl, produced)
+            == std::mem::offset_of!(picoevb_abi::RingControl, produced)
+        && std::mem::offset_of!(GdrRingControl, consumed)
+            == std::mem::offset_of!(picoevb_abi::RingControl, consumed)
+        && std::mem::offset_of!(GdrRingControl, stop)
+            == std::mem::offset_of!(picoevb_abi::RingControl, stop)
+        && std::mem::offset_of!(GdrRingControl, waits)
+            == std::mem::offset_of!(picoevb_abi::RingControl, waits)
+);
+
+/// A ring the driver fills in a surface (opaque): from gdrpico_surface_ring_start, ended and freed by
+/// gdrpico_surface_ring_finish.
+pub struct GdrSurfaceRing(SurfaceRing);
+
+/// Starts the driver filling a ring of `*config`'s shape from the card's stream source in the surface
+/// `handle` of `fd` (gdrpico_pin_cuda, gdrpico_pin_host, gdrpico_import_dmabuf), from its offset 0, and
+/// stores it in `*ring`. Its reader is the caller's (a CUDA kernel), over the control block that
+/// gdrpico_surface_ring_control gives. Unpinning the surface or freeing its memory ends the ring. End it with
+/// gdrpico_surface_ring_finish, which also frees it.
+///
+/// # Safety
+/// `fd` must be an open card fd; `config` and `ring` valid pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_surface_ring_start(
+    fd: c_int,
+    handle: u32,
+    config: *const GdrRingConfig,
+    ring: *mut *mut GdrSurfaceRing,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        start_ring(fd, config, ring, |d, c| {
+            d.stream_ring_on(CudaHandle(handle), c).map(GdrSurfaceRing)
+        })
+    }
+}
+
+/// The ring's control block, at the start of a page of its own that lives until
+/// gdrpico_surface_ring_finish: for a GPU reader, map it (cudaHostRegister with cudaHostRegisterMapped, then
+/// cudaHostGetDevicePointer) and access its words as volatile.
+///
+/// # Safety
+/// `ring` from gdrpico_surface_ring_start and not finished.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_surface_ring_control(
+    ring: *const GdrSurfaceRing,
+) -> *mut GdrRingControl {
+    // SAFETY: the caller's contract; NULL gives NULL.
+    unsafe { ring.as_ref() }.map_or(std::ptr::null_mut(), |r| r.0.control().cast())
+}
+
+/// Waits up to `timeout_us` microseconds until the driver has filled more than `seen` slots or its call
+/// returned; unless `produced` is NULL, stores the slots filled in `*produced`. Returns 1 if more than
+/// `seen`, 0 if not, or a negative code: the driver's error once its call returned.
+///
+/// # Safety
+/// `ring` from gdrpico_surface_ring_start and not finished; `produced` NULL or valid. One thread at a
+/// time per ring.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_surface_ring_wait(
+    ring: *mut GdrSurfaceRing,
+    seen: u64,
+    timeout_us: u32,
+    produced: *mut u64,
+) -> c_int {
+    if ring.is_null() {
+        return Error::InvalidArgument("ring is NULL".into()).code();
+    }
+    // SAFETY: the caller's contract: a live ring used by this thread alone.
+    let r = unsafe { &mut (*ring).0 };
+    match r.wait(seen, std::time::Duration::from_micros(timeout_us.into())) {
+        Ok(p) => {
+            if !produced.is_null() {
+                // SAFETY: non-null, and valid by the caller's contract.
+                unsafe { *produced = p };
+            }
+            c_int::from(p > seen)
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Stops the driver at its next chain boundary, waits for it, frees the ring and, unless `summary` is
+/// NULL, says what it did in `*summary` (`read` and `dropped` are the reader's to count: 0); the
+/// driver's error if it ended with one.
+///
+/// # Safety
+/// `ring` from gdrpico_surface_ring_start, finished only once; `summary` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdrpico_surface_ring_finish(
+    ring: *mut GdrSurfaceRing,
+    summary: *mut GdrRingSummary,
+) -> c_int {
+    if ring.is_null() {
+        return Error::InvalidArgument("ring is NULL".into()).code();
+    }
+    // SAFETY: from gdrpico_surface_ring_start (Box::into_raw), finished once: ours again.
+    let r = unsafe { Box::from_raw(ring) }.0;
+    // SAFETY: the caller's contract.
+    unsafe { summarize(r.finish(), summary) }
 }
 
 /// A static description of a `GDRPICO_E_*` code.
@@ -565,7 +797,7 @@ mod tests {
             let line = format!("#define {name} {}", e.code());
             assert!(header.contains(&line), "gdrpico.h lacks '{line}'");
         }
-        assert_eq!(gdrpico_version(), 1 << 16 | 3);
+        assert_eq!(gdrpico_version(), 1 << 16 | 4);
     }
 
     #[test]
@@ -685,6 +917,66 @@ mod tests {
             assert_eq!(gdrpico_ring_dropped(ring), 0);
             assert_eq!(
                 gdrpico_ring_finish(ring, std::ptr::null_mut()),
+                GDRPICO_E_OS
+            );
+        }
+    }
+
+    /// The writer and the surface ring from C, on a file that is not a card: the driver's error (ENOTTY)
+    /// reaches them, drop-oldest is refused for the writer, the control block is there until the end.
+    #[test]
+    fn the_writer_and_the_surface_ring_report_the_drivers_error() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
+        let bp = GdrRingConfig {
+            policy: GDRPICO_RING_BACK_PRESSURE,
+            ..ring_config()
+        };
+        let slot = vec![1u8; 4096];
+        // SAFETY: valid pointers; `fd` stays open for the test.
+        unsafe {
+            let mut w = std::ptr::null_mut();
+            let drop_oldest = GdrRingConfig {
+                policy: GDRPICO_RING_DROP_OLDEST,
+                ..bp
+            };
+            assert_eq!(
+                gdrpico_ring_writer_start(fd, &drop_oldest, &mut w),
+                GDRPICO_E_INVALID
+            );
+            assert_eq!(gdrpico_ring_writer_start(fd, &bp, &mut w), 0);
+            let rc = loop {
+                match gdrpico_ring_writer_write(w, slot.as_ptr(), slot.len(), 1_000_000) {
+                    1 => continue,
+                    rc => break rc,
+                }
+            };
+            assert_eq!(
+                (rc, *libc::__errno_location()),
+                (GDRPICO_E_OS, libc::ENOTTY)
+            );
+            assert_eq!(
+                gdrpico_ring_writer_finish(w, 0, std::ptr::null_mut()),
+                GDRPICO_E_OS
+            );
+
+            let mut r = std::ptr::null_mut();
+            assert_eq!(gdrpico_surface_ring_start(fd, 3, &bp, &mut r), 0);
+            let c = gdrpico_surface_ring_control(r);
+            assert!(!c.is_null() && (c as usize).is_multiple_of(4096));
+            let mut produced = 7;
+            let rc = loop {
+                match gdrpico_surface_ring_wait(r, 0, 1_000_000, &mut produced) {
+                    0 => continue,
+                    rc => break rc,
+                }
+            };
+            assert_eq!(
+                (rc, *libc::__errno_location()),
+                (GDRPICO_E_OS, libc::ENOTTY)
+            );
+            assert_eq!(
+                gdrpico_surface_ring_finish(r, std::ptr::null_mut()),
                 GDRPICO_E_OS
             );
         }

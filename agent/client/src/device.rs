@@ -6,7 +6,7 @@ use std::path::Path;
 
 use picoevb_abi as abi;
 
-use crate::{Error, Ring, RingConfig};
+use crate::{Error, Ring, RingConfig, RingWriter, SurfaceRing};
 
 /// An open card.
 #[derive(Debug)]
@@ -298,14 +298,39 @@ impl Device {
     /// the block with EOPNOTSUPP). The source's settings are [`Self::stream_control`]'s. With a driver of
     /// ABI 1.7 or later the reader sleeps on the ring's eventfd. See [`Ring`].
     pub fn stream_ring(&self, config: RingConfig) -> Result<Ring, Error> {
-        let wake = self.abi_info().is_ok_and(|i| {
+        Ring::start(self.dup()?, config, self.ring_eventfd())
+    }
+
+    /// Starts the driver emptying a ring of `config`'s shape (back-pressure) into the card's stream checker
+    /// (IOC_STREAM_RING with `RING_H2C`: ABI 1.6 and `CAP_STREAM`). See [`RingWriter`].
+    pub fn stream_ring_writer(&self, config: RingConfig) -> Result<RingWriter, Error> {
+        RingWriter::start(self.dup()?, config, self.ring_eventfd())
+    }
+
+    /// Starts the driver filling a ring of `config`'s shape from the card's stream source in `surface`
+    /// (a handle of this device: `pin`, `pin_host_memory`, `import_dmabuf`), from its offset 0; the reader is
+    /// the application's (a CUDA kernel). See [`SurfaceRing`].
+    pub fn stream_ring_on(
+        &self,
+        surface: CudaHandle,
+        config: RingConfig,
+    ) -> Result<SurfaceRing, Error> {
+        SurfaceRing::start(self.dup()?, surface, config, self.ring_eventfd())
+    }
+
+    /// Whether the driver signals a ring's eventfd (ABI 1.7 or later).
+    fn ring_eventfd(&self) -> bool {
+        self.abi_info().is_ok_and(|i| {
             abi::abi_major(i.abi_version) == 1 && i.abi_version & 0xffff >= abi::ABI_EVENTFD_MINOR
-        });
-        let fd = self.fd.try_clone().map_err(|e| Error::Os {
+        })
+    }
+
+    /// A duplicate of the card's descriptor, for a ring's thread.
+    fn dup(&self) -> Result<OwnedFd, Error> {
+        self.fd.try_clone().map_err(|e| Error::Os {
             op: "dup",
             errno: e.raw_os_error().unwrap_or(0),
-        })?;
-        Ring::start(fd, config, wake)
+        })
     }
 
     /// Controls and reads the card's stream block (IOC_STREAM): its source's settings and counters, its

@@ -6,7 +6,9 @@
 //! * [`Device`] wraps that fd: card info, CUDA pinning, DMA. It fails with `ENODEV` once the card is
 //!   reprogrammed or removed; ask the agent for a new fd then.
 //! * [`Ring`] ([`Device::stream_ring`]): the card's stream source into a ring the driver fills on its own
-//!   and this process reads with no system call per slot.
+//!   and this process reads with no system call per slot; [`RingWriter`] ([`Device::stream_ring_writer`]):
+//!   a ring this process fills and the driver empties into the card's checker; [`SurfaceRing`]
+//!   ([`Device::stream_ring_on`]): the source into a ring in GPU memory, read by the application's kernel.
 //! * `include/gdrpico.h` is the C interface to the same functions (`capi`), prefixed `gdrpico_` so that it
 //!   never collides with gdrcopy's `gdr_*` in one process.
 
@@ -22,7 +24,7 @@ pub use agent::{Agent, DEFAULT_TIMEOUT};
 pub use api::{CardStatus, SelfTest};
 pub use device::{CudaHandle, Device, Pinned, Sink, Source, StreamOp, Transfer};
 pub use error::Error;
-pub use ring::{Ring, RingConfig, RingPolicy, RingSummary};
+pub use ring::{Ring, RingConfig, RingPolicy, RingSummary, RingWriter, SurfaceRing};
 
 /// Well-known bus name of the agent.
 pub const BUS_NAME: &str = "org.gdr.Agent1";

@@ -109,6 +109,14 @@ enum Cmd {
         /// slots (each counted).
         #[arg(long, value_enum, default_value = "back-pressure")]
         policy: PolicyArg,
+        /// The ring in host memory pinned as a surface, filled through its handle as GPU memory would be,
+        /// read as a GPU consumer reads it (back-pressure only).
+        #[arg(long, conflicts_with = "to_card")]
+        surface: bool,
+        /// The other way: records written into a ring the driver empties into the card's checker, whose
+        /// counters must show every one good and in sequence (back-pressure only).
+        #[arg(long)]
+        to_card: bool,
     },
     /// The last self-test results, oldest first.
     History {
@@ -273,6 +281,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             chain,
             total,
             policy,
+            surface,
+            to_card,
         } => {
             let plan = gdr_agent::stream::Plan {
                 record_bytes: record_size,
@@ -284,6 +294,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 policy: match policy {
                     PolicyArg::BackPressure => gdr_client::RingPolicy::BackPressure,
                     PolicyArg::DropOldest => gdr_client::RingPolicy::DropOldest,
+                },
+                mode: match (surface, to_card) {
+                    (true, _) => gdr_agent::stream::Mode::Surface,
+                    (_, true) => gdr_agent::stream::Mode::ToCard,
+                    _ => gdr_agent::stream::Mode::Read,
                 },
             };
             stream(&agent, &out, card(c)?, &plan)

@@ -295,6 +295,20 @@ else
 fi
 t_took "stream"
 
+# 6e. The other rings of gdr-client: the driver fills a ring in a surface (host memory pinned as one, read
+#     behind `produced` and released as a GPU consumer does: SurfaceRing) and empties a ring gdrctl writes
+#     into the card's checker (RingWriter), whose counters must show all 4096 records good and in order.
+t_start
+sur=$(timeout 300 gdrctl --json stream 0 --surface --slots 16 --records-per-slot 16 --record-size 256 --total 256 2>&1); s_rc=$?
+to=$(timeout 300 gdrctl --json stream 0 --to-card --slots 16 --records-per-slot 16 --record-size 256 --total 256 2>&1); t_rc=$?
+if [ $s_rc -eq 0 ] && jq -e '.records == 4096 and .bad == 0 and .missing == 0 and .chains > 0' <<<"$sur" >/dev/null &&
+  [ $t_rc -eq 0 ] && jq -e '.records == 4096 and .bad == 0 and .missing == 0 and .chains > 0' <<<"$to" >/dev/null; then
+  pass "stream: a ring in a surface and a ring into the checker ($(jq -r '"\(.chains) and "' <<<"$sur")$(jq -r '"\(.chains) chains"' <<<"$to"))"
+else
+  fail "stream: a ring in a surface and a ring into the checker" "surface: rc=$s_rc $(head -c 600 <<<"$sur"); to card: rc=$t_rc $(head -c 600 <<<"$to")"
+fi
+t_took "stream rings"
+
 # 7. A malformed config is refused with file, line and key on reload; the agent keeps the running one.
 t_start
 cp /etc/gdr/agent.toml /run/agent.toml.good
