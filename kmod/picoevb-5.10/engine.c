@@ -57,15 +57,18 @@ int pevb_engine_table(struct pevb_card *card, u32 idx, void **descs, size_t *nde
 	return 0;
 }
 
-/* Moves @len bytes between @segs (from @host_off) and FPGA RAM at @fpga. Under e->lock and a request. */
+/*
+ * Moves @len bytes between @segs (from @host_off) and FPGA RAM at @fpga. Under e->lock and a request. With
+ * @card_time, the engine's run time by the card's clock goes to *@card_ns (NULL: nowhere).
+ */
 int pevb_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs, size_t nsegs,
-		  u64 host_off, u64 fpga, u64 len)
+		  u64 host_off, u64 fpga, u64 len, bool card_time, u64 *card_ns)
 {
 	lockdep_assert_held(&e->lock);
 	if (!e->table)
 		return -ENODEV;
 	return pevb_engine_transfer(card, e->idx, segs, nsegs, host_off, fpga, len, e->table, PEVB_TABLE_LEN,
-				    e->table_dma);
+				    e->table_dma, card_time, card_ns);
 }
 
 /* ---- What the protocol runs on (rust/engine_glue.rs); @idx is 0 or 1 (checked there). ---- */

@@ -153,15 +153,16 @@ static const struct pevb_seg *segments(struct pevb_xfer *x, u32 side, u64 at, si
 
 /*
  * @dir 0: H2C from the source, 1: C2H into the destination, so @dir is also the side (gate.rs's Side::of).
- * Killable: the engine may be busy with another request for up to its timeout.
+ * Killable: the engine may be busy with another request for up to its timeout. *@ns: the kernel's clock
+ * around the chains, or with @card_time the engine's run time by the card's clock.
  */
-int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u64 *ns)
+int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, bool card_time, u64 *ns)
 {
 	struct pevb_card *card = x->pf->card;
 	struct pevb_engine *e = &card->eng[dir];
 	const struct pevb_seg *segs;
 	size_t n;
-	u64 t0, off;
+	u64 t0, off, card_ns = 0;
 	int ret;
 
 	segs = segments(x, dir, at, &n, &off);
@@ -169,8 +170,8 @@ int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u
 	if (ret)
 		return ret;
 	t0 = ktime_get_ns();
-	ret = pevb_transfer(card, e, segs, n, off, fpga, len);
-	*ns = ktime_get_ns() - t0;
+	ret = pevb_transfer(card, e, segs, n, off, fpga, len, card_time, &card_ns);
+	*ns = card_time ? card_ns : ktime_get_ns() - t0;
 	mutex_unlock(&e->lock);
 	return ret;
 }

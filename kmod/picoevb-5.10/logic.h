@@ -341,12 +341,13 @@ bool pevb_engine_stop(void *card, uint32_t idx);
 /**
  * Moves `len` bytes between `segs` (from byte `host_off`) and FPGA RAM at `fpga` on engine `idx`, as few
  * chains as the table allows, each waited for (polled if small, else by interrupt) and ended before the
- * next.
+ * next. With `card_time`, stores the engine's run time by the card's clock in `*card_ns` (else 0), unless
+ * it is NULL.
  *
  * # Safety
  * `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
  * reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
- * engine now: every earlier run ended).
+ * engine now: every earlier run ended); `card_ns` NULL or writable.
  */
 int pevb_engine_transfer(void *card,
                          uint32_t idx,
@@ -357,7 +358,9 @@ int pevb_engine_transfer(void *card,
                          uint64_t len,
                          void *descs,
                          size_t ndescs,
-                         uint64_t base);
+                         uint64_t base,
+                         bool card_time,
+                         uint64_t *card_ns);
 
 /**
  * Runs the checked transfer `req` (a `gate::Request` the dispatcher made, `ioctl_glue.rs`, passed back

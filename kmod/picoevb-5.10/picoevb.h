@@ -103,7 +103,7 @@ int pevb_engine_init(struct pevb_card *card, struct pevb_engine *e, int idx);
 void pevb_engine_release_table(struct pevb_card *card, struct pevb_engine *e);
 void pevb_engine_signal(struct pevb_engine *e, u32 status);
 int pevb_transfer(struct pevb_card *card, struct pevb_engine *e, const struct pevb_seg *segs,
-		  size_t nsegs, u64 host_off, u64 fpga, u64 len);
+		  size_t nsegs, u64 host_off, u64 fpga, u64 len, bool card_time, u64 *card_ns);
 /* The user BAR's registers (called from rust/user_glue.rs only, which bounds @off). */
 u32 pevb_plat_user_rd(struct pevb_card *card, u32 off);
 void pevb_plat_user_wr(struct pevb_card *card, u32 off, u32 v);

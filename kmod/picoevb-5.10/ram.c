@@ -47,7 +47,7 @@ static int scrub(struct pevb_card *card)
 		segs[i].len = PAGE_SIZE;
 	}
 	mutex_lock(&e->lock);
-	ret = pevb_transfer(card, e, segs, n, 0, 0, card->facts.ram_size);
+	ret = pevb_transfer(card, e, segs, n, 0, 0, card->facts.ram_size, false, NULL);
 	mutex_unlock(&e->lock);
 	/* Freed also after a failure: an engine that could not be shown idle has bus mastering off (wedge). */
 	dma_free_coherent(&card->pdev->dev, PAGE_SIZE, zeros, zeros_dma);

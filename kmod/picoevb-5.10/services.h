@@ -24,7 +24,7 @@ void pevb_gate_unpin(struct pevb_xfer *x, u32 side);
 void pevb_gate_quarantine(struct pevb_xfer *x, u32 side);
 int pevb_gate_enter(struct pevb_xfer *x, u32 side, u32 handle, u64 at, u64 len);
 void pevb_gate_exit(struct pevb_xfer *x, u32 side);
-int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, u64 *ns);
+int pevb_gate_one_way(struct pevb_xfer *x, u32 dir, u64 fpga, u64 at, u64 len, bool card_time, u64 *ns);
 int pevb_gate_round_trip(struct pevb_xfer *x, u64 at, u64 len, u64 *ns);
 bool pevb_gate_wedged(struct pevb_xfer *x);
 

@@ -172,7 +172,7 @@ impl Card {
 
     /// The scrub's H2C of zeros (`ram.rs`).
     fn scrub(&self, segs: &[Segment], len: u64) -> Result {
-        self.one_way(Dir::H2c, &mut Cursor::new(segs), 0, len)
+        self.one_way(Dir::H2c, &mut Cursor::new(segs), 0, len, false)
             .map(|_| ())
     }
 
@@ -251,19 +251,25 @@ impl Card {
         Leds::new(&*self.user_regs()?).set(value)
     }
 
-    /// H2C or C2H between host memory (`host`) and FPGA RAM. Returns the DMA time in ns.
+    /// H2C or C2H between host memory (`host`) and FPGA RAM. Returns the DMA time in ns: the engine's by
+    /// the card's clock with `card_time`, else the kernel's clock around the chains.
     pub(crate) fn one_way(
         &self,
         dir: Dir,
         host: &mut Cursor<'_>,
         fpga: u64,
         len: u64,
+        card_time: bool,
     ) -> Result<u64> {
         let engine = self.engine(dir);
         let mut table = engine.lock()?;
         let t0 = Instant::<Monotonic>::now();
-        engine.transfer(&self.port, &mut table, host, fpga, len)?;
-        Ok(t0.elapsed().as_nanos() as u64)
+        let card_ns = engine.transfer(&self.port, &mut table, host, fpga, len, card_time)?;
+        Ok(if card_time {
+            card_ns
+        } else {
+            t0.elapsed().as_nanos() as u64
+        })
     }
 
     /// Host memory -> FPGA RAM -> host memory, as a full-duplex pipeline (`duplex.rs`). Returns the DMA

@@ -80,6 +80,7 @@ impl Engine {
 
     /// Moves `len` bytes between the host pieces under `host` and FPGA RAM at `fpga`, as few chains as the
     /// descriptor table allows (one for any request of the PicoEVB's size). The caller holds `table`.
+    /// With `card_time`, the engine's run time by the card's clock (else 0).
     pub(crate) fn transfer(
         &self,
         port: &Port,
@@ -87,10 +88,11 @@ impl Engine {
         host: &mut Cursor<'_>,
         fpga: u64,
         len: u64,
-    ) -> Result {
+        card_time: bool,
+    ) -> Result<u64> {
         let table = table.as_mut().ok_or(ENODEV)?;
         let p = self.platform_with(port, table);
-        engine::transfer(&p, len, |done| {
+        engine::transfer(&p, len, card_time, |done| {
             self.build(table, host, fpga + done, len - done)
         })
         .map_err(kerr)
@@ -110,8 +112,8 @@ impl Engine {
     ) -> Result<Run<'a>> {
         let table = table.as_mut().ok_or(ENODEV)?;
         let p = self.platform_with(port, table);
-        let run =
-            engine::Run::start(&p, wake, || self.build(table, host, fpga, len)).map_err(kerr)?;
+        let run = engine::Run::start(&p, wake, false, || self.build(table, host, fpga, len))
+            .map_err(kerr)?;
         Ok(Run::new(p, table, run))
     }
 

@@ -97,9 +97,17 @@ impl<'a> Transfer<'a> {
     fn run_engines(&self, work: Work, at: u64, len: u64) -> Result<u64> {
         let card = &self.file.card;
         match work {
-            Work::OneWay { dir, fpga } => {
-                card.one_way(dir, &mut self.cursor(Side::of(dir), at)?, fpga, len)
-            }
+            Work::OneWay {
+                dir,
+                fpga,
+                card_time,
+            } => card.one_way(
+                dir,
+                &mut self.cursor(Side::of(dir), at)?,
+                fpga,
+                len,
+                card_time,
+            ),
             Work::RoundTrip => {
                 let (mut s, mut d) = (self.cursor(Side::Src, at)?, self.cursor(Side::Dst, at)?);
                 card.round_trip(&mut s, &mut d, len)

@@ -99,7 +99,7 @@ pub struct H2cDma {
     pub len: u64,
     /// In: `H2C_*` flags.
     pub flags: u64,
-    /// Out: time spent in DMA.
+    /// Out: time spent in DMA (the card's clock with [`H2C_CARD_TIME`]).
     pub dma_time_ns: u64,
 }
 
@@ -115,7 +115,7 @@ pub struct C2hDma {
     pub len: u64,
     /// In: `C2H_*` flags.
     pub flags: u64,
-    /// Out: time spent in DMA.
+    /// Out: time spent in DMA (the card's clock with [`C2H_CARD_TIME`]).
     pub dma_time_ns: u64,
 }
 
@@ -151,12 +151,18 @@ pub const H2C_DST_STREAM: u64 = 1 << 1;
 /// of [`STREAM_ALIGN`]. With no record ready the engine waits for the source, so ask for no more than it
 /// produces within the request's timeout (2 s plus 1 ms per 4 KiB); a disabled source reads as zeros.
 pub const C2H_SRC_STREAM: u64 = 1 << 1;
+/// H2C (gdr 1.8): `dma_time_ns` is the engine's run time by the card's own clock (the XDMA performance
+/// monitor: from Run to the last descriptor, summed over the request's chains) instead of the kernel's
+/// clock around the request. Costs two register reads per chain; not for the round trip.
+pub const H2C_CARD_TIME: u64 = 1 << 2;
+/// C2H (gdr 1.8): as [`H2C_CARD_TIME`].
+pub const C2H_CARD_TIME: u64 = 1 << 2;
 /// Valid H2C2H flag bits; any other bit is EINVAL.
 pub const H2C2H_FLAGS: u64 = H2C2H_SRC_CUDA | H2C2H_DST_CUDA;
 /// Valid H2C flag bits.
-pub const H2C_FLAGS: u64 = H2C_SRC_CUDA | H2C_DST_STREAM;
+pub const H2C_FLAGS: u64 = H2C_SRC_CUDA | H2C_DST_STREAM | H2C_CARD_TIME;
 /// Valid C2H flag bits.
-pub const C2H_FLAGS: u64 = C2H_DST_CUDA | C2H_SRC_STREAM;
+pub const C2H_FLAGS: u64 = C2H_DST_CUDA | C2H_SRC_STREAM | C2H_CARD_TIME;
 /// A stream transfer's length is a multiple of this: one 64-bit AXI beat.
 pub const STREAM_ALIGN: u64 = 8;
 
@@ -182,8 +188,9 @@ const _: () = {
 
 /// ABI version this header describes: major [31:16], minor [15:0]. 1.1 added IOC_REG_CACHE, 1.2
 /// IOC_RAM_OWNER (and the card RAM's ownership rules behind it), 1.3 IOC_PIN_HOST, 1.4 IOC_IMPORT_DMABUF,
-/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags, 1.6 IOC_STREAM_RING, 1.7 its [`RING_EVENTFD`].
-pub const ABI_VERSION: u32 = 1 << 16 | 7;
+/// 1.5 IOC_STREAM and the `*_STREAM` transfer flags, 1.6 IOC_STREAM_RING, 1.7 its [`RING_EVENTFD`], 1.8
+/// [`H2C_CARD_TIME`] and [`C2H_CARD_TIME`].
+pub const ABI_VERSION: u32 = 1 << 16 | 8;
 /// The minor version (of major 1) from which IOC_STREAM_RING takes [`RING_EVENTFD`].
 pub const ABI_EVENTFD_MINOR: u32 = 7;
 /// Major part of an ABI version.

@@ -133,6 +133,26 @@ impl<'a, R: Regs32 + ?Sized> Channel<'a, R> {
         self.regs.read32(self.ch(xdma::CH_STATUS_RC)).map(Status)
     }
 
+    /// Arms the performance monitor in auto mode (PG195): its counters clear when Run rises and stop when a
+    /// STOP descriptor completes, so after a chain they hold that chain's run.
+    pub fn perf_arm(&self) -> Result<(), R::Error> {
+        self.regs.write32(
+            xdma::PERF_AUTO | xdma::PERF_RUN,
+            self.ch(xdma::CH_PERF_CTRL),
+        )
+    }
+
+    /// The performance monitor's cycle count (42 bits; `u64::MAX` once it saturated): AXI clock cycles of
+    /// the last run since Run rose, in auto mode.
+    pub fn perf_cycles(&self) -> Result<u64, R::Error> {
+        let lo = self.regs.read32(self.ch(xdma::CH_PERF_CYC_LO))?;
+        let hi = self.regs.read32(self.ch(xdma::CH_PERF_CYC_HI))?;
+        if hi & xdma::PERF_MAXED != 0 {
+            return Ok(u64::MAX);
+        }
+        Ok(u64::from(hi & 0x3ff) << 32 | u64::from(lo))
+    }
+
     /// Descriptors completed since Run rose.
     pub fn completed_count(&self) -> Result<u32, R::Error> {
         self.regs.read32(self.ch(xdma::CH_COMPLETED_COUNT))

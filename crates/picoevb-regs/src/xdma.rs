@@ -226,6 +226,11 @@ pub const PERF_AUTO: u32 = 1 << 0;
 pub const PERF_CLEAR: u32 = 1 << 1;
 /// Perf control: run (arm) per PG195.
 pub const PERF_RUN: u32 = 1 << 2;
+/// Perf counters, high word: the count saturated.
+pub const PERF_MAXED: u32 = 1 << 16;
+/// The gdr design's XDMA AXI clock (125 MHz, docs/fpga.md), which the perf cycle counter counts: ns per
+/// cycle.
+pub const AXI_CLOCK_NS: u64 = 8;
 
 // ---- SGDMA registers (relative to `Dir::sgdma_base`) ----
 

@@ -143,14 +143,18 @@ pub struct Run {
     writeback: bool,
     /// Its interrupt mask was set (at start or by [`arm`]): the end clears it. Between runs it is 0.
     armed: bool,
+    /// Timed by the card's clock: the performance monitor was armed before Run.
+    card_time: bool,
 }
 
 impl Run {
     /// Starts a chain: refused with EIO on a wedged card before `build` writes the table (a wedged engine
-    /// may still fetch descriptors), then `build` fills the table, and the engine is programmed.
+    /// may still fetch descriptors), then `build` fills the table, and the engine is programmed; with
+    /// `card_time` its performance monitor is armed first ([`Run::card_ns`]).
     pub fn start<P: Platform + ?Sized>(
         p: &P,
         wake: Wake,
+        card_time: bool,
         build: impl FnOnce() -> Result<Chain, Errno>,
     ) -> Result<Run, Errno> {
         if p.wedged() {
@@ -159,7 +163,7 @@ impl Run {
         let chain = build()?;
         p.rearm();
         let armed = wake == Wake::Irq;
-        program(p, &chain, armed)?;
+        program(p, &chain, armed, card_time)?;
         Ok(Run {
             chain,
             wake,
@@ -167,7 +171,20 @@ impl Run {
             killed: false,
             writeback: p.writeback_addr().is_some(),
             armed,
+            card_time,
         })
+    }
+
+    /// After [`Run::wait`] of a run started with `card_time`: how long the engine ran, from Run to the
+    /// chain's last descriptor, by the card's clock (the performance monitor's cycles, two register reads);
+    /// None for a run not timed or not completed. Read before [`Run::finish`], which the caller runs
+    /// whatever this returns.
+    pub fn card_ns<P: Platform + ?Sized>(&self, p: &P) -> Option<Result<u64, Errno>> {
+        if !self.card_time || !self.completed || self.killed {
+            return None;
+        }
+        let cycles = Channel::new(p, p.dir()).perf_cycles();
+        Some(cycles.map(|c| c.saturating_mul(xdma::AXI_CLOCK_NS)))
     }
 
     /// The chain this run moves.
@@ -227,24 +244,28 @@ impl Run {
 
 /// Moves `len` bytes in as few chains as the table allows: `build(done)` builds the chain that starts
 /// `done` bytes in. Each chain is waited for (polled if it is small and the engine writes back, else by
-/// interrupt) and ended before the next is built.
+/// interrupt) and ended before the next is built. With `card_time`, returns the engines' run time by the
+/// card's clock, summed over the chains ([`Run::card_ns`]); else 0.
 pub fn transfer<P: Platform + ?Sized>(
     p: &P,
     len: u64,
+    card_time: bool,
     mut build: impl FnMut(u64) -> Result<Chain, Errno>,
-) -> Result<(), Errno> {
-    let mut done = 0;
+) -> Result<u64, Errno> {
+    let (mut done, mut ns) = (0, 0u64);
     while done < len {
         // Without a write-back word a poll reads registers: then every chain sleeps on its interrupt.
         let wake = match p.writeback_addr() {
             Some(_) => pipeline::wake_for(len - done),
             None => Wake::Irq,
         };
-        let mut run = Run::start(p, wake, || build(done))?;
+        let mut run = Run::start(p, wake, card_time, || build(done))?;
         run.wait(p);
+        let t = run.card_ns(p);
         done += run.finish(p)?;
+        ns = ns.saturating_add(t.transpose()?.unwrap_or(0));
     }
-    Ok(())
+    Ok(ns)
 }
 
 /// Programs the chain and sets Run, last, under the gate; with `irq` its interrupt is armed. An error means
@@ -256,11 +277,20 @@ pub fn transfer<P: Platform + ?Sized>(
 /// and write-back to bus address 0. The interrupt mask of an unarmed run is not written: between runs it
 /// is 0 (every armed run's end clears it, `stop` clears it, and 0 is its reset value), so a reset leaves
 /// it as the driver expects.
-fn program<P: Platform + ?Sized>(p: &P, c: &Chain, irq: bool) -> Result<(), Errno> {
+fn program<P: Platform + ?Sized>(
+    p: &P,
+    c: &Chain,
+    irq: bool,
+    card_time: bool,
+) -> Result<(), Errno> {
     let wb = p.writeback_addr();
     p.gated(&mut || {
         let ch = Channel::new(p, p.dir());
         ch.set_chain(c.first, c.first_adj)?;
+        // Written for every timed run, never assumed kept (a function reset zeroes it, as the addresses).
+        if card_time {
+            ch.perf_arm()?;
+        }
         if irq {
             ch.set_int_mask(INT_MASK)?;
             ch.irq_enable(true)?;

@@ -43,6 +43,10 @@ struct Fake {
     pollmode: Cell<bool>,
     /// The engine ends after this many reads of the word (each read takes 1 us of the clock).
     wb_after: Cell<Option<u32>>,
+    /// The performance monitor: its control, its cycle count, and the cycles each run adds.
+    perf_ctrl: Cell<u32>,
+    perf: Cell<u64>,
+    run_cycles: u64,
 }
 
 impl Fake {
@@ -69,6 +73,9 @@ impl Fake {
             wb: Cell::new(0),
             pollmode: Cell::new(false),
             wb_after: Cell::new(None),
+            perf_ctrl: Cell::new(0),
+            perf: Cell::new(0),
+            run_cycles: 5000,
         }
     }
     fn with_writeback(dir: Dir) -> Self {
@@ -81,6 +88,10 @@ impl Fake {
         self.dir.channel_base() + reg
     }
     fn end_chain(&self) {
+        if self.perf_ctrl.get() & xdma::PERF_RUN != 0 {
+            self.perf
+                .set(self.perf.get().saturating_add(self.run_cycles));
+        }
         self.hw.set(self.end_with.0 & !xdma::STAT_BUSY);
         self.completed.set(self.end_with.1);
         if self.pollmode.get() {
@@ -122,6 +133,16 @@ impl Regs32 for Fake {
             v
         } else if offset == self.ch(xdma::CH_COMPLETED_COUNT) {
             self.completed.get()
+        } else if offset == self.ch(xdma::CH_PERF_CYC_LO) {
+            self.perf.get() as u32
+        } else if offset == self.ch(xdma::CH_PERF_CYC_HI) {
+            let c = self.perf.get();
+            (c >> 32) as u32 & 0x3ff
+                | if c > 0x3ff_ffff_ffff {
+                    xdma::PERF_MAXED
+                } else {
+                    0
+                }
         } else {
             0
         };
@@ -130,7 +151,13 @@ impl Regs32 for Fake {
     }
     fn write32(&self, value: u32, offset: usize) -> Result<(), Errno> {
         self.log.borrow_mut().push(('w', offset, value));
+        if offset == self.ch(xdma::CH_PERF_CTRL) {
+            self.perf_ctrl.set(value);
+        }
         if offset == self.ch(xdma::CH_CONTROL) && value & xdma::CTRL_RUN != 0 {
+            if self.perf_ctrl.get() & xdma::PERF_AUTO != 0 {
+                self.perf.set(0);
+            }
             self.hw.set(xdma::STAT_BUSY);
             self.completed.set(0);
             self.pollmode.set(value & xdma::CTRL_POLLMODE_WB != 0);
@@ -247,7 +274,7 @@ fn chain(bytes: u64, count: usize) -> Chain {
 
 /// One run: start, wait, finish.
 fn run(f: &Fake, wake: Wake) -> Result<u64, Errno> {
-    let mut r = Run::start(f, wake, || Ok(chain(4096, 1)))?;
+    let mut r = Run::start(f, wake, false, || Ok(chain(4096, 1)))?;
     r.wait(f);
     r.finish(f)
 }
@@ -417,7 +444,9 @@ fn stop_that_leaves_run_set_wedges_the_card() {
     assert!(f.clock.get() > 2_001_000 + STOP_TIMEOUT_US);
     // Never started again, and the table is never built again.
     f.log.borrow_mut().clear();
-    let r = Run::start(&f, Wake::Irq, || panic!("table written on a wedged card"));
+    let r = Run::start(&f, Wake::Irq, false, || {
+        panic!("table written on a wedged card")
+    });
     assert_eq!(r.map(|_| ()), Err(Errno::EIO));
     assert!(f.log.borrow().is_empty());
 }
@@ -437,7 +466,7 @@ fn killed_wait_stops_the_run_unjudged() {
 fn gate_refuses_a_start_after_removal_without_a_register_write() {
     let f = Fake::new(Dir::C2h);
     f.gone.set(true);
-    let r = Run::start(&f, Wake::Irq, || Ok(chain(4096, 1)));
+    let r = Run::start(&f, Wake::Irq, false, || Ok(chain(4096, 1)));
     assert_eq!(r.map(|_| ()), Err(Errno::ENODEV));
     assert!(f.log.borrow().is_empty());
 }
@@ -445,12 +474,12 @@ fn gate_refuses_a_start_after_removal_without_a_register_write() {
 #[test]
 fn cancel_stops_and_wedges_only_a_busy_engine() {
     let f = Fake::new(Dir::C2h);
-    let r = Run::start(&f, Wake::Irq, || Ok(chain(4096, 1))).unwrap();
+    let r = Run::start(&f, Wake::Irq, false, || Ok(chain(4096, 1))).unwrap();
     assert_eq!(r.cancel(&f), Ok(()));
     assert!(f.writes().ends_with(&stop_writes()) && !f.wedged.get());
     let mut f = Fake::new(Dir::C2h);
     f.sticky_busy = true;
-    let r = Run::start(&f, Wake::Irq, || Ok(chain(4096, 1))).unwrap();
+    let r = Run::start(&f, Wake::Irq, false, || Ok(chain(4096, 1))).unwrap();
     assert_eq!(r.cancel(&f), Err(Errno::EIO));
     assert!(f.wedged.get());
 }
@@ -459,11 +488,11 @@ fn cancel_stops_and_wedges_only_a_busy_engine() {
 fn transfer_runs_chains_until_every_byte_moved() {
     let f = Fake::new(Dir::C2h);
     let mut starts = Vec::new();
-    let r = transfer(&f, 10_000, |done| {
+    let r = transfer(&f, 10_000, false, |done| {
         starts.push(done);
         Ok(chain((10_000 - done).min(4096), 1))
     });
-    assert_eq!(r, Ok(()));
+    assert_eq!(r, Ok(0), "not timed");
     assert_eq!(starts, [0, 4096, 8192]);
 }
 
@@ -471,7 +500,9 @@ fn transfer_runs_chains_until_every_byte_moved() {
 fn wedged_card_never_gets_its_table_rewritten() {
     let f = Fake::new(Dir::C2h);
     f.wedged.set(true);
-    let r = Run::start(&f, Wake::Irq, || panic!("table written on a wedged card"));
+    let r = Run::start(&f, Wake::Irq, false, || {
+        panic!("table written on a wedged card")
+    });
     assert_eq!(r.map(|_| ()), Err(Errno::EIO));
     assert!(f.log.borrow().is_empty());
 }
@@ -569,25 +600,97 @@ fn short_writeback_count_is_read_from_the_register_and_is_eio() {
     );
 }
 
+/// A timed transfer (`card_time`) arms the performance monitor before each chain's Run and adds each chain's
+/// cycles, read after it completed, at the design's AXI clock; an untimed one touches neither. Seen
+/// failing with the arm written after Run (the count cleared by nothing: the sum grows past 3 runs).
+#[test]
+fn a_timed_transfer_arms_the_monitor_before_run_and_sums_every_chain() {
+    let f = Fake::new(Dir::C2h);
+    // Cycles left from an earlier, untimed use: the auto mode's clear on Run drops them.
+    f.perf.set(777);
+    let r = transfer(&f, 10_000, true, |done| {
+        Ok(chain((10_000 - done).min(4096), 1))
+    });
+    assert_eq!(r, Ok(3 * 5000 * xdma::AXI_CLOCK_NS));
+    let w = f.writes();
+    let arms: Vec<usize> = w
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| {
+            **a == (
+                C2H_CH + xdma::CH_PERF_CTRL,
+                xdma::PERF_AUTO | xdma::PERF_RUN,
+            )
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let runs: Vec<usize> = w
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.0 == C2H_CH + xdma::CH_CONTROL && a.1 & xdma::CTRL_RUN != 0)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(arms.len(), 3);
+    assert!(arms.iter().zip(&runs).all(|(a, r)| a < r), "{w:?}");
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_PERF_CYC_LO), 3);
+
+    // Untimed: no arm, no read.
+    let f = Fake::new(Dir::C2h);
+    assert_eq!(transfer(&f, 4096, false, |_| Ok(chain(4096, 1))), Ok(0));
+    let armed = f
+        .writes()
+        .iter()
+        .any(|a| a.0 == C2H_CH + xdma::CH_PERF_CTRL);
+    assert!(!armed);
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_PERF_CYC_LO), 0);
+
+    // 42 bits of cycles; a saturated count reads as the longest time.
+    let f = Fake {
+        run_cycles: (1 << 35) + 3,
+        ..Fake::new(Dir::H2c)
+    };
+    let r = transfer(&f, 4096, true, |_| Ok(chain(4096, 1)));
+    assert_eq!(r, Ok(((1 << 35) + 3) * xdma::AXI_CLOCK_NS));
+    let f = Fake {
+        run_cycles: 1 << 43,
+        ..Fake::new(Dir::H2c)
+    };
+    assert_eq!(
+        transfer(&f, 4096, true, |_| Ok(chain(4096, 1))),
+        Ok(u64::MAX)
+    );
+
+    // A chain that did not complete is not read, and its error is the transfer's.
+    let f = Fake {
+        waited: Waited::TimedOut,
+        ..Fake::new(Dir::C2h)
+    };
+    assert_eq!(
+        transfer(&f, 4096, true, |_| Ok(chain(4096, 1))),
+        Err(Errno::ETIMEDOUT)
+    );
+    assert_eq!(f.reads_of(C2H_CH + xdma::CH_PERF_CYC_LO), 0);
+}
+
 #[test]
 fn transfer_polls_small_chains_and_sleeps_on_large_ones() {
     let f = Fake::with_writeback(Dir::C2h);
     f.wb_after.set(Some(1));
     assert_eq!(
-        transfer(&f, crate::pipeline::POLL_BYTES, |_| Ok(chain(
+        transfer(&f, crate::pipeline::POLL_BYTES, false, |_| Ok(chain(
             crate::pipeline::POLL_BYTES,
             1
         ))),
-        Ok(())
+        Ok(0)
     );
     assert!(!f.writes().contains(&(C2H_CH + xdma::CH_INT_MASK, INT_MASK)));
     let f = Fake::with_writeback(Dir::C2h);
     let big = crate::pipeline::POLL_BYTES + 4096;
-    assert_eq!(transfer(&f, big, |_| Ok(chain(big, 1))), Ok(()));
+    assert_eq!(transfer(&f, big, false, |_| Ok(chain(big, 1))), Ok(0));
     assert_eq!(f.writes()[..8], start_writes_wb(true)[..]);
     // Without a write-back word every one-way chain sleeps on its interrupt, as before.
     let f = Fake::new(Dir::C2h);
-    assert_eq!(transfer(&f, 4096, |_| Ok(chain(4096, 1))), Ok(()));
+    assert_eq!(transfer(&f, 4096, false, |_| Ok(chain(4096, 1))), Ok(0));
     assert_eq!(f.writes()[..6], start_writes(true)[..]);
 }
 

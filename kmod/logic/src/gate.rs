@@ -63,6 +63,8 @@ pub enum Work {
         dir: Dir,
         /// Card (AXI) address.
         fpga: u64,
+        /// The DMA time is the engine's, by the card's clock (`engine::transfer`).
+        card_time: bool,
     },
     /// Source -> card RAM -> destination, both engines.
     RoundTrip,
@@ -95,7 +97,11 @@ impl Request {
             src,
             dst,
             len: x.len,
-            work: Work::OneWay { dir, fpga: x.fpga },
+            work: Work::OneWay {
+                dir,
+                fpga: x.fpga,
+                card_time: x.card_time,
+            },
             surface_at: 0,
         }
     }
@@ -263,9 +269,14 @@ fn take_and_run<S: Services + ?Sized>(
     }
     h.ran = true;
     let work = match req.work {
-        Work::OneWay { dir, fpga } => Work::OneWay {
+        Work::OneWay {
+            dir,
+            fpga,
+            card_time,
+        } => Work::OneWay {
             dir,
             fpga: fpga + at,
+            card_time,
         },
         Work::RoundTrip => Work::RoundTrip,
     };

@@ -188,9 +188,14 @@ impl Services for Fake {
         }
         self.runs.push((at, len));
         let work = match work {
-            Work::OneWay { dir, fpga } => Work::OneWay {
+            Work::OneWay {
+                dir,
+                fpga,
+                card_time,
+            } => Work::OneWay {
                 dir,
                 fpga: fpga - at,
+                card_time,
             },
             w => w,
         };
@@ -239,6 +244,7 @@ fn shapes() -> Vec<Request> {
                 host: host(side, gpu),
                 fpga: 512,
                 len: LEN,
+                card_time: false,
             };
             v.push(Request::one_way(dir, &x));
             // The same with the stream block instead of the card RAM.

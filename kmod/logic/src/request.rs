@@ -29,6 +29,8 @@ pub struct OneWay {
     pub fpga: u64,
     /// Bytes.
     pub len: u64,
+    /// Timed by the card's clock (`*_CARD_TIME`).
+    pub card_time: bool,
 }
 
 /// A checked host -> FPGA -> host copy.
@@ -94,6 +96,7 @@ pub fn h2c(req: &abi::H2cDma, card: &Card) -> Result<OneWay, Errno> {
         host: host(req.src, req.flags & abi::H2C_SRC_CUDA != 0, req.len)?,
         fpga,
         len: req.len,
+        card_time: req.flags & abi::H2C_CARD_TIME != 0,
     })
 }
 
@@ -107,6 +110,7 @@ pub fn c2h(req: &abi::C2hDma, card: &Card) -> Result<OneWay, Errno> {
         host: host(req.dst, req.flags & abi::C2H_DST_CUDA != 0, req.len)?,
         fpga,
         len: req.len,
+        card_time: req.flags & abi::C2H_CARD_TIME != 0,
     })
 }
 
@@ -197,7 +201,8 @@ mod tests {
             Ok(OneWay {
                 host: Host::User(0x1000),
                 fpga: 0,
-                len: 65536
+                len: 65536,
+                card_time: false
             })
         );
         assert_eq!(h(0x1001, 65535, 1, 0).map(|o| o.fpga), Ok(65535));
@@ -212,6 +217,10 @@ mod tests {
         assert_eq!(h(0x1000, 0, u64::MAX, 0), Err(Errno::EINVAL));
         assert_eq!(h(0x1000, 0, 16, 1 << 5), Err(Errno::EINVAL));
         assert_eq!(h(u64::MAX - 4, 0, 16, 0), Err(Errno::EFAULT));
+        assert_eq!(
+            h(0x1000, 0, 16, abi::H2C_CARD_TIME).map(|o| o.card_time),
+            Ok(true)
+        );
     }
 
     #[test]
@@ -241,20 +250,24 @@ mod tests {
             Ok(OneWay {
                 host: Host::User(0x5000),
                 fpga: 8,
-                len: 8
+                len: 8,
+                card_time: false
             })
         );
-        let r = c2h(
-            &abi::C2hDma {
-                dst: 0x5000,
-                src: 8,
-                len: 8,
-                flags: 4,
-                dma_time_ns: 0,
-            },
-            &CARD,
-        );
-        assert_eq!(r, Err(Errno::EINVAL));
+        let c = |flags| {
+            c2h(
+                &abi::C2hDma {
+                    dst: 0x5000,
+                    src: 8,
+                    len: 8,
+                    flags,
+                    dma_time_ns: 0,
+                },
+                &CARD,
+            )
+        };
+        assert_eq!(c(8), Err(Errno::EINVAL));
+        assert_eq!(c(abi::C2H_CARD_TIME).map(|x| x.card_time), Ok(true));
     }
 
     #[test]
@@ -276,7 +289,8 @@ mod tests {
             Ok(OneWay {
                 host: Host::User(0x5000),
                 fpga: crate::stream::WINDOW_AXI_ADDR,
-                len: 1 << 20
+                len: 1 << 20,
+                card_time: false
             }),
             "not bounded by the RAM"
         );

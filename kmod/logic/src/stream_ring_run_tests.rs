@@ -263,7 +263,8 @@ fn fills_the_total_in_chains_that_never_wrap_publishing_around_each() {
             c.work,
             gate::Work::OneWay {
                 dir: Dir::C2h,
-                fpga: crate::stream::WINDOW_AXI_ADDR
+                fpga: crate::stream::WINDOW_AXI_ADDR,
+                card_time: false
             }
         );
         assert_eq!(c.surface_at, 0);
@@ -483,7 +484,8 @@ fn emptying_moves_what_the_caller_produced_in_chains_that_never_wrap() {
             c.work,
             gate::Work::OneWay {
                 dir: Dir::H2c,
-                fpga: crate::stream::WINDOW_AXI_ADDR
+                fpga: crate::stream::WINDOW_AXI_ADDR,
+                card_time: false
             }
         );
         assert!(c.dst.is_none() && !c.uses_ram());

@@ -298,7 +298,7 @@ impl Side for CSide {
         let p = unsafe { engine_with(s.card, s.idx, s.descs, s.ndescs, s.base) }?;
         let dir = p.dir();
         // SAFETY: as above; `segs` is valid for `nsegs` segments.
-        let run = Run::start(&p, wake, || unsafe {
+        let run = Run::start(&p, wake, false, || unsafe {
             build(
                 dir,
                 s.segs,
@@ -395,12 +395,13 @@ pub unsafe extern "C" fn pevb_engine_stop(card: *mut c_void, idx: u32) -> bool {
 
 /// Moves `len` bytes between `segs` (from byte `host_off`) and FPGA RAM at `fpga` on engine `idx`, as few
 /// chains as the table allows, each waited for (polled if small, else by interrupt) and ended before the
-/// next.
+/// next. With `card_time`, stores the engine's run time by the card's clock in `*card_ns` (else 0), unless
+/// it is NULL.
 ///
 /// # Safety
 /// `card` is a live `struct pevb_card` whose engine `idx` lock the caller holds; `segs` is valid for
 /// reading `nsegs` segments, `descs` for writing `ndescs` descriptors (the engine's table, not read by the
-/// engine now: every earlier run ended).
+/// engine now: every earlier run ended); `card_ns` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn pevb_engine_transfer(
     card: *mut c_void,
@@ -413,6 +414,8 @@ pub unsafe extern "C" fn pevb_engine_transfer(
     descs: *mut Descriptor,
     ndescs: usize,
     base: u64,
+    card_time: bool,
+    card_ns: *mut u64,
 ) -> c_int {
     // SAFETY: caller's contract (the table, held under the engine lock for the whole transfer).
     let p = match unsafe { engine_with(card, idx, descs, ndescs, base) } {
@@ -421,7 +424,7 @@ pub unsafe extern "C" fn pevb_engine_transfer(
     };
     let dir = p.dir();
     // SAFETY: caller's contract, for every chain: each earlier one ended before the next is built.
-    let r = engine::transfer(&p, len, |done| unsafe {
+    let r = engine::transfer(&p, len, card_time, |done| unsafe {
         build(
             dir,
             segs,
@@ -435,7 +438,13 @@ pub unsafe extern "C" fn pevb_engine_transfer(
         )
     });
     match r {
-        Ok(()) => 0,
+        Ok(ns) => {
+            if !card_ns.is_null() {
+                // SAFETY: caller's contract: NULL or writable.
+                unsafe { *card_ns = ns };
+            }
+            0
+        }
         Err(e) => neg(e),
     }
 }

@@ -33,6 +33,7 @@ extern "C" {
         fpga: u64,
         at: u64,
         len: u64,
+        card_time: bool,
         ns: *mut u64,
     ) -> c_int;
     fn pevb_gate_round_trip(x: *mut c_void, at: u64, len: u64, ns: *mut u64) -> c_int;
@@ -97,9 +98,13 @@ impl Services for CTransfer {
         // SAFETY: see above; `ns` is a local the callee writes.
         res(unsafe {
             match work {
-                Work::OneWay { dir, fpga } => {
+                Work::OneWay {
+                    dir,
+                    fpga,
+                    card_time,
+                } => {
                     let dir = (dir == Dir::C2h) as u32;
-                    pevb_gate_one_way(self.x, dir, fpga, at, len, &mut ns)
+                    pevb_gate_one_way(self.x, dir, fpga, at, len, card_time, &mut ns)
                 }
                 Work::RoundTrip => pevb_gate_round_trip(self.x, at, len, &mut ns),
             }

@@ -7,7 +7,6 @@ use crate::faults::TransferFaults;
 
 /// Perf counters are 42 bits wide; bit 16 of the high word says the counter saturated.
 const PERF_MAX: u64 = (1 << 42) - 1;
-const PERF_MAXED: u32 = 1 << 16;
 
 /// A transfer for the worker: what Run latched.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +60,7 @@ impl Perf {
     }
 
     fn hi(v: u64) -> u32 {
-        ((v >> 32) as u32 & 0x3ff) | if v == PERF_MAX { PERF_MAXED } else { 0 }
+        ((v >> 32) as u32 & 0x3ff) | if v == PERF_MAX { xdma::PERF_MAXED } else { 0 }
     }
 }
 

@@ -34,7 +34,7 @@ const CHUNK: usize = 64 * 1024;
 /// AXI clock cycles charged per descriptor for fetch and completion (perf counters only).
 const DESC_OVERHEAD_CYCLES: u64 = 64;
 /// The XDMA's AXI clock for 64-bit Gen2 x1: 125 MHz, i.e. 8 ns per cycle (perf counters only).
-const NS_PER_CYCLE: u128 = 8;
+const NS_PER_CYCLE: u128 = xdma::AXI_CLOCK_NS as u128;
 
 /// How a transfer ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +94,8 @@ struct Transfer<'a> {
     cost: Option<RunCost>,
     /// The stopping descriptor asked for a write-back, which `finish` sends.
     wb_at_stop: bool,
+    /// Timing mode: the run's modeled ns the performance monitor has counted.
+    perf_ns: u64,
 }
 
 impl<'a> Transfer<'a> {
@@ -108,6 +110,7 @@ impl<'a> Transfer<'a> {
             paced_until: Instant::now(),
             cost: job.timing.map(|p| RunCost::new(dir, p)),
             wb_at_stop: false,
+            perf_ns: 0,
         }
     }
 
@@ -531,13 +534,11 @@ impl<'a> Transfer<'a> {
         }
         let len = u64::from(desc.len);
         let beats = len.div_ceil(BEAT_BYTES);
-        let cycles = (beats + DESC_OVERHEAD_CYCLES).max((took.as_nanos() / NS_PER_CYCLE) as u64);
         let stats = &mut st.stats.engines[self.dir.index()];
         stats.descriptors += 1;
         stats.bytes += len;
         let e = st.xdma.engine_mut(self.dir);
         e.completed = e.completed.wrapping_add(1);
-        e.perf.account(cycles, beats);
         let stop = desc.control & xdma::DESC_STOP != 0;
         if desc.control & xdma::DESC_COMPLETED != 0 {
             e.log(xdma::STAT_DESC_COMPLETED);
@@ -552,6 +553,17 @@ impl<'a> Transfer<'a> {
                 }
             }
         }
+        // The monitor counts the card's clock: in timing mode the modeled one, so that a run's cycles
+        // are its modeled time (the timing counters' `busy_ns`); else the wall time, at least the beats.
+        let cycles = match &self.cost {
+            Some(c) => {
+                let cycles = u128::from(c.ns().saturating_sub(self.perf_ns)) / NS_PER_CYCLE;
+                self.perf_ns += (cycles * NS_PER_CYCLE) as u64;
+                cycles as u64
+            }
+            None => (beats + DESC_OVERHEAD_CYCLES).max((took.as_nanos() / NS_PER_CYCLE) as u64),
+        };
+        st.xdma.engine_mut(self.dir).perf.account(cycles, beats);
         if stop {
             st.xdma.engine_mut(self.dir).log(xdma::STAT_DESC_STOPPED);
         } else {

@@ -139,6 +139,14 @@ impl Rpc {
         })
     }
 
+    /// Turns timing mode off.
+    pub fn timing_off(&mut self) -> Result<TimingReply, String> {
+        self.call(&Request::Timing {
+            enable: Some(false),
+            params: None,
+        })
+    }
+
     /// Injects `fault` into the next `count` engine runs (0: until cleared).
     pub fn inject(&mut self, fault: &str, count: u64) -> Result<(), String> {
         self.call::<Done>(&Request::inject(fault, count))

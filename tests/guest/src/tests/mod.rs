@@ -1,6 +1,7 @@
 //! The test registry, the context tests run in, and helpers shared by the topic modules.
 
 mod basic;
+mod card_clock;
 mod cards;
 mod cuda;
 mod dma;
@@ -315,6 +316,7 @@ pub fn all() -> Vec<Test> {
     let mut v = Vec::new();
     basic::register(&mut v);
     dma::register(&mut v);
+    card_clock::register(&mut v);
     errors::register(&mut v);
     // Its tests open their own files; they flush the shared one first, so its cached buffers do not move
     // the pinned-page counts they compare.
