@@ -140,7 +140,7 @@ fn lseek_espipe(ctx: &mut Ctx) -> TestResult {
 fn unknown_flag(ctx: &mut Ctx) -> TestResult {
     let mut h = Host::new();
     let (p, q) = (h.ptr(), h.ptr() + RAM);
-    for flag in [BAD_FLAG, 1 << 2, 1 << 63] {
+    for flag in [BAD_FLAG, 1 << 3, 1 << 63] {
         expect_errno(
             &format!("h2c flags {flag:#x}"),
             h2c(ctx.dev, p, 0, 64, flag),
