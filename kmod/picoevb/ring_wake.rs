@@ -27,8 +27,9 @@ impl RingEventfd {
 
 impl ioctl::Eventfd for RingEventfd {
     fn signal(&self) {
-        // SAFETY: the context is referenced until `drop`; eventfd_signal takes only its wait queue's
-        // lock, from process context (the ring's ioctl).
+        // SAFETY: the context is referenced until `drop`. Called from the ring's ioctl, process context,
+        // holding no lock of the driver's: eventfd_signal runs its waiters' wake-up callbacks (epoll's,
+        // say) under the queue's lock, and those may take locks of their own.
         unsafe { ffi::pevb_eventfd_signal(self.0.as_ptr()) }
     }
 }

@@ -51,8 +51,9 @@ struct CEventfd(*mut c_void);
 
 impl ioctl::Eventfd for CEventfd {
     fn signal(&self) {
-        // SAFETY: the context is referenced until `drop`; eventfd_signal takes only its wait queue's lock,
-        // from process context (the ring's ioctl).
+        // SAFETY: the context is referenced until `drop`. Called from the ring's ioctl, process context,
+        // holding no lock of the driver's: eventfd_signal runs its waiters' wake-up callbacks (epoll's,
+        // say) under the queue's lock, and those may take locks of their own.
         unsafe { pevb_eventfd_signal(self.0) }
     }
 }

@@ -141,14 +141,16 @@ pub(super) struct Driver {
 
 impl Driver {
     /// Starts `arg` (its `control`, `eventfd` and `RING_EVENTFD` are filled in here) on a duplicate `fd`
-    /// of the card, over `mem`'s control block. With `wake` (a driver of ABI 1.7 or later) the driver
-    /// signals an eventfd that [`Driver::sleep`] sleeps on.
+    /// of the card, over `mem`'s control block, which it shares with its thread from here on
+    /// ([`Driver::mem`]). With `wake` (a driver of ABI 1.7 or later) the driver signals an eventfd that
+    /// [`Driver::sleep`] sleeps on.
     pub(super) fn start(
         fd: OwnedFd,
         mut arg: abi::StreamRing,
-        mem: &Arc<Memory>,
+        mem: Memory,
         wake: bool,
     ) -> Result<Driver, Error> {
+        let mem = Arc::new(mem);
         let wake = if wake {
             Some(Arc::new(eventfd()?))
         } else {
@@ -189,12 +191,17 @@ impl Driver {
                 errno: e.raw_os_error().unwrap_or(0),
             })?;
         Ok(Driver {
-            mem: mem.clone(),
+            mem,
             thread: Some(thread),
             result: None,
             wake,
             spins: 0,
         })
+    }
+
+    /// The ring's memory: its control block and slots.
+    pub(super) fn mem(&self) -> &Memory {
+        &self.mem
     }
 
     /// Whether the driver's call has returned. Once true, the control block holds its last words.

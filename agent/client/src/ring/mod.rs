@@ -17,7 +17,6 @@ mod surface;
 mod writer;
 
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
@@ -69,7 +68,6 @@ pub struct RingSummary {
 /// A running ring: its reader's side. Dropping it stops the driver at its next chain boundary and waits
 /// for that (at most one chain, bounded by the driver's engine timeout).
 pub struct Ring {
-    mem: Arc<Memory>,
     driver: Driver,
     consumer: Consumer,
     slot_bytes: usize,
@@ -138,11 +136,10 @@ impl Ring {
     /// ring's eventfd once it has caught up.
     pub(crate) fn start(fd: OwnedFd, config: RingConfig, wake: bool) -> Result<Ring, Error> {
         let len = check(&config)?;
-        let mem = Arc::new(Memory::new(len)?);
+        let mem = Memory::new(len)?;
         let arg = ring_arg(&config, mem.slots() as u64, 0);
-        let driver = Driver::start(fd, arg, &mem, wake)?;
+        let driver = Driver::start(fd, arg, mem, wake)?;
         Ok(Ring {
-            mem,
             driver,
             consumer: Consumer::new(u64::from(config.slots)),
             slot_bytes: config.slot_bytes,
@@ -177,7 +174,7 @@ impl Ring {
                 out.len()
             )));
         }
-        let c = self.mem.control();
+        let c = self.driver.mem().control();
         loop {
             // Checked before `produced` is loaded: once the driver has ended, this load sees its last
             // slot.
@@ -194,7 +191,8 @@ impl Ring {
                 // 8, the slots page-aligned); the device may be writing it, so it is read volatile, never
                 // through a reference, and a torn copy is discarded below.
                 let w = unsafe {
-                    self.mem
+                    self.driver
+                        .mem()
                         .slots()
                         .add(at + 8 * i)
                         .cast::<u64>()

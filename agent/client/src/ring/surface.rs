@@ -7,7 +7,6 @@
 //! Unpinning the surface, or freeing its memory, ends the ring (EINVAL) at the chain in flight.
 
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,6 @@ use crate::{CudaHandle, Error};
 /// A running ring in a surface: the driver's side and the control block. Dropping it stops the driver at
 /// its next chain boundary.
 pub struct SurfaceRing {
-    mem: Arc<Memory>,
     driver: Driver,
 }
 
@@ -42,33 +40,36 @@ impl SurfaceRing {
         wake: bool,
     ) -> Result<SurfaceRing, Error> {
         check(&config)?;
-        let mem = Arc::new(Memory::new(0)?);
+        let mem = Memory::new(0)?;
         let arg = ring_arg(&config, u64::from(surface.0), abi::RING_CUDA);
-        let driver = Driver::start(fd, arg, &mem, wake)?;
-        Ok(SurfaceRing { mem, driver })
+        let driver = Driver::start(fd, arg, mem, wake)?;
+        Ok(SurfaceRing { driver })
     }
 
     /// The control block (`abi::RingControl`'s layout) at the start of a page of its own, for the reader:
     /// it loads `produced` (acquire) and `writing`, and with back-pressure stores `consumed` (release).
     /// Valid while this value lives.
     pub fn control(&self) -> *mut abi::RingControl {
-        std::ptr::from_ref(self.mem.control()).cast_mut().cast()
+        std::ptr::from_ref(self.driver.mem().control())
+            .cast_mut()
+            .cast()
     }
 
     /// Slots the driver has filled whole.
     pub fn produced(&self) -> u64 {
-        self.mem.control().produced.load(Ordering::Acquire)
+        self.driver.mem().control().produced.load(Ordering::Acquire)
     }
 
     /// Slots below which the driver may be writing now (a seqlock reader's check).
     pub fn writing(&self) -> u64 {
-        self.mem.control().writing.load(Ordering::Acquire)
+        self.driver.mem().control().writing.load(Ordering::Acquire)
     }
 
     /// Releases every slot below `consumed` to a back-pressure driver (for a reader that reports through
     /// this process rather than storing the word itself).
     pub fn release(&self, consumed: u64) {
-        self.mem
+        self.driver
+            .mem()
             .control()
             .consumed
             .store(consumed, Ordering::Release);

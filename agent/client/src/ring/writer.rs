@@ -4,7 +4,6 @@
 //! the ring's eventfd (ABI 1.7), or napping with an older driver.
 
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -17,7 +16,6 @@ use crate::Error;
 /// A running ring the driver empties into the checker: its writer's side. Dropping it stops the driver at
 /// its next chain boundary (slots written but not yet moved are not moved).
 pub struct RingWriter {
-    mem: Arc<Memory>,
     driver: Driver,
     slots: u64,
     slot_bytes: usize,
@@ -43,11 +41,10 @@ impl RingWriter {
             ));
         }
         let len = check(&config)?;
-        let mem = Arc::new(Memory::new(len)?);
+        let mem = Memory::new(len)?;
         let arg = ring_arg(&config, mem.slots() as u64, abi::RING_H2C);
-        let driver = Driver::start(fd, arg, &mem, wake)?;
+        let driver = Driver::start(fd, arg, mem, wake)?;
         Ok(RingWriter {
-            mem,
             driver,
             slots: u64::from(config.slots),
             slot_bytes: config.slot_bytes,
@@ -67,7 +64,7 @@ impl RingWriter {
 
     /// Slots the driver moved into the checker so far.
     pub fn moved(&self) -> u64 {
-        self.mem.control().consumed.load(Ordering::Acquire)
+        self.driver.mem().control().consumed.load(Ordering::Acquire)
     }
 
     /// Copies `slot` (exactly `slot_bytes` long) into the next slot if the driver has moved what was there;
@@ -87,7 +84,7 @@ impl RingWriter {
                 "the ring has ended: its total was moved, or it was stopped".into(),
             ));
         }
-        let c = self.mem.control();
+        let c = self.driver.mem().control();
         if self.written >= self.moved() + self.slots {
             return Ok(false);
         }
@@ -97,7 +94,11 @@ impl RingWriter {
         // reads it again only after `produced` below says so, so nothing reads it while it is written;
         // written through a raw pointer, never a reference.
         unsafe {
-            std::ptr::copy_nonoverlapping(slot.as_ptr(), self.mem.slots().add(at), self.slot_bytes)
+            std::ptr::copy_nonoverlapping(
+                slot.as_ptr(),
+                self.driver.mem().slots().add(at),
+                self.slot_bytes,
+            )
         };
         self.written += 1;
         c.produced.store(self.written, Ordering::Release);
