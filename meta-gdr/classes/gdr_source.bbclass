@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "88a843b020d8e088ffbfea58e8dbb66bd2491ae7"
+SRCREV = "8843e025801fb855426cdf42b8dcb44aeae4fb0c"
 S = "${UNPACKDIR}/gdr"
