@@ -93,3 +93,48 @@ mod tests {
         assert!(vmstat_field(text, "nr_foll_pin").is_err());
     }
 }
+
+/// The guest's CPU time from `/proc/stat`'s `cpu` line, in clock ticks (USER_HZ): user (with nice),
+/// system (with irq and softirq), idle (with iowait).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuTicks {
+    pub user: u64,
+    pub system: u64,
+    pub idle: u64,
+}
+
+impl CpuTicks {
+    pub fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let f: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        let at = |i: usize| f.get(i).copied().unwrap_or(0);
+        Self {
+            user: at(0) + at(1),
+            system: at(2) + at(5) + at(6),
+            idle: at(3) + at(4),
+        }
+    }
+
+    /// `user/system/idle` shares of the time since `earlier`, in percent.
+    pub fn shares_since(&self, earlier: &Self) -> String {
+        let (u, s, i) = (
+            self.user - earlier.user,
+            self.system - earlier.system,
+            self.idle - earlier.idle,
+        );
+        let all = (u + s + i).max(1) as f64;
+        format!(
+            "user {:.0}%, system {:.0}%, idle {:.0}%",
+            100.0 * u as f64 / all,
+            100.0 * s as f64 / all,
+            100.0 * i as f64 / all
+        )
+    }
+}
