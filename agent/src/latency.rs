@@ -49,12 +49,17 @@ pub struct Row {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    /// P50 of the card's own time for the same transfers (the DMA engine busy with the data): one-way
+    /// requests with a driver that times by the card's clock (ABI 1.8), else none. The wall P50 minus
+    /// this is what the CPU, the driver and the interrupt or poll add.
+    pub card_p50_us: Option<f64>,
 }
 
 impl Row {
-    /// The distribution of `samples_ns`.
-    pub fn of(op: Op, bytes: usize, mut samples_ns: Vec<u64>) -> Row {
+    /// The distribution of `samples_ns` (wall), and `card_ns`'s median where the card timed them.
+    pub fn of(op: Op, bytes: usize, mut samples_ns: Vec<u64>, mut card_ns: Vec<u64>) -> Row {
         samples_ns.sort_unstable();
+        card_ns.sort_unstable();
         let us = |p: f64| percentile(&samples_ns, p) as f64 / 1000.0;
         Row {
             op,
@@ -65,6 +70,7 @@ impl Row {
             p99_us: us(99.0),
             p999_us: us(99.9),
             max_us: us(100.0),
+            card_p50_us: (!card_ns.is_empty()).then(|| percentile(&card_ns, 50.0) as f64 / 1000.0),
         }
     }
 }
@@ -104,7 +110,7 @@ pub fn measure(
                     source,
                 }
             })?;
-            rows.push(Row::of(op, bytes, v));
+            rows.push(Row::of(op, bytes, v.wall_ns, v.card_ns));
         }
     }
     Ok(rows)
@@ -119,11 +125,14 @@ mod tests {
     fn quantiles_are_nearest_rank_in_microseconds() {
         // 1000 samples of 1..=1000 us: p99.9 is the 999th, max the 1000th.
         let v: Vec<u64> = (1..=1000).rev().map(|u| u * 1000).collect();
-        let r = Row::of(Op::H2c2h, 4096, v);
+        let r = Row::of(Op::H2c2h, 4096, v, vec![]);
         assert_eq!(
             (r.samples, r.min_us, r.p50_us, r.p99_us, r.p999_us, r.max_us),
             (1000, 1.0, 500.0, 990.0, 999.0, 1000.0)
         );
+        assert_eq!(r.card_p50_us, None);
+        let r = Row::of(Op::C2h, 4096, vec![9000; 3], vec![7000, 3000, 5000]);
+        assert_eq!(r.card_p50_us, Some(5.0));
     }
 
     #[test]

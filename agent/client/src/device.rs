@@ -3,6 +3,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use picoevb_abi as abi;
 
@@ -12,14 +13,28 @@ use crate::{Error, Ring, RingConfig, RingWriter, SurfaceRing};
 #[derive(Debug)]
 pub struct Device {
     fd: OwnedFd,
+    /// One-way requests ask for the card's clock ([`Device::time_by_card`]).
+    card_clock: AtomicBool,
+}
+
+/// Which clock timed a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// The kernel's, from the first register write to the completion seen: includes the interrupt's or
+    /// the poll's latency and the driver's own work between chains.
+    Kernel,
+    /// The card's: the engines' performance monitors, the time the DMA engine was busy with the data
+    /// (one-way requests, with [`Device::time_by_card`]).
+    Card,
 }
 
 /// Result of one DMA request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
     pub bytes: u64,
-    /// DMA time as the driver measured it (pinning and mapping excluded).
+    /// DMA time as the driver measured it (pinning and mapping excluded), on [`Transfer::clock`].
     pub dma_time_ns: u64,
+    pub clock: Clock,
 }
 
 impl Transfer {
@@ -90,7 +105,10 @@ pub enum Sink<'a> {
 impl Device {
     /// Wraps an fd (from the agent's `Open`).
     pub fn from_fd(fd: OwnedFd) -> Self {
-        Self { fd }
+        Self {
+            fd,
+            card_clock: AtomicBool::new(false),
+        }
     }
 
     /// Opens a node directly (needs permission on the node: the agent and tests).
@@ -103,7 +121,7 @@ impl Device {
                 op: "open",
                 errno: e.raw_os_error().unwrap_or(0),
             })?;
-        Ok(Self { fd: f.into() })
+        Ok(Self::from_fd(f.into()))
     }
 
     fn ioctl<T>(&self, op: &'static str, cmd: u32, arg: *mut T) -> Result<(), Error> {
@@ -320,9 +338,32 @@ impl Device {
 
     /// Whether the driver signals a ring's eventfd (ABI 1.7 or later).
     fn ring_eventfd(&self) -> bool {
-        self.abi_info().is_ok_and(|i| {
-            abi::abi_major(i.abi_version) == 1 && i.abi_version & 0xffff >= abi::ABI_EVENTFD_MINOR
-        })
+        self.abi_at_least(abi::ABI_EVENTFD_MINOR)
+    }
+
+    /// Whether the driver speaks ABI 1.`minor` or later of major 1.
+    fn abi_at_least(&self, minor: u32) -> bool {
+        self.abi_info()
+            .is_ok_and(|i| abi::abi_major(i.abi_version) == 1 && i.abi_version & 0xffff >= minor)
+    }
+
+    /// Times this device's one-way requests (H2C, C2H, the stream's reads and writes) by the card's clock
+    /// from now on ([`Clock::Card`]): MB/s of the link and the engine, without the CPU's latency, as
+    /// `gdrctl` and the self-test report them. Returns `false`, and keeps the kernel's clock, with a
+    /// driver older than ABI 1.8. Round trips are always timed by the kernel.
+    pub fn time_by_card(&self) -> bool {
+        let can = self.abi_at_least(abi::ABI_CARD_TIME_MINOR);
+        self.card_clock.store(can, Ordering::Relaxed);
+        can
+    }
+
+    /// The flag and clock of a one-way request: `flag` when timed by the card.
+    fn clock(&self, flag: u64) -> (u64, Clock) {
+        if self.card_clock.load(Ordering::Relaxed) {
+            (flag, Clock::Card)
+        } else {
+            (0, Clock::Kernel)
+        }
     }
 
     /// A duplicate of the card's descriptor, for a ring's thread.
@@ -365,32 +406,36 @@ impl Device {
     }
 
     fn h2c_raw(&self, src: u64, len: u64, dst: u64, flags: u64) -> Result<Transfer, Error> {
+        let (timed, clock) = self.clock(abi::H2C_CARD_TIME);
         let mut d = abi::H2cDma {
             src,
             dst,
             len,
-            flags,
+            flags: flags | timed,
             dma_time_ns: 0,
         };
         self.ioctl("H2C_DMA", abi::IOC_H2C_DMA, &mut d)?;
         Ok(Transfer {
             bytes: len,
             dma_time_ns: d.dma_time_ns,
+            clock,
         })
     }
 
     fn c2h_raw(&self, dst: u64, len: u64, src: u64, flags: u64) -> Result<Transfer, Error> {
+        let (timed, clock) = self.clock(abi::C2H_CARD_TIME);
         let mut d = abi::C2hDma {
             dst,
             src,
             len,
-            flags,
+            flags: flags | timed,
             dma_time_ns: 0,
         };
         self.ioctl("C2H_DMA", abi::IOC_C2H_DMA, &mut d)?;
         Ok(Transfer {
             bytes: len,
             dma_time_ns: d.dma_time_ns,
+            clock,
         })
     }
 
@@ -450,6 +495,7 @@ impl Device {
         Ok(Transfer {
             bytes: len,
             dma_time_ns: d.dma_time_ns,
+            clock: Clock::Kernel,
         })
     }
 }
@@ -507,6 +553,22 @@ mod tests {
 
     fn ioctls() -> Vec<&'static str> {
         IOCTLS.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    }
+
+    /// Fails if a driver without ABI 1.8 were sent the card-time flag (an older driver refuses it with
+    /// EINVAL), or if the flag were added to a round trip, which has none.
+    #[test]
+    fn the_card_clock_is_asked_for_only_where_the_driver_has_it() {
+        let d = Device::open_path(Path::new("/dev/null")).unwrap();
+        assert!(!d.time_by_card(), "no ABI_INFO: the kernel's clock");
+        assert_eq!(d.clock(abi::H2C_CARD_TIME), (0, Clock::Kernel));
+        d.card_clock.store(true, Ordering::Relaxed);
+        assert_eq!(
+            d.clock(abi::C2H_CARD_TIME),
+            (abi::C2H_CARD_TIME, Clock::Card)
+        );
+        assert!(!d.time_by_card(), "asking again checks again");
+        assert_eq!(d.clock(abi::C2H_CARD_TIME), (0, Clock::Kernel));
     }
 
     #[test]
@@ -621,12 +683,14 @@ mod tests {
         let t = Transfer {
             bytes: 65536,
             dma_time_ns: 65536,
+            clock: Clock::Card,
         };
         assert_eq!(t.mbps(), 1000.0);
         assert_eq!(
             Transfer {
                 bytes: 1,
-                dma_time_ns: 0
+                dma_time_ns: 0,
+                clock: Clock::Kernel,
             }
             .mbps(),
             0.0

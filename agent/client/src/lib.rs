@@ -22,7 +22,7 @@ mod ring;
 
 pub use agent::{Agent, DEFAULT_TIMEOUT};
 pub use api::{CardStatus, SelfTest};
-pub use device::{CudaHandle, Device, Pinned, Sink, Source, StreamOp, Transfer};
+pub use device::{Clock, CudaHandle, Device, Pinned, Sink, Source, StreamOp, Transfer};
 pub use error::Error;
 pub use ring::{Ring, RingConfig, RingPolicy, RingSummary, RingWriter, SurfaceRing};
 

@@ -560,6 +560,7 @@ fn latency(
         | CouldNotRun::CardInfo(source) => Failure::Client(source),
         other => Failure::Failed(other.to_string()),
     })?;
+    let card_clock = dev.time_by_card();
     let rows = gdr_agent::latency::measure(&dev, ram, ops, sizes, samples)
         .map_err(|e| Failure::Failed(e.to_string()))?;
     if out.json {
@@ -567,13 +568,17 @@ fn latency(
         return Ok(ExitCode::SUCCESS);
     }
     println!("card{card}: wall time per transfer, microseconds, host memory ({samples} each)");
+    if card_clock {
+        println!("card p50: the DMA engine's busy time by the card's clock (one-way requests)");
+    }
     println!(
-        "{:<6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "op", "bytes", "min", "p50", "p99", "p99.9", "max"
+        "{:<6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "op", "bytes", "min", "p50", "p99", "p99.9", "max", "card p50"
     );
     for r in &rows {
+        let card = r.card_p50_us.map_or("-".into(), |c| format!("{c:.1}"));
         println!(
-            "{:<6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            "{:<6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {card:>9}",
             r.op.name(),
             r.bytes,
             r.min_us,

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use gdr_client::{Device, Error, Sink, Source, Transfer};
+use gdr_client::{Clock, Device, Error, Sink, Source, Transfer};
 
 /// What validation needs of a card.
 pub trait Dma {
@@ -256,12 +256,7 @@ pub fn bandwidth(
 
 /// Wall time of each of `samples` transfers of `len` bytes (at FPGA offset 0 one way), nanoseconds, after
 /// two unmeasured warm-ups (the driver caches a buffer on its second use, as a steady application has it).
-pub fn latency(
-    dev: &impl Dma,
-    dir: Direction,
-    len: usize,
-    samples: u32,
-) -> Result<Vec<u64>, Error> {
+pub fn latency(dev: &impl Dma, dir: Direction, len: usize, samples: u32) -> Result<Latency, Error> {
     let src = vec![0x5au8; len];
     let mut dst = vec![0u8; len];
     let mut once = || match dir {
@@ -271,13 +266,25 @@ pub fn latency(
     };
     once()?;
     once()?;
-    let mut v = Vec::with_capacity(samples as usize);
+    let mut v = Latency::default();
     for _ in 0..samples {
         let start = Instant::now();
-        once()?;
-        v.push(start.elapsed().as_nanos() as u64);
+        let t = once()?;
+        v.wall_ns.push(start.elapsed().as_nanos() as u64);
+        if t.clock == Clock::Card {
+            v.card_ns.push(t.dma_time_ns);
+        }
     }
     Ok(v)
+}
+
+/// The times of [`latency`]'s transfers: the wall clock's, each; and the card's, for those it timed
+/// ([`Device::time_by_card`]: one-way requests with a driver of ABI 1.8 or later), the part of the wall
+/// time the DMA engine was busy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub wall_ns: Vec<u64>,
+    pub card_ns: Vec<u64>,
 }
 
 #[cfg(test)]
@@ -293,6 +300,8 @@ pub(crate) mod tests {
         pub corrupt: Option<usize>,
         pub ns_per_byte: u64,
         pub calls: Cell<u32>,
+        /// The clock its one-way transfers report.
+        pub clock: Cell<Clock>,
     }
 
     impl FakeCard {
@@ -302,6 +311,7 @@ pub(crate) mod tests {
                 corrupt: None,
                 ns_per_byte: 2,
                 calls: Cell::new(0),
+                clock: Cell::new(Clock::Kernel),
             }
         }
 
@@ -310,6 +320,7 @@ pub(crate) mod tests {
             Transfer {
                 bytes: len as u64,
                 dma_time_ns: len as u64 * self.ns_per_byte,
+                clock: self.clock.get(),
             }
         }
 
@@ -419,11 +430,18 @@ pub(crate) mod tests {
         let t = bandwidth(&card, Direction::RoundTrip, 65536, 2).unwrap();
         assert_eq!(t.bytes, 2 * 65536);
         let v = latency(&card, Direction::RoundTrip, 4096, 10).unwrap();
-        assert_eq!(v.len(), 10);
+        assert_eq!((v.wall_ns.len(), v.card_ns.len()), (10, 0));
         // Two warm-ups (the second use caches the buffers), then the samples.
         let before = card.calls.get();
-        assert_eq!(latency(&card, Direction::C2h, 64, 3).unwrap().len(), 3);
+        assert_eq!(
+            latency(&card, Direction::C2h, 64, 3).unwrap().wall_ns.len(),
+            3
+        );
         assert_eq!(card.calls.get() - before, 5);
+        // The card's times are kept when the card timed them.
+        card.clock.set(Clock::Card);
+        let v = latency(&card, Direction::C2h, 64, 3).unwrap();
+        assert_eq!(v.card_ns, [128; 3]);
         // A failing call is reported, not hidden.
         assert!(bandwidth(&card, Direction::C2h, 65537, 1).is_err());
     }

@@ -176,7 +176,7 @@ fn measure(dev: &impl dma::Dma, ram: usize, opts: &Options) -> Vec<Check> {
         judge::bandwidth("c2h-bandwidth", c2h.as_ref(), t.min_c2h_mbps),
         judge::bandwidth("round-trip", rt.as_ref(), t.min_round_trip_mbps),
         judge::latency(
-            lat.as_deref(),
+            lat.as_ref().map(|l| l.wall_ns.as_slice()),
             opts.latency_bytes.min(ram),
             t.max_latency_us,
         ),

@@ -193,6 +193,8 @@ const _: () = {
 pub const ABI_VERSION: u32 = 1 << 16 | 8;
 /// The minor version (of major 1) from which IOC_STREAM_RING takes [`RING_EVENTFD`].
 pub const ABI_EVENTFD_MINOR: u32 = 7;
+/// The minor version (of major 1) from which one-way requests take [`H2C_CARD_TIME`] / [`C2H_CARD_TIME`].
+pub const ABI_CARD_TIME_MINOR: u32 = 8;
 /// Major part of an ABI version.
 pub const fn abi_major(v: u32) -> u32 {
     v >> 16

@@ -263,7 +263,8 @@ fi
 t_took "validate"
 
 # 6c. Issue 22 item 4: `gdrctl latency` times each transfer through an fd from Open (wall time: TCG's, so
-#     only the shape is checked): every operation at every size, its quantiles in order; a size above the
+#     only the shape is checked): every operation at every size, its quantiles in order; one-way requests
+#     also timed by the card's clock (ABI 1.8: a P50 above 0), round trips not (null); a size above the
 #     card RAM is refused (exit 1) before anything runs.
 t_start
 show timeout 300 gdrctl latency 0 --sizes 64,4K --samples 20
@@ -272,8 +273,9 @@ rows=$(jq -r '[.[] | "\(.op)/\(.bytes)/\(.samples)"] | join(" ")' <<<"$out" 2>/d
 big=$(timeout 60 gdrctl latency 0 --sizes 128K --samples 1 2>&1); big_rc=$?
 if [ $rc -eq 0 ] && [ "$rows" = "h2c/64/20 h2c/4096/20 c2h/64/20 c2h/4096/20 h2c2h/64/20 h2c2h/4096/20" ] &&
   jq -e 'all(.[]; 0 < .min_us and .min_us <= .p50_us and .p50_us <= .p99_us and .p99_us <= .p999_us and .p999_us <= .max_us)' <<<"$out" >/dev/null &&
+  jq -e 'all(.[]; if .op == "h2c2h" then .card_p50_us == null else .card_p50_us > 0 end)' <<<"$out" >/dev/null &&
   [ $big_rc -eq 1 ] && [[ $big == *"more than the card RAM"* ]]; then
-  pass "latency: distributions per operation and size ($(jq -r '[.[] | select(.bytes == 4096) | "\(.op) 4K p50 \(.p50_us | floor) us"] | join(", ")' <<<"$out"))"
+  pass "latency: distributions per operation and size ($(jq -r '[.[] | select(.bytes == 4096) | "\(.op) 4K p50 \(.p50_us | floor) us (card \(.card_p50_us // "-"))"] | join(", ")' <<<"$out"))"
 else
   fail "latency: distributions per operation and size" "rc=$rc rows: $rows; 128K: rc=$big_rc $big; $(head -c 800 <<<"$out")"
 fi
