@@ -3,7 +3,8 @@
 # the driver's JIT, checks fill/verify against the host pattern and against planted errors, and prints the
 # verify kernel's bandwidth beside the device memory bandwidth measured in the same run; then the GPU-memory
 # paths the device offers (--gpu-paths: attributes, dma-buf exports, the client's choice), the GPU's
-# reaction time to a word in pinned host memory (--gpu-wake) and the stream-record consumer (--gpu-stream).
+# reaction time to a word in pinned host memory (--gpu-wake), the stream-record consumer (--gpu-stream) and
+# a consumer of a stream ring while a CPU producer fills it (--gpu-ring).
 # docs/agent-gpu.md has a run.
 #
 #   agent/gpu/gpu-check.sh build OUTDIR   (here: needs cargo) build gdr-selftest, copy it and this script
@@ -32,3 +33,4 @@ fi
 "$bin" --gpu-paths
 "$bin" --gpu-wake 20000
 "$bin" --gpu-stream 256
+"$bin" --gpu-ring 1024

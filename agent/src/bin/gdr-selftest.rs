@@ -14,7 +14,7 @@ use clap::{ArgGroup, Parser, ValueEnum};
     about = "The gdr agent's self-test child: loopback DMA through a PicoEVB, or a CUDA check without one",
     group(ArgGroup::new("mode")
         .required(true)
-        .args(["device", "gpu_check", "gpu_paths", "gpu_wake", "gpu_stream"]))
+        .args(["device", "gpu_check", "gpu_paths", "gpu_wake", "gpu_stream", "gpu_ring"]))
 )]
 struct Cli {
     /// The card's node: run the loopback self-test through it and print its measurement as JSON.
@@ -38,6 +38,9 @@ struct Cli {
     /// The GPU consumer of the stream block's records, over MiB.
     #[arg(long, value_name = "MiB", num_args = 0..=1, default_missing_value = "64")]
     gpu_stream: Option<usize>,
+    /// A GPU consumer of a stream ring while a CPU producer fills it, over MiB of records.
+    #[arg(long, value_name = "MiB", num_args = 0..=1, default_missing_value = "256")]
+    gpu_ring: Option<usize>,
 }
 
 /// `auto`: CUDA memory where CUDA works, else host memory (and the measurement says why).
@@ -63,6 +66,8 @@ fn main() -> ExitCode {
         gdr_agent::selftest::gpuwake::run(n)
     } else if let Some(mib) = cli.gpu_stream {
         gdr_agent::selftest::gpustream::run(mib)
+    } else if let Some(mib) = cli.gpu_ring {
+        gdr_agent::selftest::gpuring::run(mib)
     } else if cli.gpu_paths {
         gdr_agent::selftest::gpupaths::run()
     } else {
@@ -139,6 +144,7 @@ mod tests {
         assert_eq!(parse("--gpu-wake").unwrap().gpu_wake, Some(10000));
         assert_eq!(parse("--gpu-stream 256").unwrap().gpu_stream, Some(256));
         assert_eq!(parse("--gpu-stream").unwrap().gpu_stream, Some(64));
+        assert_eq!(parse("--gpu-ring").unwrap().gpu_ring, Some(256));
     }
 
     #[test]

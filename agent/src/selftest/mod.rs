@@ -8,6 +8,7 @@ pub mod child;
 pub mod gpu;
 pub mod gpucheck;
 pub mod gpupaths;
+pub mod gpuring;
 pub mod gpustream;
 pub mod gpuwake;
 pub mod history;
