@@ -174,6 +174,19 @@ impl Gpu {
         cu("cuPointerSetAttribute(SYNC_MEMOPS)", r.result())
     }
 
+    /// Loads a PTX image (through the driver's JIT) and returns its entry `name`.
+    pub fn load_function(&self, ptx: &str, name: &str) -> Result<sys::CUfunction, GpuError> {
+        let image = CString::new(ptx).expect("PTX has no NUL");
+        // SAFETY: a NUL-terminated PTX image, valid for the call; the context is current (`new`).
+        let module = cu("cuModuleLoadData", unsafe {
+            result::module::load_data(image.as_ptr().cast())
+        })?;
+        // SAFETY: `module` is loaded; a missing entry is an error, not undefined behaviour.
+        cu("cuModuleGetFunction", unsafe {
+            result::module::get_function(module, CString::new(name).expect("no NUL"))
+        })
+    }
+
     fn launch(
         &self,
         f: sys::CUfunction,

@@ -13,7 +13,6 @@
 //! faster than the PicoEVB's link. Not proved: the card writing the slots (the bench's suite does that
 //! with the driver's producer, and docs/bring-up.md lists what only a Jetson shows).
 
-use std::ffi::CString;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -127,16 +126,8 @@ struct Run {
 }
 
 impl Consumer {
-    fn load() -> Result<Self, GpuError> {
-        let ptx = CString::new(PTX).expect("PTX has no NUL");
-        // SAFETY: a NUL-terminated PTX image, valid for the call; the context is current (Gpu::new).
-        let module = cu("cuModuleLoadData", unsafe {
-            result::module::load_data(ptx.as_ptr().cast())
-        })?;
-        // SAFETY: `module` is loaded; the name is the PTX entry.
-        let f = cu("gdr_ring_consume", unsafe {
-            result::module::get_function(module, CString::new("gdr_ring_consume").expect("no NUL"))
-        })?;
+    fn load(g: &Gpu) -> Result<Self, GpuError> {
+        let f = g.load_function(PTX, "gdr_ring_consume")?;
         // SAFETY: a plain 24-byte device allocation, freed with the process.
         let out = cu("cuMemAlloc", unsafe { result::malloc_sync(24) })?;
         let stream = cu(
@@ -241,13 +232,7 @@ impl Consumer {
             )));
         }
         Ok(Run {
-            verdict: Verdict {
-                bad: out[0],
-                bad_length: out[1],
-                gaps: out[2],
-                lost: out[3],
-                first_bad: (out[4] != u32::MAX).then_some(out[4]),
-            },
+            verdict: Verdict::from_words(&[out[0], out[1], out[2], out[3], out[4]]),
             seconds,
             waits,
         })
@@ -327,7 +312,7 @@ pub fn run(mib: usize) -> Result<String, GpuError> {
         return Err(why.into());
     }
     let g = Gpu::new()?;
-    let consumer = Consumer::load()?;
+    let consumer = Consumer::load(&g)?;
     let len = stream::RECORD_BYTES_MAX;
     let ring_h = g.alloc_host(SLOTS as usize * len as usize / 4)?;
     let ring = g.device_ptr(&ring_h)?;
@@ -385,14 +370,7 @@ pub fn run(mib: usize) -> Result<String, GpuError> {
 
     let total = ((mib as u64) << 20) / u64::from(len);
     let clean = consumer.run(&mem, len, total, None, Feed::Live)?;
-    let clean_ok = Verdict {
-        bad: 0,
-        bad_length: 0,
-        gaps: 0,
-        lost: 0,
-        first_bad: None,
-    };
-    if clean.verdict != clean_ok {
+    if clean.verdict != Verdict::CLEAN {
         return Err(GpuError::Check(format!(
             "a clean ring was judged {:?}",
             clean.verdict
@@ -415,7 +393,7 @@ pub fn run(mib: usize) -> Result<String, GpuError> {
 
     let stalled_total = (64u64 << 20) / u64::from(len);
     let stalled = consumer.run(&mem, len, stalled_total, None, Feed::Stalled)?;
-    if stalled.verdict != clean_ok || stalled.waits == 0 {
+    if stalled.verdict != Verdict::CLEAN || stalled.waits == 0 {
         return Err(GpuError::Check(format!(
             "a consumer stalled {} us per round: judged {:?}, the producer waited {} times",
             STALL_NS / 1000,
@@ -459,13 +437,7 @@ mod tests {
     fn planted_faults_are_what_the_verdict_says() {
         let (len, n) = (256usize, 1024u64);
         let f = Faults::for_run(n);
-        let mut v = Verdict {
-            bad: 0,
-            bad_length: 0,
-            gaps: 0,
-            lost: 0,
-            first_bad: None,
-        };
+        let mut v = Verdict::CLEAN;
         let mut prev = FIRST.wrapping_sub(1);
         let mut slot = vec![0u8; len];
         for c in 0..n {

@@ -8,7 +8,6 @@
 //! wrong length, a gap of three sequence numbers) with the right first bad slot; and it consumes records
 //! far above the PicoEVB link's rate, printed beside the device's copy rate from the same run.
 
-use std::ffi::CString;
 use std::fmt::Write;
 
 use cudarc::driver::{result, sys};
@@ -35,7 +34,18 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    const CLEAN: Verdict = Verdict {
+    /// The checkers' five output words: bad, bad lengths, gaps, numbers lost, first bad (or u32::MAX).
+    pub fn from_words(out: &[u32; 5]) -> Self {
+        Verdict {
+            bad: out[0],
+            bad_length: out[1],
+            gaps: out[2],
+            lost: out[3],
+            first_bad: (out[4] != u32::MAX).then_some(out[4]),
+        }
+    }
+
+    pub const CLEAN: Verdict = Verdict {
         bad: 0,
         bad_length: 0,
         gaps: 0,
@@ -50,16 +60,8 @@ struct Checker {
 }
 
 impl Checker {
-    fn load() -> Result<Self, GpuError> {
-        let ptx = CString::new(PTX).expect("PTX has no NUL");
-        // SAFETY: a NUL-terminated PTX image, valid for the call; the context is current (Gpu::new).
-        let module = cu("cuModuleLoadData", unsafe {
-            result::module::load_data(ptx.as_ptr().cast())
-        })?;
-        // SAFETY: `module` is loaded; the name is the PTX entry.
-        let f = cu("gdr_stream_check", unsafe {
-            result::module::get_function(module, CString::new("gdr_stream_check").expect("no NUL"))
-        })?;
+    fn load(g: &Gpu) -> Result<Self, GpuError> {
+        let f = g.load_function(PTX, "gdr_stream_check")?;
         // SAFETY: a plain 20-byte device allocation, freed with the process.
         let out = cu("cuMemAlloc", unsafe { result::malloc_sync(20) })?;
         Ok(Self { f, out })
@@ -104,13 +106,7 @@ impl Checker {
         cu("cuMemcpyDtoH", unsafe {
             result::memcpy_dtoh_sync(&mut out, self.out)
         })?;
-        Ok(Verdict {
-            bad: out[0],
-            bad_length: out[1],
-            gaps: out[2],
-            lost: out[3],
-            first_bad: (out[4] != u32::MAX).then_some(out[4]),
-        })
+        Ok(Verdict::from_words(&out))
     }
 }
 
@@ -163,7 +159,7 @@ pub fn run(mib: usize) -> Result<String, GpuError> {
         return Err(why.into());
     }
     let g = Gpu::new()?;
-    let checker = Checker::load()?;
+    let checker = Checker::load(&g)?;
     let bytes = mib << 20;
     let dev = g.alloc_device(bytes / 4)?;
     let copy = g.alloc_device(bytes / 4)?;
