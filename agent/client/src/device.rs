@@ -348,8 +348,8 @@ impl Device {
     }
 
     /// Times this device's one-way requests (H2C, C2H, the stream's reads and writes) by the card's clock
-    /// from now on ([`Clock::Card`]): MB/s of the link and the engine, without the CPU's latency, as
-    /// `gdrctl` and the self-test report them. Returns `false`, and keeps the kernel's clock, with a
+    /// from now on ([`Clock::Card`]): MB/s of the link and the engine, without the CPU's latency (what
+    /// `gdrctl latency`'s card column shows). Returns `false`, and keeps the kernel's clock, with a
     /// driver older than ABI 1.8. Round trips are always timed by the kernel.
     pub fn time_by_card(&self) -> bool {
         let can = self.abi_at_least(abi::ABI_CARD_TIME_MINOR);
@@ -556,7 +556,7 @@ mod tests {
     }
 
     /// Fails if a driver without ABI 1.8 were sent the card-time flag (an older driver refuses it with
-    /// EINVAL), or if the flag were added to a round trip, which has none.
+    /// EINVAL), or if asking again did not check the driver again.
     #[test]
     fn the_card_clock_is_asked_for_only_where_the_driver_has_it() {
         let d = Device::open_path(Path::new("/dev/null")).unwrap();

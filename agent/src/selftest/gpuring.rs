@@ -137,8 +137,8 @@ impl Consumer {
         Ok(Self { f, out, stream })
     }
 
-    /// Streams `total` slots of `len` bytes through the ring at `ring`/`ctl` (host views `ring_h`,
-    /// `ctl_h`), the producer planting `faults`.
+    /// Streams `total` slots of `len` bytes through `m`'s ring, fed as `feed` says, the producer planting
+    /// `faults`.
     fn run(
         &self,
         m: &RingMemory,
@@ -206,7 +206,7 @@ impl Consumer {
         })?;
         let produced = match feed {
             Feed::Prefilled => Ok(0),
-            _ => produce(ring_h, ctl_h, len, total, faults, writers),
+            _ => produce(m, len, total, faults),
         };
         // SAFETY: `self.stream` is live. Whatever the producer did, the kernel ends: it returns after 2 s
         // without progress.
@@ -232,7 +232,7 @@ impl Consumer {
             )));
         }
         Ok(Run {
-            verdict: Verdict::from_words(&[out[0], out[1], out[2], out[3], out[4]]),
+            verdict: Verdict::from_words(out.first_chunk().expect("six words")),
             seconds,
             waits,
         })
@@ -256,15 +256,9 @@ fn write_chain(chain: &mut [u8], len: usize, first: u64, faults: Option<&Faults>
 }
 
 /// The driver's side, on this CPU: `total` slots in chains of at most [`CHAIN`], back-pressure, each
-/// chain written by `writers` threads. Returns the times it waited for the consumer.
-fn produce(
-    ring: &HostBuf,
-    ctl: &SharedControl,
-    len: u32,
-    total: u64,
-    faults: Option<&Faults>,
-    writers: usize,
-) -> Result<u64, GpuError> {
+/// chain written by `m.writers` threads. Returns the times it waited for the consumer.
+fn produce(m: &RingMemory, len: u32, total: u64, faults: Option<&Faults>) -> Result<u64, GpuError> {
+    let (ring, ctl) = (m.ring_h, m.ctl_h);
     let mut p = Producer::new(u64::from(SLOTS), Policy::BackPressure).expect("2 slots or more");
     let mut waits = 0;
     let mut waiting: Option<Instant> = None;
@@ -296,7 +290,7 @@ fn produce(
                         count as usize * len as usize,
                     )
                 };
-                write_chain(chain, len as usize, first, faults, writers);
+                write_chain(chain, len as usize, first, faults, m.writers);
                 ctl.produced.store(p.filled(count), Ordering::Release);
                 waiting = None;
             }
@@ -430,41 +424,19 @@ pub fn run(mib: usize) -> Result<String, GpuError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::gpustream::tests::judge;
     use super::*;
 
-    /// The faults the producer plants are the ones `verdict` announces (host-side, as the kernel judges).
+    /// The faults the producer plants are the ones `verdict` announces (host-side, as the kernel judges),
+    /// and a run without them is clean.
     #[test]
     fn planted_faults_are_what_the_verdict_says() {
-        let (len, n) = (256usize, 1024u64);
+        let (len, n) = (256u32, 1024u64);
         let f = Faults::for_run(n);
-        let mut v = Verdict::CLEAN;
-        let mut prev = FIRST.wrapping_sub(1);
-        let mut slot = vec![0u8; len];
-        for c in 0..n {
-            Faults::write(Some(&f), &mut slot, c);
-            let seq = u32::from_le_bytes(slot[..4].try_into().unwrap());
-            if seq != prev.wrapping_add(1) {
-                v.gaps += 1;
-                v.lost += seq.wrapping_sub(prev.wrapping_add(1));
-            }
-            prev = seq;
-            let bad_len = u32::from_le_bytes(slot[4..8].try_into().unwrap()) != len as u32;
-            let bad = match stream::check_record(&slot) {
-                Ok(rec) => (2..len / 8 - 1).any(|k| {
-                    let w = u64::from_le_bytes(slot[k * 8..][..8].try_into().unwrap());
-                    w != (u64::from(rec.seq) << 32 | (k as u64 - 2))
-                }),
-                Err(_) => true,
-            };
-            if bad_len {
-                v.bad_length += 1;
-            } else if bad {
-                v.bad += 1;
-            }
-            if (bad || bad_len) && v.first_bad.is_none() {
-                v.first_bad = Some(c as u32);
-            }
+        for (faults, want) in [(None, Verdict::CLEAN), (Some(&f), f.verdict())] {
+            let mut ring = vec![0u8; n as usize * len as usize];
+            write_chain(&mut ring, len as usize, 0, faults, 3);
+            assert_eq!(judge(&ring, len, FIRST), want);
         }
-        assert_eq!(v, f.verdict());
     }
 }

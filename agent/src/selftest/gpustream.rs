@@ -214,12 +214,12 @@ pub fn run(mib: usize) -> Result<String, GpuError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// The host side of the check, as the kernel does it, so the planted faults are known to be what
-    /// `plant` says without a GPU.
-    fn judge(ring: &[u8], len: u32, first: u32) -> Verdict {
+    /// The host side of the check, as the kernels do it (`ptx/stream.ptx`, `ptx/ring.ptx`), so planted
+    /// faults are known to be what their plants say without a GPU.
+    pub(in crate::selftest) fn judge(ring: &[u8], len: u32, first: u32) -> Verdict {
         let l = len as usize;
         let mut v = Verdict::CLEAN;
         let mut prev = first.wrapping_sub(1);
