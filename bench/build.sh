@@ -3,7 +3,10 @@
 # the chroot, the guest kernel, the kernel modules, the FPGA model, the host harness and the guest tests.
 # Heavy parts come from $GDR_CACHE when their inputs are unchanged. ARCH=arm64 builds the arm64 guest
 # (kernel, modules, static aarch64 guest program and busybox from bench/cross.sh) instead of the x86_64 one.
-# GDR_KSERIES=5.10 builds the Linux 5.10 guest kernel and the 5.10 module (kmod/picoevb-5.10) instead of 6.18's.
+# GDR_KSERIES=5.10 builds the Linux 5.10 guest kernel and the 5.10 module (kmod/picoevb-5.10) instead of 6.18's;
+# GDR_KSERIES=4.14 or 4.9 with GDR_KTREE_4_14 or GDR_KTREE_4_9 (or GDR_KTREE) naming a kernel tree of that
+# series, the same module for that kernel (issue 23; these trees are not in the package registries, so CI
+# never builds them: bench/kernels4x.sh does).
 . "$(dirname "$0")/lib.sh"
 need_root
 ARCH=${ARCH:-x86_64}
@@ -26,7 +29,19 @@ case ${GDR_KSERIES:-6.18} in
     KMOD=$("$REPO/bench/kmod510.sh" "$KDIR")
     # No dma-buf exporter: the 5.10 suite has no dma-buf import to test.
     P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU= P2P_DGPU= EXPORTER= ;;
-  *) die "GDR_KSERIES must be 6.18 (default) or 5.10, not '$GDR_KSERIES'" ;;
+  4.9 | 4.14)
+    # JetPack 4's and DRIVE OS 5.2's series: the 5.10 glue through kmod/compat, from a tree the user gives.
+    tree_var=GDR_KTREE_${GDR_KSERIES/./_}
+    KTREE=${!tree_var:-${GDR_KTREE:-}}
+    [ -n "$KTREE" ] || die "GDR_KSERIES=$GDR_KSERIES needs $tree_var (or GDR_KTREE), a Linux $GDR_KSERIES tree"
+    KDIR=$(ARCH=$ARCH nice -n 5 "$REPO/bench/kernel4x.sh" "$KTREE")
+    case $(cat "$KDIR/include/config/kernel.release") in
+      "$GDR_KSERIES".*) ;; *) die "$KTREE is Linux $(cat "$KDIR/include/config/kernel.release"), not $GDR_KSERIES" ;;
+    esac
+    log "$GDR_KSERIES kernel ready ($((SECONDS - t0)) s)"
+    KMOD=$("$REPO/bench/kmod510.sh" "$KDIR")
+    P2P=$KMOD/gdr_nv_p2p.ko KO_DGPU= P2P_DGPU= EXPORTER= ;;
+  *) die "GDR_KSERIES must be 6.18 (default), 5.10, 4.14 or 4.9, not '$GDR_KSERIES'" ;;
 esac
 log "kernel modules built ($((SECONDS - t0)) s)"
 

@@ -57,7 +57,12 @@ run_matrix() {
   local -A broken_build=()
   while IFS=$'\t' read -r -u 3 kind arch kernel with label args; do
     case $arch in arm64) [ "${GDR_ARM64_TESTS:-1}" = 1 ] || continue ;; esac
-    case $kernel in 5.10) [ "${GDR_BENCH_510:-1}" = 1 ] || continue ;; esac
+    case $kernel in
+      5.10) [ "${GDR_BENCH_510:-1}" = 1 ] || continue ;;
+      4.9 | 4.14)
+        local tree_var=GDR_KTREE_${kernel/./_}
+        [ -n "${!tree_var:-}" ] || { log "$label: skipped (no $tree_var)"; continue; } ;;
+    esac
     case $kind in
       appliance) [ "${GDR_APPLIANCE_TESTS:-1}" = 1 ] || continue ;;
       rustc) [ "${GDR_RUSTC_MATRIX:-1}" = 1 ] || continue ;;

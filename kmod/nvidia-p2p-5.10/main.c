@@ -35,4 +35,5 @@ module_init(gdr_nv_p2p_init);
 module_exit(gdr_nv_p2p_exit);
 MODULE_AUTHOR("gdr");
 MODULE_DESCRIPTION("gdr: nvidia_p2p API provider (pin_user_pages + DMA API) for kernels without NVIDIA's module");
+GDR_COMPAT_PIN_COUNTER();
 MODULE_LICENSE("GPL");

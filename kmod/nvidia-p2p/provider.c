@@ -91,6 +91,10 @@ struct gdr_pt {
 	struct completion done;		/* end of life finished: callback returned (dGPU: and torn down) */
 
 	struct mmu_notifier mn;
+#ifdef GDR_OLD_MMU_NOTIFIER
+	struct rcu_head mn_rcu;		/* gdr_mn_put: the grace period before the notifier's references go */
+	struct work_struct mn_gone;	/* ... and where they go (SRCU callbacks run in softirq) */
+#endif
 	struct mm_struct *mm;
 	u64 vaddr;			/* as the client gave it */
 	void (*free_callback)(void *data);
@@ -416,6 +420,39 @@ static void gdr_notifier_gone(struct gdr_pt *pt)
 	module_put(THIS_MODULE);
 }
 
+#ifdef GDR_OLD_MMU_NOTIFIER
+static void gdr_mn_gone_work(struct work_struct *work)
+{
+	gdr_notifier_gone(container_of(work, struct gdr_pt, mn_gone));
+}
+
+static void gdr_mn_gone_rcu(struct rcu_head *rcu)
+{
+	struct gdr_pt *pt = container_of(rcu, struct gdr_pt, mn_rcu);
+
+	queue_work(gdr_wq, &pt->mn_gone);
+}
+
+/*
+ * 4.x has no mmu_notifier_put (5.4): unlink now (mmu_notifier_unregister_no_release waits for no SRCU
+ * reader, so it is allowed inside our own callback, and it drops the registration's mm_count as put does)
+ * and drop the notifier's references one grace period later, from gdr_wq (module exit's
+ * mmu_notifier_synchronize waits for the SRCU callback, then destroy_workqueue for the work).
+ */
+static void gdr_mn_put(struct gdr_pt *pt)
+{
+	mmu_notifier_unregister_no_release(&pt->mn, pt->mm);
+	INIT_WORK(&pt->mn_gone, gdr_mn_gone_work);
+	mmu_notifier_call_srcu(&pt->mn_rcu, gdr_mn_gone_rcu);
+}
+#else
+/* Asynchronous (SRCU): the notifier's references go in .free_notifier. */
+static void gdr_mn_put(struct gdr_pt *pt)
+{
+	mmu_notifier_put(&pt->mn);
+}
+#endif
+
 static void gdr_map_free(struct gdr_map *m)
 {
 	if (!m)
@@ -515,7 +552,7 @@ static void gdr_revoke_work(struct work_struct *work)
 
 	/* As gdr_mn_invalidate_range_start; a table already at its end of life asks for nothing. */
 	if (act & GDR_A_PUT_NOTIFIER)
-		mmu_notifier_put(&pt->mn);
+		gdr_mn_put(pt);
 	if (act & GDR_A_RUN_CALLBACK)
 		gdr_fire(pt, false);
 	gdr_pt_put(pt);
@@ -575,11 +612,11 @@ static int gdr_mn_invalidate_range_start(struct mmu_notifier *mn, const struct m
 	if (act & GDR_A_AGAIN)
 		return -EAGAIN;
 	/*
-	 * Drop the notifier first, like NVIDIA. mmu_notifier_put() is asynchronous (SRCU), so it is allowed
-	 * from inside our own callback, and pt stays alive: the notifier's reference goes in .free_notifier.
+	 * Drop the notifier first, like NVIDIA. gdr_mn_put() is asynchronous (SRCU), so it is allowed from
+	 * inside our own callback, and pt stays alive: the notifier's reference goes after a grace period.
 	 */
 	if (act & GDR_A_PUT_NOTIFIER)
-		mmu_notifier_put(&pt->mn);
+		gdr_mn_put(pt);
 	if (act & GDR_A_RUN_CALLBACK) {
 		spin_lock(&gdr_frames_lock);
 		list_add(&frame.node, &gdr_frames);
@@ -598,12 +635,27 @@ static void gdr_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
 	struct gdr_pt *pt = container_of(mn, struct gdr_pt, mn);
 	u32 act = gdr_event(pt, GDR_EV_RELEASE);
 
-	if (act & GDR_A_PUT_NOTIFIER)	/* allowed from .release, see mmu_notifier_put() */
-		mmu_notifier_put(&pt->mn);
+	if (act & GDR_A_PUT_NOTIFIER)	/* allowed from .release, see gdr_mn_put() */
+		gdr_mn_put(pt);
 	if (act & GDR_A_RUN_CALLBACK)
 		gdr_fire(pt, false);
 }
 
+#ifdef GDR_OLD_MMU_NOTIFIER
+/* 4.x's form: void, the range as arguments, always blockable (so never GDR_A_AGAIN). */
+static void gdr_mn_invalidate_range_start_old(struct mmu_notifier *mn, struct mm_struct *mm,
+					      unsigned long start, unsigned long end)
+{
+	const struct mmu_notifier_range range = { .mm = mm, .start = start, .end = end };
+
+	gdr_mn_invalidate_range_start(mn, &range);
+}
+
+static const struct mmu_notifier_ops gdr_mn_ops = {
+	.release = gdr_mn_release,
+	.invalidate_range_start = gdr_mn_invalidate_range_start_old,
+};
+#else
 static void gdr_mn_free_notifier(struct mmu_notifier *mn)
 {
 	gdr_notifier_gone(container_of(mn, struct gdr_pt, mn));
@@ -614,6 +666,7 @@ static const struct mmu_notifier_ops gdr_mn_ops = {
 	.invalidate_range_start = gdr_mn_invalidate_range_start,
 	.free_notifier = gdr_mn_free_notifier,
 };
+#endif
 
 /*
  * Publish @pub (before the notifier: the callback may fire, and the client look the table up, before
@@ -760,7 +813,7 @@ int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 
 	act = gdr_event(pt, GDR_EV_FREE_TABLE);
 	if (act & GDR_A_PUT_NOTIFIER)	/* freed without put_pages and before any callback: detach */
-		mmu_notifier_put(&pt->mn);
+		gdr_mn_put(pt);
 
 	mutex_lock(&pt->map_lock);
 	pub = pt->pub;
@@ -1254,7 +1307,7 @@ void gdr_p2p_c_exit(void)
 #ifdef GDR_P2P_DGPU
 	gdr_vram_exit();
 #endif
-	mmu_notifier_synchronize();	/* pending .free_notifier calls (mmu_notifier_put) */
+	mmu_notifier_synchronize();	/* pending .free_notifier calls (gdr_mn_put) */
 	destroy_workqueue(gdr_revoke_wq);	/* a revoke's tail after its module_put */
 	destroy_workqueue(gdr_wq);	/* pending unpins */
 	if (atomic_read(&gdr_live))

@@ -275,6 +275,8 @@ err_p2p:
 static void __exit pevb_exit(void)
 {
 	pci_unregister_driver(&pevb_driver);
+	/* Every slot is free again; 4.x's IDA also keeps preallocated layers until this (ida_pre_get). */
+	ida_destroy(&pevb_slots);
 	pevb_nodes_exit();
 	pevb_p2p_exit();
 }
@@ -284,4 +286,5 @@ module_exit(pevb_exit);
 
 MODULE_AUTHOR("gdr developers");
 MODULE_DESCRIPTION("PicoEVB FPGA card: XDMA scatter-gather DMA between user memory and FPGA RAM (Linux 5.10 build)");
+GDR_COMPAT_PIN_COUNTER();
 MODULE_LICENSE("GPL");

@@ -16,7 +16,9 @@ rs_here := $(dir $(lastword $(MAKEFILE_LIST)))
 
 rs_target-x86 := --target=x86_64-unknown-none -Ccode-model=kernel -Cno-redzone=y \
 	-Ctarget-cpu=x86-64 -Ctarget-feature=-sse,-sse2,-sse3,-ssse3,-sse4.1,-sse4.2,-avx,-avx2
-rs_target-arm64 := --target=aarch64-unknown-none-softfloat
+# 4.x arm64 modules are built -mcmodel=large where erratum 843419 is worked around (the loader then takes no
+# ADRP relocation): the Rust objects follow.
+rs_target-arm64 := --target=aarch64-unknown-none-softfloat $(if $(CONFIG_ARM64_MODULE_CMODEL_LARGE),-Ccode-model=large)
 rs_target := $(rs_target-$(SRCARCH))
 ifeq ($(rs_target),)
 $(error $(rs_crate): no Rust target for ARCH=$(SRCARCH) (x86 and arm64 are supported))
@@ -27,13 +29,17 @@ endif
 # LLVM rejects (6.18's rustc-param drops it the same way). Not asan-kernel-mem-intrinsic-prefix: 5.10 has no
 # __asan_mem*, but its memcpy/memset/memmove (mm/kasan/common.c) check the ranges, and kernel ASan calls
 # those plain names. Globals are registered by a module constructor (.init_array), which 5.10 runs.
-# CONFIG_KASAN_STACK is 0/1 in 5.10 (an int) and y in later kernels.
-ifdef CONFIG_KASAN_GENERIC
+# CONFIG_KASAN_STACK is 0/1 in 5.10 (an int) and y in later kernels. Before 4.20 CONFIG_KASAN is the generic
+# one (there is no KASAN_GENERIC); there the Rust objects' stacks are not instrumented: LLVM's stack
+# instrumentation calls __asan_set_shadow_*, which 4.15 added.
+rs_kasan_generic := $(or $(CONFIG_KASAN_GENERIC),$(if $(CONFIG_KASAN_SW_TAGS)$(CONFIG_KASAN_HW_TAGS),,$(CONFIG_KASAN)))
+rs_kasan_stack := $(if $(CONFIG_KASAN_GENERIC),$(filter-out 0,$(CONFIG_KASAN_STACK)))
+ifneq ($(rs_kasan_generic),)
 rs_kasan_offset := $(or $(patsubst -fasan-shadow-offset=%,%,$(filter -fasan-shadow-offset=%,$(CFLAGS_KASAN))),$(CONFIG_KASAN_SHADOW_OFFSET))
 rs_kasan := -Zsanitizer=kernel-address -Zsanitizer-recover=kernel-address \
 	-Cllvm-args=-asan-mapping-offset=$(rs_kasan_offset) \
 	-Cllvm-args=-asan-instrumentation-with-call-threshold=$(if $(CONFIG_KASAN_INLINE),10000,0) \
-	-Cllvm-args=-asan-stack=$(if $(filter-out 0,$(CONFIG_KASAN_STACK)),1,0) -Cllvm-args=-asan-globals=1
+	-Cllvm-args=-asan-stack=$(if $(rs_kasan_stack),1,0) -Cllvm-args=-asan-globals=1
 else ifdef CONFIG_KASAN
 $(warning $(rs_crate): the Rust objects get no KASAN instrumentation (only generic KASAN is supported))
 endif

@@ -107,10 +107,10 @@ void pevb_work_free(struct pevb_work *w)
 
 bool pevb_cpin_supported(void)
 {
-	return IS_ENABLED(CONFIG_MMU_NOTIFIER);
+	return PEVB_HAVE_WATCHED;
 }
 
-#ifdef CONFIG_MMU_NOTIFIER
+#if PEVB_HAVE_WATCHED
 /*
  * A cached pin: a watched pin (watched.c: long-term, charged to RLIMIT_MEMLOCK, under an mmu interval
  * notifier that queues the owner's sweep), mapped bidirectionally (one mapping serves H2C and C2H) with

@@ -230,6 +230,7 @@ impl ioctl::Services for Call<'_> {
                 ioctl::Provider::Jetson
             }),
             reg_cache: regcache::supported(),
+            host_surface: regcache::supported(),
             // SAFETY: a plain query of the C build.
             dmabuf: unsafe { crate::ffi::pevb_p2p_dmabuf_supported() },
         }

@@ -76,7 +76,9 @@
  *     its DMAs). So each Jetson pin also holds a "guard" interval notifier on its range, inserted before
  *     get_pages: the kernel calls interval notifiers before classic ones (__mmu_notifier_invalidate_range_start)
  *     and stops at the first refusal, so the guard's refusal of a non-blockable range keeps the provider's
- *     notifier from ever seeing it. The reaper then leaves this mm to exit_mmap, which may sleep.
+ *     notifier from ever seeing it. The reaper then leaves this mm to exit_mmap, which may sleep. (Linux 4.x
+ *     has no interval notifier and no guard, and needs none: every invalidation there may sleep, and its
+ *     OOM reaper skips an mm that has notifiers, mm/oom_kill.c.)
  *   - The last reference to a pin is dropped inline only on a thread that holds picoevb.ko by other means
  *     (an ioctl or close of one of its files) and is not inside the provider's callback. Otherwise (the
  *     callback, possibly inside an invalidation where the guard cannot be removed) the free is queued on
@@ -331,9 +333,11 @@ struct pevb_p2p {
 	bool put_done;				/* put_pages has returned (Jetson: its unregister is over) */
 #ifndef GDR_P2P_DGPU
 	bool from_release;			/* NVIDIA's callback came with its notifier still linked: exit */
+#ifndef GDR_NO_INTERVAL_NOTIFIER
 	bool guarded;				/* guard is inserted */
 	bool torn_down;				/* guard saw exit_mmap's unmap (after the notifiers' release) */
 	struct mmu_interval_notifier guard;	/* refuses non-blockable invalidations of the range */
+#endif
 #endif
 	struct task_struct *undo_task;		/* pin failed: this thread's own put_pages runs the callback */
 	struct completion pinned;		/* pevb_p2p_pin() has left PINNING */
@@ -406,6 +410,7 @@ void pevb_p2p_uses_awaited(void) {}
 #endif
 
 #ifndef GDR_P2P_DGPU
+#ifndef GDR_NO_INTERVAL_NOTIFIER
 static DECLARE_WAIT_QUEUE_HEAD(pevb_p2p_torn);
 
 /*
@@ -431,6 +436,7 @@ static bool pevb_p2p_guard_invalidate(struct mmu_interval_notifier *mni, const s
 static const struct mmu_interval_notifier_ops pevb_p2p_guard_ops = {
 	.invalidate = pevb_p2p_guard_invalidate,
 };
+#endif
 
 /*
  * NVIDIA's Tegra module (not gdr's) ran the callback without put_pages, so its notifier embedded in the
@@ -442,9 +448,16 @@ static void pevb_p2p_wait_notifier(struct pevb_p2p *p)
 {
 	if (!p->pt || pevb_p2p_ops.gdr || p->put_done)
 		return;
+#ifndef GDR_NO_INTERVAL_NOTIFIER
 	if (p->from_release)
 		while (!wait_event_timeout(pevb_p2p_torn, READ_ONCE(p->torn_down), 10 * HZ))
 			pr_warn("picoevb: a GPU page table waits for its process's exit_mmap\n");
+#endif
+	/*
+	 * Before 5.5 (no guard) there is nothing to wait for first: 4.x's __mmu_notifier_release unlinks every
+	 * notifier inside the SRCU read section that ran the .release callbacks (mm/mmu_notifier.c), so one
+	 * grace period after the callback (gdr_compat.h's mmu_notifier_synchronize) NVIDIA's is unreachable.
+	 */
 	mmu_notifier_synchronize();
 }
 #endif
@@ -469,8 +482,10 @@ static void pevb_p2p_destroy(struct pevb_p2p *p)
 #ifndef GDR_P2P_DGPU
 	/* The provider's free_page_table has run (free_from_callback or pin cleanup); the struct is ours. */
 	pevb_p2p_wait_notifier(p);
+#ifndef GDR_NO_INTERVAL_NOTIFIER
 	if (p->guarded)
 		mmu_interval_notifier_remove(&p->guard);
+#endif
 	kfree(p->pt);
 #endif
 	kfree(p->segs);
@@ -714,12 +729,16 @@ int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), v
 #ifdef GDR_P2P_DGPU
 	ret = pevb_p2p_ops.get_pages(0, 0, start, end - start, &p->pt, pevb_p2p_trampoline, p);
 #else
+#ifndef GDR_NO_INTERVAL_NOTIFIER
 	/* Before the provider's notifier exists, so that no non-blockable invalidation ever reaches it. */
 	ret = current->mm ? mmu_interval_notifier_insert(&p->guard, current->mm, start, end - start,
 							  &pevb_p2p_guard_ops) : -EINVAL;
 	if (ret)
 		goto out_free;
 	p->guarded = true;
+#else
+	/* 4.x: every invalidation may sleep (no non-blockable one exists), so there is nothing to guard. */
+#endif
 	ret = pevb_p2p_ops.get_pages(start, end - start, &p->pt, pevb_p2p_trampoline, p);
 #endif
 	if (ret) {

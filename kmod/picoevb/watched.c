@@ -26,7 +26,7 @@
 #include "pin.h"
 #include "watched.h"
 
-#ifdef CONFIG_MMU_NOTIFIER
+#if PEVB_HAVE_WATCHED
 struct pevb_watched {
 	struct pevb_pin *pin;
 	struct mmu_interval_notifier mn;
@@ -192,5 +192,33 @@ struct pevb_pin *pevb_watched_end(struct pevb_watched *w)
 	mmu_interval_notifier_remove(&w->mn);
 	kfree(w);
 	return pin;
+}
+#else
+int pevb_watched_new(struct device *dev, u64 uaddr, u64 len, struct work_struct *changed,
+		     struct pevb_watched **out)
+{
+	return -EOPNOTSUPP;
+}
+
+int pevb_watched_new_gone(struct device *dev, u64 uaddr, u64 len, void (*gone)(void *owner), void *owner,
+			  struct pevb_watched **out)
+{
+	return -EOPNOTSUPP;
+}
+
+/* Never reached: no watched pin exists. */
+bool pevb_watched_stale(struct pevb_watched *w)
+{
+	return true;
+}
+
+struct pevb_pin *pevb_watched_pin(struct pevb_watched *w)
+{
+	return NULL;
+}
+
+struct pevb_pin *pevb_watched_end(struct pevb_watched *w)
+{
+	return NULL;
 }
 #endif

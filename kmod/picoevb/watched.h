@@ -5,6 +5,14 @@
 
 #include <linux/types.h>
 
+/* Watched pins need the mmu interval notifier (5.5): none on 4.x (kmod/compat/gdr_compat.h), where
+ * pevb_watched_new* answer -EOPNOTSUPP and the registration cache is off. */
+#if defined(CONFIG_MMU_NOTIFIER) && !defined(GDR_NO_INTERVAL_NOTIFIER)
+#define PEVB_HAVE_WATCHED 1
+#else
+#define PEVB_HAVE_WATCHED 0
+#endif
+
 struct device;
 struct pevb_pin;
 struct pevb_watched;

@@ -93,6 +93,24 @@ pub struct Common {
     /// Static busybox for the guest (default: ROOT/usr/bin/busybox, an x86_64 one).
     #[arg(long, value_name = "PATH")]
     busybox: Option<PathBuf>,
+    /// QEMU's -cpu instead of the architecture's (x86_64: max,la57=off; arm64: max,pauth-impdef=on). Linux
+    /// 4.x on arm64 does not boot on QEMU's max: cortex-a76 (ARMv8.2, as Xavier's Carmel).
+    #[arg(long, value_name = "MODEL", value_parser = parse_cpu)]
+    cpu: Option<String>,
+}
+
+/// A QEMU CPU model with its options: letters, digits and `-_.,=` only, so it stays one argument.
+fn parse_cpu(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.,=".contains(c))
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "--cpu {s:?}: expected a QEMU CPU model such as cortex-a76 (letters, digits, -_.,=)"
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -197,6 +215,8 @@ pub struct RunArgs {
     pub arch: Arch,
     pub iommu: Iommu,
     pub busybox: Option<PathBuf>,
+    /// QEMU's -cpu, if not the architecture's.
+    pub cpu: Option<String>,
     /// `Some` for `gdr-bench appliance`: boot the appliance image instead of the initramfs.
     pub appliance: Option<Appliance>,
 }
@@ -229,6 +249,7 @@ impl Common {
             arch: self.arch,
             iommu: self.iommu,
             busybox: self.busybox,
+            cpu: self.cpu,
             appliance: None,
         }
     }

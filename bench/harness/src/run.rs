@@ -187,7 +187,7 @@ fn qemu_command(a: &RunArgs, repo: &Path, run: &RunDir, root: &Path) -> Command 
         "-accel",
         "tcg",
         "-cpu",
-        arch.cpu(),
+        a.cpu.as_deref().unwrap_or(arch.cpu()),
         "-smp",
         "2",
         "-m",
@@ -522,6 +522,21 @@ mod tests {
                 .any(|(k, v)| k == "GDR_RUN" && v == Some(std::ffi::OsStr::new("/tmp/run")))
         );
         assert!(!joined.contains("iommu"));
+    }
+
+    #[test]
+    fn cpu_is_the_architectures_unless_given() {
+        let base = "--root /r --kernel /k --module a.ko --guest /g --model /m --arch arm64";
+        let (_, _, joined) = command_for(base);
+        assert!(joined.contains("-cpu max,pauth-impdef=on "), "{joined}");
+        let (_, _, joined) = command_for(&format!("{base} --cpu cortex-a76"));
+        assert!(joined.contains("-cpu cortex-a76 "), "{joined}");
+        for bad in ["--cpu=", "--cpu=a76;reboot", "--cpu=a b"] {
+            let mut v: Vec<String> = base.split_whitespace().map(String::from).collect();
+            v.push(bad.into());
+            let e = crate::cli::parse_run(&v).err().unwrap_or_default();
+            assert!(e.contains("QEMU CPU model"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct Features {
     pub provider: Option<Provider>,
     /// The registration cache (IOC_REG_CACHE; the kernel has the notifiers it needs).
     pub reg_cache: bool,
+    /// Host surfaces (IOC_PIN_HOST): watched pins, like the cache's (none before Linux 5.5).
+    pub host_surface: bool,
     /// IOC_IMPORT_DMABUF.
     pub dmabuf: bool,
 }
@@ -153,10 +155,10 @@ impl<S: Services> stream_ring_run::Services for OnRing<'_, S> {
 /// ABI_INFO's answer for a card with `facts` whose ID block, read now, says `id` (design version, build
 /// hash; None without one) on a build with `features`.
 pub fn abi_info(facts: &Facts, id: Option<(u32, u32)>, features: &Features) -> abi::AbiInfo {
-    // Every build enforces the RAM's ownership, and host surfaces need only the mmu notifiers the module
-    // needs anyway.
-    let mut caps = abi::CAP_RAM_OWNER | abi::CAP_HOST_SURFACE;
+    // Every build enforces the RAM's ownership.
+    let mut caps = abi::CAP_RAM_OWNER;
     for (on, cap) in [
+        (features.host_surface, abi::CAP_HOST_SURFACE),
         (facts.msi, abi::CAP_MSI),
         (id.is_some(), abi::CAP_ID_BLOCK),
         (facts.stream, abi::CAP_STREAM),
@@ -229,6 +231,7 @@ pub fn run(s: &mut impl Services, cmd: u32, arg: usize) -> Result<(), Errno> {
             a.dma_time_ns = s.transfer(&gate::Request::round_trip(&x))?;
             write(s, arg, &a)
         }
+        abi::IOC_PIN_HOST if !s.features().host_surface => Err(Errno::EOPNOTSUPP),
         abi::IOC_PIN_CUDA | abi::IOC_PIN_HOST => {
             let backing = if cmd == abi::IOC_PIN_HOST {
                 Backing::Host

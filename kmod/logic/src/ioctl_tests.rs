@@ -97,6 +97,7 @@ impl Fake {
             features: Features {
                 provider: Some(Provider::Jetson),
                 reg_cache: true,
+                host_surface: true,
                 dmabuf: true,
             },
             held: false,
@@ -466,6 +467,13 @@ fn refusals_touch_no_user_memory() {
     assert_eq!(run(&mut f, abi::IOC_IMPORT_DMABUF, ARG), Err(Errno::ENOTTY));
     f.features.reg_cache = false;
     assert_eq!(run(&mut f, abi::IOC_REG_CACHE, ARG), Err(Errno::ENOTTY));
+    // Linux 4.x: no watched pins, so no host surface; PIN_CUDA is not affected.
+    f.features.host_surface = false;
+    assert_eq!(run(&mut f, abi::IOC_PIN_HOST, ARG), Err(Errno::EOPNOTSUPP));
+    assert_eq!(
+        abi_info(&f.facts, None, &f.features).caps & abi::CAP_HOST_SURFACE,
+        0
+    );
     f.facts.stream = false;
     assert_eq!(run(&mut f, abi::IOC_STREAM, ARG), Err(Errno::EOPNOTSUPP));
     assert_eq!(
@@ -569,7 +577,7 @@ fn only_the_commands_that_depend_on_the_build_ask_for_its_features() {
         run(&mut f, cmd, arg).unwrap();
         let asks = matches!(
             cmd,
-            abi::IOC_ABI_INFO | abi::IOC_IMPORT_DMABUF | abi::IOC_REG_CACHE
+            abi::IOC_ABI_INFO | abi::IOC_IMPORT_DMABUF | abi::IOC_REG_CACHE | abi::IOC_PIN_HOST
         );
         assert_eq!(f.features_asked.get(), u32::from(asks), "{cmd:#x}");
     }
@@ -650,6 +658,7 @@ fn abi_info_composes_caps_from_card_and_build() {
     let features = Features {
         provider: Some(Provider::Dgpu),
         reg_cache: false,
+        host_surface: true,
         dmabuf: false,
     };
     let info = abi_info(&facts, None, &features);

@@ -36,8 +36,9 @@ extern "C" {
     fn pevb_card_begin(card: *mut c_void) -> c_int;
     fn pevb_card_end(card: *mut c_void);
     fn pevb_card_gone(card: *mut c_void) -> bool;
-    // cuda.c, prefault.c, ring_wake.c.
+    // cuda.c, prefault.c, ring_wake.c, cpin.c.
     fn pevb_provider_available() -> bool;
+    fn pevb_cpin_supported() -> bool;
     fn pevb_user_prefault(uaddr: u64, len: u64, write: bool) -> c_int;
     fn pevb_user_load_u64(uaddr: u64, v: *mut u64) -> c_int;
     fn pevb_user_store_u64(uaddr: u64, v: u64) -> c_int;
@@ -112,8 +113,12 @@ impl Services for CFile {
         Features {
             // SAFETY: a plain query.
             provider: unsafe { pevb_provider_available() }.then_some(Provider::Jetson),
-            // regcache.c, on every kernel this module builds for.
-            reg_cache: true,
+            // regcache.c's cached pins and host surfaces are watched pins, which need the mmu interval
+            // notifier: not on 4.x.
+            // SAFETY: a plain query.
+            reg_cache: unsafe { pevb_cpin_supported() },
+            // SAFETY: as above.
+            host_surface: unsafe { pevb_cpin_supported() },
             dmabuf: false,
         }
     }

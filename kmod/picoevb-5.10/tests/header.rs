@@ -102,7 +102,7 @@ fn rust_imports(dir: &std::path::Path) -> std::collections::BTreeMap<String, Sig
 /// The `pevb_*` functions the hand-written headers declare.
 fn c_declarations(dir: &std::path::Path) -> std::collections::BTreeMap<String, Sig> {
     let mut out = std::collections::BTreeMap::new();
-    for h in ["services.h", "picoevb.h"] {
+    for h in ["services.h", "picoevb.h", "../picoevb/cpin.h"] {
         let text = std::fs::read_to_string(dir.join(h)).unwrap();
         // Comments and preprocessor lines out; what is left splits into declarations at ';' and '}'.
         let mut code = String::new();
@@ -140,10 +140,10 @@ fn c_declarations(dir: &std::path::Path) -> std::collections::BTreeMap<String, S
     out
 }
 
-/// What C defines for the Rust half is declared by hand (`services.h`, and `picoevb.h` for the platform's
-/// register services, which C calls too): each function the Rust `extern "C"` blocks import is declared
-/// there with the same parameters and return value, kind for kind (a pointer for a pointer: the Rust side
-/// passes C's structs as `c_void`).
+/// What C defines for the Rust half is declared by hand (`services.h`, `picoevb.h` for the platform's
+/// register services, which C calls too, and the shared `cpin.h`): each function the Rust `extern "C"`
+/// blocks import is declared there with the same parameters and return value, kind for kind (a pointer for
+/// a pointer: the Rust side passes C's structs as `c_void`).
 #[test]
 fn every_c_service_is_declared_as_rust_imports_it() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

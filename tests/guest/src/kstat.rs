@@ -6,6 +6,14 @@ use std::fs;
 /// DMA-API debug's debugfs folder (the bench's /init mounts debugfs).
 pub const DMA_API_DIR: &str = "/sys/kernel/debug/dma-api";
 
+/// DMA-API debug's entries on Linux 4.x: the architecture's PREALLOC_DMA_DEBUG_ENTRIES
+/// (arch/x86/kernel/pci-dma.c, arch/arm64/mm/dma-mapping.c; the bench passes no dma_debug_entries=).
+const PREALLOC_4X: u64 = if cfg!(target_arch = "aarch64") {
+    4096
+} else {
+    1 << 16
+};
+
 /// A snapshot of the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelCounters {
@@ -54,8 +62,33 @@ fn vmstat() -> Result<String, String> {
     fs::read_to_string("/proc/vmstat").map_err(|e| format!("read /proc/vmstat: {e}"))
 }
 
-/// Pages held by FOLL_PIN right now (`nr_foll_pin_acquired - nr_foll_pin_released`).
+/// The modules that count their own pins on Linux 4.x (kmod/compat/gdr_compat.h).
+const COMPAT_PIN_COUNTERS: [&str; 2] = [
+    "/sys/module/picoevb/parameters/compat_pinned_pages",
+    "/sys/module/gdr_nv_p2p/parameters/compat_pinned_pages",
+];
+
+/// Pages held by FOLL_PIN right now (`nr_foll_pin_acquired - nr_foll_pin_released`). Linux 4.x has no
+/// FOLL_PIN (5.6): a pin there is a plain page reference that the kernel does not count, so the pages
+/// gdr's modules hold pinned are read from their own counters (`compat_pinned_pages`, 0 for a module not
+/// loaded). On any later kernel a missing counter is an error, never a 0.
 pub fn pinned_pages() -> Result<i64, String> {
+    if crate::tests::kernel_version()?.0 < 5 {
+        let mut held = 0;
+        for path in COMPAT_PIN_COUNTERS {
+            match fs::read_to_string(path) {
+                Ok(text) => {
+                    held += text
+                        .trim()
+                        .parse::<i64>()
+                        .map_err(|e| format!("{path}: {:?}: {e}", text.trim()))?
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("read {path}: {e}")),
+            }
+        }
+        return Ok(held);
+    }
     let vm = vmstat()?;
     let acquired = vmstat_field(&vm, "nr_foll_pin_acquired")?;
     let released = vmstat_field(&vm, "nr_foll_pin_released")?;
@@ -72,7 +105,13 @@ pub fn pins_acquired() -> Result<u64, String> {
 /// pin counters could lag by up to the per-CPU threshold.
 pub fn read() -> Result<KernelCounters, String> {
     let dma_errors = read_u64(&format!("{DMA_API_DIR}/error_count"))?;
-    let total = read_u64(&format!("{DMA_API_DIR}/nr_total_entries"))?;
+    // 4.x has no nr_total_entries: its pool is allocated once at boot and never grows, so the free count
+    // alone is comparable; in use is counted from the architecture's pool there.
+    let total = if crate::tests::kernel_version()?.0 < 5 {
+        PREALLOC_4X
+    } else {
+        read_u64(&format!("{DMA_API_DIR}/nr_total_entries"))?
+    };
     let free = read_u64(&format!("{DMA_API_DIR}/num_free_entries"))?;
     Ok(KernelCounters {
         dma_errors,

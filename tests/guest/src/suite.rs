@@ -92,6 +92,7 @@ pub fn run(opts: &Options) -> i32 {
                 Needs::DmaBuf => " (needs dma-buf import and udmabuf)",
                 Needs::DmaBufExporter => " (needs dma-buf import and the bench exporter)",
                 Needs::Stream => " (needs the stream block, ABI 1.5)",
+                Needs::StreamHostRing => " (needs the stream block and host surfaces)",
                 Needs::FailNth => " (needs fault injection and no virtio-iommu)",
             };
             let ext = if t.extended { " (extended)" } else { "" };

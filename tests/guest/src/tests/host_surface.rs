@@ -39,10 +39,23 @@ fn host(name: &str, run: impl Fn(&mut Ctx) -> TestResult + 'static) -> Test {
     test(name, run).needs(Needs::HostSurface)
 }
 
-/// ABI_INFO says 1.3 or later and `CAP_HOST_SURFACE`: every module this repository builds has it (it needs
-/// only the mmu notifiers the module needs anyway). Fails on a driver without PIN_HOST.
+/// ABI_INFO says 1.3 or later and `CAP_HOST_SURFACE` on Linux 5.10 and later (a host surface is a watched
+/// pin, under the mmu interval notifier of 5.5), and no `CAP_HOST_SURFACE` on 4.x, where PIN_HOST answers
+/// EOPNOTSUPP. Fails on a 5.10+ driver without PIN_HOST, or a 4.x one that announces it.
 fn announced(ctx: &mut Ctx) -> TestResult {
     let info = ctx_err("ABI_INFO", ctx.dev.abi_info())?;
+    if kernel_version()?.0 < 5 {
+        ensure!(
+            info.caps & abi::CAP_HOST_SURFACE == 0,
+            "ABI_INFO caps {:#x} announce host surfaces on Linux 4.x",
+            info.caps
+        );
+        return expect_errno(
+            "PIN_HOST on Linux 4.x",
+            ctx.dev.pin_host(0x1000_0000, 4096),
+            libc::EOPNOTSUPP,
+        );
+    }
     ensure!(
         info.abi_version >= (1 << 16 | 3) && info.caps & abi::CAP_HOST_SURFACE != 0,
         "ABI_INFO {:#x} caps {:#x}: want 1.3+ with CAP_HOST_SURFACE",

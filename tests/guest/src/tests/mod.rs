@@ -119,6 +119,8 @@ pub enum Needs {
     DmaBufExporter,
     /// ABI_INFO announces the stream block (`CAP_STREAM`, ABI 1.5): the gdr design.
     Stream,
+    /// The stream block and host surfaces: a ring in pinned host memory (PIN_HOST; none on Linux 4.x).
+    StreamHostRing,
 }
 
 impl Needs {
@@ -180,6 +182,11 @@ impl Needs {
                     info.abi_version
                 )
             });
+        }
+        if self == Needs::StreamHostRing {
+            return Needs::Stream
+                .unmet(dev)
+                .or_else(|| Needs::HostSurface.unmet(dev));
         }
         if self == Needs::Stream {
             return (caps & picoevb_abi::CAP_STREAM == 0).then(|| {
