@@ -11,11 +11,23 @@
 # has include/linux/nv-p2p.h. Checks what the box's loader needs: vermagic, and no ADRP relocation in the
 # Rust object when the tree builds modules with the large code model.
 #
-# NOT RUN IN CI: NVIDIA's kernel sources are not in the package registries. Usage: l4t32-kmod.sh KERNEL_TREE
+# NOT RUN IN CI: NVIDIA's kernel sources are not in the package registries.
+# Usage: l4t32-kmod.sh KERNEL_TREE [--p2p-header DIR]
+#   --p2p-header DIR  build against DIR/linux/nv-p2p.h (GDR_P2P_SYSTEM_HEADER), e.g. R32's own header where
+#                     the tree lacks it (NVIDIA keeps it with nvgpu)
 # The tree is only read; the prepared build is kept under $GDR_CACHE/l4t32-<hash>/.
 . "$(dirname "$0")/lib.sh"
 need_root
-TREE=$(cd "${1:?usage: l4t32-kmod.sh KERNEL_TREE}" && pwd) || die "no such folder: $1"
+TREE= HDR=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --p2p-header) HDR=$(cd "${2:?--p2p-header needs a folder}" && pwd) || die "no such folder: $2"; shift 2 ;;
+    -*) die "unknown option $1" ;;
+    *) [ -z "$TREE" ] || die "one KERNEL_TREE only"; TREE=$(cd "$1" && pwd) || die "no such folder: $1"; shift ;;
+  esac
+done
+[ -n "$TREE" ] || die "usage: l4t32-kmod.sh KERNEL_TREE [--p2p-header DIR]"
+[ -z "$HDR" ] || [ -f "$HDR/linux/nv-p2p.h" ] || die "$HDR/linux/nv-p2p.h does not exist"
 [ -e "$TREE/arch/arm64/configs/tegra_defconfig" ] || die "$TREE is not an L4T kernel tree (no tegra_defconfig)"
 KVER=$(make -s -C "$TREE" kernelversion 2>/dev/null) || die "cannot read the kernel version of $TREE"
 case $KVER in 4.9.*) ;; *) die "$TREE is Linux $KVER: L4T R32 is 4.9 (R35's 5.10 is bench/l4t-kmod.sh's)" ;; esac
@@ -55,10 +67,18 @@ if [ ! -f "$OUT/.gdr-complete" ]; then
     >>"$OUT/prepare.log" 2>&1 || { tail -30 "$OUT/prepare.log" >&2; die "modules_prepare failed, see $OUT/prepare.log"; }
   touch "$OUT/.gdr-complete"
 fi
+# The header DIR given is copied beside the module (the chroot sees the cache and the checkout only).
 hdr=
-[ -f "$TREE/include/linux/nv-p2p.h" ] && hdr="GDR_P2P_SYSTEM_HEADER=1"
-log "building picoevb.ko against $KVER (tegra_defconfig${hdr:+, with the nv-p2p.h of the tree})"
-in_root "$ROOT" bash -c "$env_k && make -C '$OUT' M='$MOD' $ovl KCFLAGS= $hdr modules" >"$SCRATCH/build.log" 2>&1 ||
+if [ -n "$HDR" ]; then
+  mkdir -p "$SCRATCH/p2p-header/linux"; cp "$HDR/linux/nv-p2p.h" "$SCRATCH/p2p-header/linux/"
+  hdr="GDR_P2P_SYSTEM_HEADER=1 KCFLAGS=-I$SCRATCH/p2p-header"
+elif [ -f "$TREE/include/linux/nv-p2p.h" ]; then
+  hdr="GDR_P2P_SYSTEM_HEADER=1 KCFLAGS="
+else
+  hdr="KCFLAGS="
+fi
+log "building picoevb.ko against $KVER (tegra_defconfig; $hdr)"
+in_root "$ROOT" bash -c "$env_k && make -C '$OUT' M='$MOD' $ovl $hdr modules" >"$SCRATCH/build.log" 2>&1 ||
   { tail -40 "$SCRATCH/build.log" >&2; die "picoevb.ko did not build, see $SCRATCH/build.log"; }
 warn=$(grep -c 'warning:' "$SCRATCH/build.log" || true)
 [ "$(grep -c 'CC \[M\]' "$SCRATCH/build.log" || true)" -gt 0 ] || die "no C file compiled: see $SCRATCH/build.log"
