@@ -39,7 +39,7 @@ extern atomic_long_t gdr_compat_pinned_pages;
 	module_param_cb(compat_pinned_pages, &gdr_compat_pinned_ops, NULL, 0444)
 
 /* No mmu interval notifier (5.5): no watched pins (the registration cache, PIN_HOST), no guard in p2p.c.
- * Shared files test this name, absent where they are compiled without this header (6.18). */
+ * Shared files test this name, defined for 4.x only: 5.10 and 6.18 keep all of them. */
 #define GDR_NO_INTERVAL_NOTIFIER 1
 
 #include <linux/compat.h>

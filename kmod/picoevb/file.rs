@@ -223,14 +223,16 @@ impl ioctl::Services for Call<'_> {
         self.file.card.facts()
     }
     fn features(&self) -> ioctl::Features {
+        // The cache's pins and host surfaces are both watched pins (watched.c).
+        let watched = regcache::supported();
         ioctl::Features {
             provider: cuda::provider_available().then_some(if cfg!(gdr_p2p_dgpu) {
                 ioctl::Provider::Dgpu
             } else {
                 ioctl::Provider::Jetson
             }),
-            reg_cache: regcache::supported(),
-            host_surface: regcache::supported(),
+            reg_cache: watched,
+            host_surface: watched,
             // SAFETY: a plain query of the C build.
             dmabuf: unsafe { crate::ffi::pevb_p2p_dmabuf_supported() },
         }

@@ -255,7 +255,8 @@ pub fn bandwidth(
 }
 
 /// Wall time of each of `samples` transfers of `len` bytes (at FPGA offset 0 one way), nanoseconds, and
-/// the card's where it timed them ([`Latency`]), after two unmeasured warm-ups (the driver caches a buffer on its second use, as a steady application has it).
+/// the card's where it timed them ([`Latency`]), after two unmeasured warm-ups (the driver caches a buffer
+/// on its second use, as a steady application has it).
 pub fn latency(dev: &impl Dma, dir: Direction, len: usize, samples: u32) -> Result<Latency, Error> {
     let src = vec![0x5au8; len];
     let mut dst = vec![0u8; len];

@@ -110,15 +110,15 @@ impl Services for CFile {
         }
     }
     fn features(&self) -> Features {
+        // regcache.c's cached pins and host surfaces are watched pins, which need the mmu interval
+        // notifier: not on 4.x.
+        // SAFETY: a plain query.
+        let watched = unsafe { pevb_cpin_supported() };
         Features {
             // SAFETY: a plain query.
             provider: unsafe { pevb_provider_available() }.then_some(Provider::Jetson),
-            // regcache.c's cached pins and host surfaces are watched pins, which need the mmu interval
-            // notifier: not on 4.x.
-            // SAFETY: a plain query.
-            reg_cache: unsafe { pevb_cpin_supported() },
-            // SAFETY: as above.
-            host_surface: unsafe { pevb_cpin_supported() },
+            reg_cache: watched,
+            host_surface: watched,
             dmabuf: false,
         }
     }

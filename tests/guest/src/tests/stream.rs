@@ -19,70 +19,74 @@ use crate::dev::{Device, EventFd, Mapping};
 use crate::ring::{By, Setup};
 
 pub fn register(v: &mut Vec<Test>) {
-    for (name, run) in [
+    // The ring in a PIN_HOST surface of the checker's and the surface's end need host surfaces too.
+    for (name, run, needs) in [
         (
             "stream::records_arrive_whole_and_in_sequence",
             records_arrive_whole_and_in_sequence as fn(&mut Ctx) -> TestResult,
+            Needs::Stream,
         ),
         (
             "stream::the_checker_counts_good_and_corrupt_records",
             the_checker_counts_good_and_corrupt_records,
+            Needs::Stream,
         ),
         (
             "stream::a_full_source_drops_the_newest_and_counts_each",
             a_full_source_drops_the_newest_and_counts_each,
+            Needs::Stream,
         ),
         (
             "stream::another_holder_of_the_ram_does_not_stop_it",
             another_holder_of_the_ram_does_not_stop_it,
+            Needs::Stream,
         ),
         (
             "stream::bad_arguments_change_nothing",
             bad_arguments_change_nothing,
+            Needs::Stream,
         ),
         (
             "stream::ring_drop_oldest_counts_every_lost_record",
             ring_drop_oldest_counts_every_lost_record,
+            Needs::Stream,
         ),
         (
             "stream::ring_back_pressure_loses_nothing",
             ring_back_pressure_loses_nothing,
+            Needs::Stream,
         ),
         (
             "stream::ring_into_the_checker_counts_every_record",
             ring_into_the_checker_counts_every_record,
+            Needs::StreamHostRing,
         ),
         (
             "stream::ring_stops_on_its_stop_word_and_on_a_signal",
             ring_stops_on_its_stop_word_and_on_a_signal,
+            Needs::Stream,
         ),
         (
             "stream::ring_bad_arguments_change_nothing",
             ring_bad_arguments_change_nothing,
+            Needs::Stream,
         ),
         (
             "stream::ring_wakes_its_sleeper_after_each_chain_and_at_its_end",
             ring_wakes_its_sleeper_after_each_chain_and_at_its_end,
+            Needs::Stream,
         ),
         (
             "stream::ring_on_a_surface_ends_with_the_surface",
             ring_on_a_surface_ends_with_the_surface,
+            Needs::StreamHostRing,
         ),
         (
             "stream::a_killed_reader_of_a_slow_source_leaves_the_card_working",
             a_killed_reader_of_a_slow_source_leaves_the_card_working,
+            Needs::Stream,
         ),
     ] {
-        // The ring in a PIN_HOST surface of the checker's and the surface's end: host surfaces needed.
-        let needs = if matches!(
-            name,
-            "stream::ring_into_the_checker_counts_every_record"
-                | "stream::ring_on_a_surface_ends_with_the_surface"
-        ) {
-            Needs::StreamHostRing
-        } else {
-            Needs::Stream
-        };
         v.push(test(name, run).needs(needs));
     }
 }
