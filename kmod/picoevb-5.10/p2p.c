@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The nvidia_p2p shim: the 6.18 module's own source, checked against this build's prototypes. */
+/* The GPU-memory shim: the 6.18 module's own source and header (../picoevb/p2p.h). */
 #include "picoevb.h"
 #include "../picoevb/p2p.c"
 

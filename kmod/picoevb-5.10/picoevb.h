@@ -13,6 +13,7 @@
 #include "services.h"
 #include "../picoevb/cpin.h"
 #include "../picoevb/node.h"
+#include "../picoevb/p2p.h"
 #include "../picoevb/pin.h"
 #include "../picoevb/watched.h"
 
@@ -176,26 +177,6 @@ bool pevb_card_overlaps(struct pevb_card *card, unsigned long mm, u64 first, u64
 			size_t n);
 void pevb_card_describe_surfaces(struct pevb_card *card, struct seq_file *m);
 bool pevb_provider_available(void);
-
-/* p2p.c: the 6.18 module's nvidia_p2p shim, compiled as is (its contract is at the top of that file). */
-struct pevb_p2p;
-int pevb_p2p_init(void);
-void pevb_p2p_exit(void);
-int pevb_p2p_get(void);
-void pevb_p2p_put(void);
-int pevb_p2p_pin(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
-		 struct pevb_p2p **out);
-int pevb_p2p_pin_host(struct device *dev, u64 va, u64 len, void (*free_cb)(void *), void *data,
-		      struct pevb_p2p **out);
-struct pevb_p2p_seg;
-const struct pevb_p2p_seg *pevb_p2p_segments(struct pevb_p2p *p, u32 *n);
-void pevb_p2p_use_acquire(void);
-void pevb_p2p_use_release(void);
-void pevb_p2p_uses_awaited(void);
-void pevb_p2p_unpin(struct pevb_p2p *p);
-void pevb_p2p_free_from_callback(struct pevb_p2p *p);
-bool pevb_p2p_unmap_device(struct pevb_p2p *p);
-void pevb_p2p_sync(struct pevb_p2p *p, u64 at, u64 len, bool to_device, bool for_device);
 
 /* file.c */
 extern const struct file_operations pevb_fops;

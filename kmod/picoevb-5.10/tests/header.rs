@@ -102,7 +102,12 @@ fn rust_imports(dir: &std::path::Path) -> std::collections::BTreeMap<String, Sig
 /// The `pevb_*` functions the hand-written headers declare.
 fn c_declarations(dir: &std::path::Path) -> std::collections::BTreeMap<String, Sig> {
     let mut out = std::collections::BTreeMap::new();
-    for h in ["services.h", "picoevb.h", "../picoevb/cpin.h"] {
+    for h in [
+        "services.h",
+        "picoevb.h",
+        "../picoevb/cpin.h",
+        "../picoevb/p2p.h",
+    ] {
         let text = std::fs::read_to_string(dir.join(h)).unwrap();
         // Comments and preprocessor lines out; what is left splits into declarations at ';' and '}'.
         let mut code = String::new();
@@ -141,7 +146,7 @@ fn c_declarations(dir: &std::path::Path) -> std::collections::BTreeMap<String, S
 }
 
 /// What C defines for the Rust half is declared by hand (`services.h`, `picoevb.h` for the platform's
-/// register services, which C calls too, and the shared `cpin.h`): each function the Rust `extern "C"`
+/// register services, which C calls too, and the shared `cpin.h` and `p2p.h`): each function the Rust `extern "C"`
 /// blocks import is declared there with the same parameters and return value, kind for kind (a pointer for
 /// a pointer: the Rust side passes C's structs as `c_void`).
 #[test]
