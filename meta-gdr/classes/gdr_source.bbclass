@@ -16,5 +16,5 @@ SRC_URI = "${GDR_GIT_URI};branch=${GDR_GIT_BRANCH};destsuffix=gdr"
 # The commit the recipes describe: meta-gdr/scripts/check.sh fails when Cargo.lock, install.list, the
 # sysusers file or the licences changed since it (the crates list, install lines, users and checksums of
 # the recipes are written for it). After such a change is committed, set SRCREV to that commit.
-SRCREV = "a7b0577e40800785ad0feff68a2cbbae7040d7c8"
+SRCREV = "d9c2432a841b611c363140de3aa242ce12d60bfa"
 S = "${UNPACKDIR}/gdr"
